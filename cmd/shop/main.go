@@ -1,0 +1,138 @@
+// Command shop is the stockguard flash-sale shop.
+//
+//	shop serve     run the HTTP API
+//	shop migrate   create the database schema and exit
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/stockguard/shop/internal/app"
+	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/db"
+)
+
+const usage = `usage: shop <command> [flags]
+
+commands:
+  serve     run the HTTP API
+  migrate   create the database schema and exit
+
+Run 'shop <command> -h' for the flags of a command. Every flag can also be
+set by its SHOP_* environment variable; a flag wins over the variable.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "shop:", err)
+		os.Exit(1)
+	}
+}
+
+// run is main with its dependencies passed in, so tests can call it.
+func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	switch cmd, args := args[0], args[1:]; cmd {
+	case "serve":
+		return serve(ctx, args, getenv, stderr)
+	case "migrate":
+		return migrate(ctx, args, getenv, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+func migrate(ctx context.Context, args []string, getenv config.Getenv, stderr io.Writer) error {
+	cfg, err := config.Load(args, getenv, app.Names(), stderr)
+	if err != nil {
+		return err
+	}
+	gdb, err := db.Open(ctx, cfg.MySQLDSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close(gdb)
+	return db.Migrate(ctx, gdb)
+}
+
+// shutdownTimeout bounds how long in-flight requests may finish after a
+// signal before their connections are closed.
+const shutdownTimeout = 15 * time.Second
+
+func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.Writer) error {
+	cfg, err := config.Load(args, getenv, app.Names(), stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	log.Info("starting", slog.Any("config", cfg))
+
+	shop, err := app.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer shop.Close()
+
+	servers := []*http.Server{{Addr: cfg.HTTPAddr, Handler: shop.Handler, ReadHeaderTimeout: 5 * time.Second}}
+	if cfg.DebugAddr != "" {
+		servers = append(servers, &http.Server{Addr: cfg.DebugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second})
+	}
+	errc := make(chan error, len(servers))
+	for _, srv := range servers {
+		ln, err := net.Listen("tcp", srv.Addr)
+		if err != nil {
+			return err
+		}
+		log.Info("listening", slog.String("addr", ln.Addr().String()))
+		go func() { errc <- srv.Serve(ln) }()
+	}
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	var errs []error
+	for _, srv := range servers {
+		if err := srv.Shutdown(sctx); err != nil {
+			errs = append(errs, err, srv.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// debugMux serves pprof, apart from the public router.
+func debugMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}

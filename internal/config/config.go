@@ -1,0 +1,147 @@
+// Package config reads the shop's one Config from SHOP_* environment
+// variables and command-line flags (flags win), validates it, and masks its
+// secrets when it is logged.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Config is everything `shop serve` needs.
+type Config struct {
+	HTTPAddr       string        // SHOP_HTTP_ADDR
+	DebugAddr      string        // SHOP_DEBUG_ADDR; empty disables the debug listener
+	MySQLDSN       string        // SHOP_MYSQL_DSN
+	RedisAddr      string        // SHOP_REDIS_ADDR
+	ZKAddrs        []string      // SHOP_ZK_ADDRS, comma-separated
+	Strategy       string        // SHOP_STRATEGY
+	AdminToken     string        // SHOP_ADMIN_TOKEN; empty refuses the admin endpoints
+	LockTTL        time.Duration // SHOP_LOCK_TTL
+	RequestTimeout time.Duration // SHOP_REQUEST_TIMEOUT
+}
+
+// Getenv looks up one environment variable, as os.Getenv does.
+type Getenv func(string) string
+
+// Load builds a Config from defaults, then the environment, then args, and
+// validates it. strategies lists the names the caller can build.
+func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (Config, error) {
+	env := func(key, def string) string {
+		if v := getenv(key); v != "" {
+			return v
+		}
+		return def
+	}
+	var c Config
+	var zk, ttl, timeout string
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	fs.StringVar(&c.HTTPAddr, "http", env("SHOP_HTTP_ADDR", ":8080"), "public HTTP listen address (SHOP_HTTP_ADDR)")
+	fs.StringVar(&c.DebugAddr, "debug", env("SHOP_DEBUG_ADDR", "127.0.0.1:6060"), "pprof listen address, empty to disable (SHOP_DEBUG_ADDR)")
+	fs.StringVar(&c.MySQLDSN, "mysql", env("SHOP_MYSQL_DSN", ""), "MySQL DSN, user:pass@tcp(host:port)/db (SHOP_MYSQL_DSN)")
+	fs.StringVar(&c.RedisAddr, "redis", env("SHOP_REDIS_ADDR", "127.0.0.1:6379"), "Redis address (SHOP_REDIS_ADDR)")
+	fs.StringVar(&zk, "zk", env("SHOP_ZK_ADDRS", ""), "ZooKeeper addresses, comma-separated (SHOP_ZK_ADDRS)")
+	fs.StringVar(&c.Strategy, "strategy", env("SHOP_STRATEGY", "atomic"), "stock strategy: "+strings.Join(strategies, ", ")+" (SHOP_STRATEGY)")
+	fs.StringVar(&c.AdminToken, "admin-token", env("SHOP_ADMIN_TOKEN", ""), "bearer token for the admin endpoints; empty refuses them (SHOP_ADMIN_TOKEN)")
+	fs.StringVar(&ttl, "lock-ttl", env("SHOP_LOCK_TTL", "10s"), "lease TTL of the distributed locks (SHOP_LOCK_TTL)")
+	fs.StringVar(&timeout, "request-timeout", env("SHOP_REQUEST_TIMEOUT", "10s"), "deadline of one API request (SHOP_REQUEST_TIMEOUT)")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	for _, a := range strings.Split(zk, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.ZKAddrs = append(c.ZKAddrs, a)
+		}
+	}
+	for _, a := range []struct{ name, addr string }{{"SHOP_HTTP_ADDR", c.HTTPAddr}, {"SHOP_DEBUG_ADDR", c.DebugAddr}, {"SHOP_REDIS_ADDR", c.RedisAddr}} {
+		if a.addr == "" && a.name == "SHOP_DEBUG_ADDR" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			bad("%s: %q is not host:port", a.name, a.addr)
+		}
+	}
+	for _, a := range c.ZKAddrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad("SHOP_ZK_ADDRS: %q is not host:port", a)
+		}
+	}
+	if c.MySQLDSN == "" {
+		bad("SHOP_MYSQL_DSN is required, e.g. shop:shop@tcp(127.0.0.1:3306)/shop")
+	} else if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
+		bad("SHOP_MYSQL_DSN: %v", err)
+	}
+	if !slices.Contains(strategies, c.Strategy) {
+		bad("SHOP_STRATEGY: unknown strategy %q, want one of %s", c.Strategy, strings.Join(strategies, ", "))
+	}
+	var err error
+	if c.LockTTL, err = duration(ttl, 100*time.Millisecond); err != nil {
+		bad("SHOP_LOCK_TTL: %v", err)
+	}
+	if c.RequestTimeout, err = duration(timeout, 10*time.Millisecond); err != nil {
+		bad("SHOP_REQUEST_TIMEOUT: %v", err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return c, nil
+}
+
+func duration(s string, min time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration such as 10s or 500ms", s)
+	}
+	if d < min {
+		return 0, fmt.Errorf("%s is below the minimum %s", d, min)
+	}
+	return d, nil
+}
+
+// LogValue masks the admin token and the database password.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("http_addr", c.HTTPAddr),
+		slog.String("debug_addr", c.DebugAddr),
+		slog.String("mysql_dsn", MaskDSN(c.MySQLDSN)),
+		slog.String("redis_addr", c.RedisAddr),
+		slog.String("zk_addrs", strings.Join(c.ZKAddrs, ",")),
+		slog.String("strategy", c.Strategy),
+		slog.String("admin_token", mask(c.AdminToken)),
+		slog.Duration("lock_ttl", c.LockTTL),
+		slog.Duration("request_timeout", c.RequestTimeout),
+	)
+}
+
+// MaskDSN hides the password in a MySQL DSN.
+func MaskDSN(dsn string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return mask(dsn)
+	}
+	cfg.Passwd = mask(cfg.Passwd)
+	return cfg.FormatDSN()
+}
+
+func mask(secret string) string {
+	if secret == "" {
+		return ""
+	}
+	return "*****"
+}

@@ -1,0 +1,242 @@
+// Package httpapi is the shop's HTTP API: the gin router, its handlers, and
+// the mapping of domain errors to RFC 9457 problem+json.
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/stockguard/shop/internal/order"
+)
+
+// Limits on input.
+const (
+	MaxBodyBytes = 8 << 10
+	MaxQuantity  = 100
+	MaxIDLength  = 64
+)
+
+// Config is what the router needs.
+type Config struct {
+	Orders         *order.Service
+	AdminToken     string // empty refuses the admin endpoints
+	RequestTimeout time.Duration
+	Ready          func(context.Context) error // nil error: ready
+	Log            *slog.Logger
+}
+
+type api struct{ Config }
+
+func init() { gin.SetMode(gin.ReleaseMode) }
+
+// New returns the router.
+func New(cfg Config) http.Handler {
+	a := &api{cfg}
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true
+	r.Use(a.recover)
+	r.NoRoute(func(c *gin.Context) { problem(c, "not-found", "no such endpoint") })
+	r.NoMethod(func(c *gin.Context) { problem(c, "method-not-allowed", "") })
+
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", a.ready)
+
+	v1 := r.Group("/api/v1", a.timeout)
+	v1.PUT("/stock/:sku", a.admin, a.putStock)
+	v1.GET("/stock/:sku", a.getStock)
+	v1.POST("/orders", a.postOrder)
+	v1.GET("/orders/:id", a.getOrder)
+	return r
+}
+
+func (a *api) recover(c *gin.Context) {
+	defer func() {
+		if v := recover(); v != nil {
+			if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+				panic(v)
+			}
+			a.Log.ErrorContext(c, "panic", slog.Any("value", v), slog.String("path", c.Request.URL.Path))
+			problem(c, "internal", "")
+		}
+	}()
+	c.Next()
+}
+
+// timeout bounds each API request, so that every wait below it ends.
+func (a *api) timeout(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), a.RequestTimeout)
+	defer cancel()
+	c.Request = c.Request.WithContext(ctx)
+	c.Next()
+}
+
+func (a *api) ready(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+	defer cancel()
+	if err := a.Ready(ctx); err != nil {
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "error": err.Error()})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+func (a *api) admin(c *gin.Context) {
+	if a.AdminToken == "" {
+		problem(c, "unauthorized", "admin endpoints are disabled: SHOP_ADMIN_TOKEN is not set")
+		return
+	}
+	token, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(a.AdminToken)) != 1 {
+		c.Header("WWW-Authenticate", `Bearer realm="stockguard-admin"`)
+		problem(c, "unauthorized", "Authorization: Bearer <SHOP_ADMIN_TOKEN> is required")
+		return
+	}
+	c.Next()
+}
+
+type stockBody struct {
+	Quantity *int `json:"quantity"`
+}
+
+func (a *api) putStock(c *gin.Context) {
+	sku := c.Param("sku")
+	var b stockBody
+	if !bind(c, &b) || !validID(c, "sku", sku) {
+		return
+	}
+	if b.Quantity == nil || *b.Quantity < 0 || *b.Quantity > 1_000_000_000 {
+		problem(c, "invalid-request", "quantity must be an integer from 0 to 1000000000")
+		return
+	}
+	s, err := a.Orders.ResetStock(c, sku, *b.Quantity)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, s)
+}
+
+func (a *api) getStock(c *gin.Context) {
+	sku := c.Param("sku")
+	if !validID(c, "sku", sku) {
+		return
+	}
+	s, err := a.Orders.Stock(c, sku)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, s)
+}
+
+type orderBody struct {
+	SKU      string `json:"sku"`
+	UserID   string `json:"user_id"`
+	Quantity int    `json:"quantity"`
+}
+
+// orderJSON is an order as the API shows it.
+type orderJSON struct {
+	ID         int64      `json:"id"`
+	SKU        string     `json:"sku"`
+	UserID     string     `json:"user_id"`
+	Quantity   int        `json:"quantity"`
+	Status     string     `json:"status"`
+	CreatedAt  time.Time  `json:"created_at"`
+	RefundedAt *time.Time `json:"refunded_at,omitempty"`
+}
+
+func toJSON(o order.Order) orderJSON {
+	return orderJSON{ID: o.ID, SKU: o.SKU, UserID: o.UserID, Quantity: o.Quantity, Status: o.Status, CreatedAt: o.CreatedAt, RefundedAt: o.RefundedAt}
+}
+
+func (a *api) postOrder(c *gin.Context) {
+	var b orderBody
+	if !bind(c, &b) || !validID(c, "sku", b.SKU) || !validID(c, "user_id", b.UserID) {
+		return
+	}
+	if b.Quantity < 1 || b.Quantity > MaxQuantity {
+		problem(c, "invalid-request", fmt.Sprintf("quantity must be an integer from 1 to %d", MaxQuantity))
+		return
+	}
+	key := c.GetHeader("Idempotency-Key")
+	if len(key) > 255 {
+		problem(c, "invalid-request", "Idempotency-Key is longer than 255 characters")
+		return
+	}
+	o, replayed, err := a.Orders.Place(c, order.PlaceRequest{SKU: b.SKU, UserID: b.UserID, Quantity: b.Quantity, IdempotencyKey: key})
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	if replayed {
+		c.Header("Idempotent-Replayed", "true")
+	}
+	c.Header("Location", fmt.Sprintf("/api/v1/orders/%d", o.ID))
+	c.JSON(http.StatusCreated, toJSON(o))
+}
+
+func (a *api) getOrder(c *gin.Context) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		problem(c, "invalid-request", "order id must be a positive integer")
+		return
+	}
+	o, err := a.Orders.Get(c, id)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, toJSON(o))
+}
+
+// bind decodes a JSON body of at most MaxBodyBytes into v, refusing unknown
+// fields and trailing data. On failure it writes the problem.
+func bind(c *gin.Context, v any) bool {
+	body := http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	var tooBig *http.MaxBytesError
+	err := dec.Decode(v)
+	if err == nil {
+		if _, err = dec.Token(); err == io.EOF {
+			return true
+		}
+		if !errors.As(err, &tooBig) {
+			err = errors.New("unexpected data after the JSON object")
+		}
+	}
+	switch {
+	case errors.As(err, &tooBig):
+		problem(c, "invalid-request", fmt.Sprintf("the body is larger than %d bytes", MaxBodyBytes))
+	case errors.Is(err, io.EOF):
+		problem(c, "invalid-request", "the body is empty; a JSON object is required")
+	default:
+		problem(c, "invalid-request", "malformed JSON: "+err.Error())
+	}
+	return false
+}
+
+// validID accepts 1 to MaxIDLength visible ASCII characters.
+func validID(c *gin.Context, field, v string) bool {
+	ok := v != "" && len(v) <= MaxIDLength
+	for i := 0; ok && i < len(v); i++ {
+		ok = v[i] > ' ' && v[i] < 0x7f
+	}
+	if !ok {
+		problem(c, "invalid-request", fmt.Sprintf("%s must be 1 to %d visible ASCII characters", field, MaxIDLength))
+	}
+	return ok
+}

@@ -1,0 +1,69 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/stock"
+)
+
+// Problem is an RFC 9457 problem detail. Type is a stable slug that clients
+// can switch on; Title is its fixed human name.
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+}
+
+// The problem types of DESIGN.md, by slug.
+var problems = map[string]struct {
+	status int
+	title  string
+}{
+	"invalid-request":    {http.StatusBadRequest, "The request is invalid"},
+	"unauthorized":       {http.StatusUnauthorized, "Missing or bad admin token"},
+	"not-found":          {http.StatusNotFound, "Not found"},
+	"method-not-allowed": {http.StatusMethodNotAllowed, "Method not allowed"},
+	"sold-out":           {http.StatusConflict, "Not enough stock"},
+	"busy":               {http.StatusServiceUnavailable, "Busy, try again"},
+	"internal":           {http.StatusInternalServerError, "Internal error"},
+}
+
+// retryAfter is the Retry-After, in seconds, sent with busy.
+const retryAfter = "1"
+
+// problem writes the problem of type slug and aborts the request.
+func problem(c *gin.Context, slug, detail string) {
+	p, ok := problems[slug]
+	if !ok {
+		panic("httpapi: unknown problem type " + slug)
+	}
+	if p.status == http.StatusServiceUnavailable {
+		c.Header("Retry-After", retryAfter)
+	}
+	c.Header("Content-Type", "application/problem+json")
+	c.AbortWithStatusJSON(p.status, Problem{Type: slug, Title: p.title, Status: p.status, Detail: detail, Instance: c.Request.URL.Path})
+}
+
+// fail maps an error from the layers below to its problem: the one place
+// where domain errors meet HTTP.
+func (a *api) fail(c *gin.Context, err error) {
+	switch {
+	case errors.Is(err, stock.ErrNotFound), errors.Is(err, order.ErrNotFound):
+		problem(c, "not-found", err.Error())
+	case errors.Is(err, stock.ErrSoldOut):
+		problem(c, "sold-out", err.Error())
+	case errors.Is(err, stock.ErrBusy), errors.Is(err, context.DeadlineExceeded):
+		problem(c, "busy", "the stock is contended; nothing was changed")
+	default:
+		a.Log.ErrorContext(c, "request failed", slog.String("path", c.FullPath()), slog.Any("err", err))
+		problem(c, "internal", "")
+	}
+}

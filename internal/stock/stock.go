@@ -1,0 +1,114 @@
+// Package stock holds the stock domain: the stock_items row, its errors, and
+// the strategies that guard a change to it against concurrent buyers.
+//
+// Every strategy has the same shape, taken from the repository-with-closure
+// pattern: Adjust(ctx, sku, delta, fn) applies delta to the SKU's stock and
+// runs fn (the caller's own writes, such as the order row) in the same
+// transaction, so that both commit or neither does. The strategies differ
+// only in how they keep two buyers from spending the same unit.
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/db"
+)
+
+// Errors a strategy returns. Callers test them with errors.Is.
+var (
+	ErrNotFound = errors.New("stock: sku not found")
+	ErrSoldOut  = errors.New("stock: sold out")
+	// ErrBusy means the change could not be made before the ctx ended:
+	// nothing was decided, and the caller may try again.
+	ErrBusy = errors.New("stock: busy")
+)
+
+// Item is one row of stock_items.
+type Item struct {
+	SKU       string `gorm:"column:sku;primaryKey"`
+	Initial   int
+	Available int
+	Version   int64
+	Fence     int64
+	UpdatedAt time.Time
+}
+
+// TableName tells GORM the table.
+func (Item) TableName() string { return "stock_items" }
+
+// Fn is the caller's part of a stock transaction.
+type Fn func(tx *gorm.DB) error
+
+// Get reads one item.
+func Get(ctx context.Context, tx *gorm.DB, sku string) (Item, error) {
+	var it Item
+	err := tx.WithContext(ctx).Where("sku = ?", sku).Take(&it).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Item{}, fmt.Errorf("%w: %s", ErrNotFound, sku)
+	}
+	return it, err
+}
+
+// Reset sets sku's stock to quantity, creating the row if needed. The fence
+// is kept: lock tokens only grow, so a reset must not let old ones through.
+func Reset(ctx context.Context, tx *gorm.DB, sku string, quantity int) error {
+	return tx.WithContext(ctx).Exec(
+		`INSERT INTO stock_items (sku, initial, available, version, fence, updated_at) VALUES (?, ?, ?, 0, 0, ?)
+		 ON DUPLICATE KEY UPDATE initial = VALUES(initial), available = VALUES(available), version = version + 1, updated_at = VALUES(updated_at)`,
+		sku, quantity, quantity, now()).Error
+}
+
+func now() time.Time { return time.Now().UTC() }
+
+// transact runs fn in a transaction. Deadlocks and lock-wait timeouts roll
+// the transaction back; it runs again after a jittered pause until it
+// commits or ctx ends, which gives ErrBusy.
+func transact(ctx context.Context, gdb *gorm.DB, fn Fn) error {
+	for attempt := 0; ; attempt++ {
+		err := gdb.WithContext(ctx).Transaction(fn)
+		if err == nil || !db.IsRetryable(err) {
+			return busyIfDone(ctx, err)
+		}
+		if err := pause(ctx, attempt); err != nil {
+			return err
+		}
+	}
+}
+
+// pause sleeps a full-jitter exponential backoff (1ms doubling to a 64ms
+// cap) or returns ErrBusy when ctx ends first.
+func pause(ctx context.Context, attempt int) error {
+	limit := time.Millisecond << min(attempt, 6)
+	t := time.NewTimer(rand.N(limit) + time.Microsecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrBusy, context.Cause(ctx))
+	case <-t.C:
+		return nil
+	}
+}
+
+// busyIfDone reports a failure caused by the ctx ending as ErrBusy: the
+// transaction did not commit, so nothing was decided.
+func busyIfDone(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrBusy) {
+		return fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	return err
+}
+
+// missing tells a refused conditional update on sku apart: the SKU does not
+// exist (ErrNotFound), or it has too little stock (ErrSoldOut).
+func missing(ctx context.Context, tx *gorm.DB, sku string) error {
+	if _, err := Get(ctx, tx, sku); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s", ErrSoldOut, sku)
+}
