@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/stockguard/shop/internal/db"
 )
@@ -55,13 +56,15 @@ func Get(ctx context.Context, tx *gorm.DB, sku string) (Item, error) {
 	return it, err
 }
 
-// Reset sets sku's stock to quantity, creating the row if needed. The fence
-// is kept: lock tokens only grow, so a reset must not let old ones through.
+// Reset sets sku's stock to quantity, creating the row if needed. It starts
+// a new sale: the version and the fence start again from zero, so it must
+// not run while buyers are still being served.
 func Reset(ctx context.Context, tx *gorm.DB, sku string, quantity int) error {
-	return tx.WithContext(ctx).Exec(
-		`INSERT INTO stock_items (sku, initial, available, version, fence, updated_at) VALUES (?, ?, ?, 0, 0, ?)
-		 ON DUPLICATE KEY UPDATE initial = VALUES(initial), available = VALUES(available), version = version + 1, updated_at = VALUES(updated_at)`,
-		sku, quantity, quantity, now()).Error
+	it := Item{SKU: sku, Initial: quantity, Available: quantity, UpdatedAt: now()}
+	return tx.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "sku"}},
+		DoUpdates: clause.AssignmentColumns([]string{"initial", "available", "version", "fence", "updated_at"}),
+	}).Create(&it).Error
 }
 
 func now() time.Time { return time.Now().UTC() }
