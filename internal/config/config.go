@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/stockguard/shop/internal/db"
 )
 
 // Config is everything `shop serve` needs.
@@ -48,7 +50,7 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 	fs.SetOutput(usage)
 	fs.StringVar(&c.HTTPAddr, "http", env("SHOP_HTTP_ADDR", ":8080"), "public HTTP listen address (SHOP_HTTP_ADDR)")
 	fs.StringVar(&c.DebugAddr, "debug", env("SHOP_DEBUG_ADDR", "127.0.0.1:6060"), "pprof listen address, empty to disable (SHOP_DEBUG_ADDR)")
-	fs.StringVar(&c.MySQLDSN, "mysql", env("SHOP_MYSQL_DSN", ""), "MySQL DSN, user:pass@tcp(host:port)/db (SHOP_MYSQL_DSN)")
+	fs.StringVar(&c.MySQLDSN, "mysql", env("SHOP_MYSQL_DSN", ""), "MySQL DSN, user:pass@tcp(host:port)/db, or sqlite:FILE for an embedded database (SHOP_MYSQL_DSN)")
 	fs.StringVar(&c.RedisAddr, "redis", env("SHOP_REDIS_ADDR", "127.0.0.1:6379"), "Redis address (SHOP_REDIS_ADDR)")
 	fs.StringVar(&zk, "zk", env("SHOP_ZK_ADDRS", ""), "ZooKeeper addresses, comma-separated (SHOP_ZK_ADDRS)")
 	fs.StringVar(&c.Strategy, "strategy", env("SHOP_STRATEGY", "atomic"), "stock strategy: "+strings.Join(strategies, ", ")+" (SHOP_STRATEGY)")
@@ -84,7 +86,7 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 	}
 	if c.MySQLDSN == "" {
 		bad("SHOP_MYSQL_DSN is required, e.g. shop:shop@tcp(127.0.0.1:3306)/shop")
-	} else if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
+	} else if err := db.CheckDSN(c.MySQLDSN); err != nil {
 		bad("SHOP_MYSQL_DSN: %v", err)
 	}
 	if !slices.Contains(strategies, c.Strategy) {
@@ -129,8 +131,12 @@ func (c Config) LogValue() slog.Value {
 	)
 }
 
-// MaskDSN hides the password in a MySQL DSN.
+// MaskDSN hides the password in a MySQL DSN. An SQLite DSN is a file name,
+// shown as it is.
 func MaskDSN(dsn string) string {
+	if strings.HasPrefix(dsn, db.SQLitePrefix) {
+		return dsn
+	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return mask(dsn)
