@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -16,6 +17,7 @@ import (
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/httpapi"
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 )
@@ -84,7 +86,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		return nil, errors.Join(fmt.Errorf("strategy %s: %w", cfg.Strategy, err), a.Close())
 	}
 	a.Handler = httpapi.New(httpapi.Config{
-		Orders:         order.NewService(gdb, guard),
+		Orders: order.NewService(gdb, guard, &order.Options{PerUserLimit: cfg.PerUserLimit}),
+		Idempotency: idempotency.NewStore(a.backends.Redis, &idempotency.Options{
+			Prefix:     cfg.RedisPrefix,
+			TTL:        cfg.IdempotencyTTL,
+			PendingTTL: cfg.RequestTimeout + pendingMargin,
+		}),
 		AdminToken:     cfg.AdminToken,
 		RequestTimeout: cfg.RequestTimeout,
 		Ready:          a.ready,
@@ -92,6 +99,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	})
 	return a, nil
 }
+
+// pendingMargin keeps a pending idempotency key past the deadline of its
+// request, so that a retry cannot start while the first one still runs.
+const pendingMargin = 5 * time.Second
 
 // ready reports whether the database and Redis answer.
 func (a *App) ready(ctx context.Context) error {

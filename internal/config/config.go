@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,11 +26,14 @@ type Config struct {
 	DebugAddr      string        // SHOP_DEBUG_ADDR; empty disables the debug listener
 	MySQLDSN       string        // SHOP_MYSQL_DSN
 	RedisAddr      string        // SHOP_REDIS_ADDR
+	RedisPrefix    string        // SHOP_REDIS_PREFIX, put before every key the shop writes
 	ZKAddrs        []string      // SHOP_ZK_ADDRS, comma-separated
 	Strategy       string        // SHOP_STRATEGY
 	AdminToken     string        // SHOP_ADMIN_TOKEN; empty refuses the admin endpoints
 	LockTTL        time.Duration // SHOP_LOCK_TTL
 	RequestTimeout time.Duration // SHOP_REQUEST_TIMEOUT
+	IdempotencyTTL time.Duration // SHOP_IDEMPOTENCY_TTL
+	PerUserLimit   int           // SHOP_PER_USER_LIMIT; 0 means none
 }
 
 // Getenv looks up one environment variable, as os.Getenv does.
@@ -45,18 +49,21 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 		return def
 	}
 	var c Config
-	var zk, ttl, timeout string
+	var zk, ttl, timeout, idemTTL, limit string
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(usage)
 	fs.StringVar(&c.HTTPAddr, "http", env("SHOP_HTTP_ADDR", ":8080"), "public HTTP listen address (SHOP_HTTP_ADDR)")
 	fs.StringVar(&c.DebugAddr, "debug", env("SHOP_DEBUG_ADDR", "127.0.0.1:6060"), "pprof listen address, empty to disable (SHOP_DEBUG_ADDR)")
 	fs.StringVar(&c.MySQLDSN, "mysql", env("SHOP_MYSQL_DSN", ""), "MySQL DSN, user:pass@tcp(host:port)/db, or sqlite:FILE for an embedded database (SHOP_MYSQL_DSN)")
 	fs.StringVar(&c.RedisAddr, "redis", env("SHOP_REDIS_ADDR", "127.0.0.1:6379"), "Redis address (SHOP_REDIS_ADDR)")
+	fs.StringVar(&c.RedisPrefix, "redis-prefix", env("SHOP_REDIS_PREFIX", "shop:"), "prefix of every Redis key the shop writes (SHOP_REDIS_PREFIX)")
 	fs.StringVar(&zk, "zk", env("SHOP_ZK_ADDRS", ""), "ZooKeeper addresses, comma-separated (SHOP_ZK_ADDRS)")
 	fs.StringVar(&c.Strategy, "strategy", env("SHOP_STRATEGY", "atomic"), "stock strategy: "+strings.Join(strategies, ", ")+" (SHOP_STRATEGY)")
 	fs.StringVar(&c.AdminToken, "admin-token", env("SHOP_ADMIN_TOKEN", ""), "bearer token for the admin endpoints; empty refuses them (SHOP_ADMIN_TOKEN)")
 	fs.StringVar(&ttl, "lock-ttl", env("SHOP_LOCK_TTL", "10s"), "lease TTL of the distributed locks (SHOP_LOCK_TTL)")
 	fs.StringVar(&timeout, "request-timeout", env("SHOP_REQUEST_TIMEOUT", "10s"), "deadline of one API request (SHOP_REQUEST_TIMEOUT)")
+	fs.StringVar(&idemTTL, "idempotency-ttl", env("SHOP_IDEMPOTENCY_TTL", "24h"), "how long a response is kept for replay under its Idempotency-Key (SHOP_IDEMPOTENCY_TTL)")
+	fs.StringVar(&limit, "per-user-limit", env("SHOP_PER_USER_LIMIT", "0"), "most units of one SKU a user may hold; 0 means no limit (SHOP_PER_USER_LIMIT)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -99,6 +106,12 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 	if c.RequestTimeout, err = duration(timeout, 10*time.Millisecond); err != nil {
 		bad("SHOP_REQUEST_TIMEOUT: %v", err)
 	}
+	if c.IdempotencyTTL, err = duration(idemTTL, time.Second); err != nil {
+		bad("SHOP_IDEMPOTENCY_TTL: %v", err)
+	}
+	if c.PerUserLimit, err = strconv.Atoi(limit); err != nil || c.PerUserLimit < 0 {
+		bad("SHOP_PER_USER_LIMIT: %q is not a whole number of units, 0 or more", limit)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
@@ -123,11 +136,14 @@ func (c Config) LogValue() slog.Value {
 		slog.String("debug_addr", c.DebugAddr),
 		slog.String("mysql_dsn", MaskDSN(c.MySQLDSN)),
 		slog.String("redis_addr", c.RedisAddr),
+		slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("zk_addrs", strings.Join(c.ZKAddrs, ",")),
 		slog.String("strategy", c.Strategy),
 		slog.String("admin_token", mask(c.AdminToken)),
 		slog.Duration("lock_ttl", c.LockTTL),
 		slog.Duration("request_timeout", c.RequestTimeout),
+		slog.Duration("idempotency_ttl", c.IdempotencyTTL),
+		slog.Int("per_user_limit", c.PerUserLimit),
 	)
 }
 

@@ -68,9 +68,18 @@ var sqliteSchema = []string{
 		idempotency_key TEXT NULL,
 		created_at      DATETIME NOT NULL,
 		refunded_at     DATETIME NULL,
+		refund_key      TEXT NULL,
 		CONSTRAINT orders_user_key UNIQUE (user_id, idempotency_key)
 	)`,
-	`CREATE INDEX IF NOT EXISTS orders_sku_user ON orders (sku, user_id)`,
+	`CREATE INDEX IF NOT EXISTS orders_user_sku ON orders (user_id, sku, id)`,
+	`CREATE INDEX IF NOT EXISTS orders_sku ON orders (sku)`,
+	`CREATE TABLE IF NOT EXISTS user_purchases (
+		user_id TEXT NOT NULL,
+		sku     TEXT NOT NULL,
+		units   INTEGER NOT NULL,
+		PRIMARY KEY (user_id, sku)
+	)`,
+	`CREATE INDEX IF NOT EXISTS user_purchases_sku ON user_purchases (sku)`,
 }
 
 // SQLite result codes the stores act on; extended codes carry the primary
