@@ -33,13 +33,17 @@ type Strategy struct {
 	Name  string
 	Needs []string // servers beyond MySQL it needs, e.g. "redis", "zookeeper"
 	New   func(Backends, config.Config) (order.Guard, error)
+	// SQLite says how the strategy runs on SQLite when that differs from
+	// MySQL, for the demo to show; empty when it runs the same.
+	SQLite string
 }
 
 // Strategies lists every selectable strategy, in the order reports show them.
 var Strategies = []Strategy{
 	{Name: "none", New: func(b Backends, _ config.Config) (order.Guard, error) { return stock.NewNone(b.DB), nil }},
 	{Name: "atomic", New: func(b Backends, _ config.Config) (order.Guard, error) { return stock.NewAtomic(b.DB), nil }},
-	{Name: "pessimistic", New: func(b Backends, _ config.Config) (order.Guard, error) { return stock.NewPessimistic(b.DB), nil }},
+	{Name: "pessimistic", New: func(b Backends, _ config.Config) (order.Guard, error) { return stock.NewPessimistic(b.DB), nil },
+		SQLite: "as a BEGIN IMMEDIATE write transaction: SQLite has no SELECT … FOR UPDATE"},
 	{Name: "optimistic", New: func(b Backends, _ config.Config) (order.Guard, error) { return stock.NewOptimistic(b.DB), nil }},
 }
 
