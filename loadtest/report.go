@@ -19,14 +19,15 @@ import (
 
 // Report is everything one demo or bench run measured.
 type Report struct {
-	Kind     string    `json:"kind"`              // "demo" or "bench"
-	Command  string    `json:"command,omitempty"` // how it was run
-	Started  time.Time `json:"started"`
-	Seconds  float64   `json:"seconds"`
-	Machine  Machine   `json:"machine"`
-	Backends []Backend `json:"backends"`
-	Plan     Plan      `json:"plan"`
-	Results  []Result  `json:"results"`
+	Kind      string           `json:"kind"`              // "demo" or "bench"
+	Command   string           `json:"command,omitempty"` // how it was run
+	Started   time.Time        `json:"started"`
+	Seconds   float64          `json:"seconds"`
+	Machine   Machine          `json:"machine"`
+	Backends  []Backend        `json:"backends"`
+	Plan      Plan             `json:"plan"`
+	Baselines []BaselineResult `json:"baselines,omitempty"`
+	Results   []Result         `json:"results"`
 }
 
 // Machine is where the run happened.
@@ -115,6 +116,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "%s: %s\n", b.Role, b.What)
 	}
 	fmt.Fprintln(w)
+	if len(r.Baselines) > 0 {
+		writeBaselines(w, r.Baselines)
+		fmt.Fprintln(w)
+	}
 	writeBursts(w, r.Results)
 	if p.Steady.Rate > 0 {
 		fmt.Fprintf(w, "\nsteady: %g buyers/s for %s, stock for every buyer, latency from when each request was due\n", p.Steady.Rate, p.Steady.Duration)

@@ -94,6 +94,32 @@ func demo(ctx context.Context, args []string, getenv config.Getenv, stdout, stde
 	return f.write(rep, err, "shop demo", args, stdout)
 }
 
+const benchUsage = `usage: shop bench [flags]
+
+Measures every strategy against real servers: first the baselines, raw
+loops on one hot row or key with no HTTP, then, for each strategy, K child
+'shop serve' processes under a burst and, with --rate, a steady load.
+
+`
+
+func bench(ctx context.Context, args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
+	f := newLoadFlags("bench", getenv, stderr, benchUsage)
+	bin, _ := os.Executable()
+	var b loadtest.Bench
+	f.fs.StringVar(&b.Bin, "bin", bin, "the shop binary to run as 'serve'")
+	f.fs.DurationVar(&b.Baseline, "baseline", 3*time.Second, "how long each baseline loops; 0 skips them")
+	f.fs.StringVar(&b.ZKRoot, "zk-root", "/stockguard-bench", "znode under which the ZooKeeper baseline works")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	b.Plan, b.MySQL, b.Redis, b.Redlock, b.ZK = f.plan, f.mysql, f.redis, list(f.redlock), list(f.zk)
+	progress, done := newProgress(stderr)
+	b.Progress = progress
+	rep, err := b.Run(ctx)
+	done()
+	return f.write(rep, err, "shop bench", args, stdout)
+}
+
 // write prints the report and writes the files asked for, even when the run
 // stopped early, so that what was measured is kept.
 func (f *loadFlags) write(rep *loadtest.Report, err error, cmd string, args []string, stdout io.Writer) error {

@@ -3,6 +3,7 @@
 //	shop serve     run the HTTP API
 //	shop migrate   create the database schema and exit
 //	shop demo      show every strategy under a flash sale, with nothing installed
+//	shop bench     measure every strategy against real servers
 package main
 
 import (
@@ -31,6 +32,7 @@ commands:
   serve     run the HTTP API
   migrate   create the database schema and exit
   demo      show every strategy under a flash sale, with nothing installed
+  bench     measure every strategy against real servers, with a report
 
 Run 'shop <command> -h' for the flags of a command. Every flag can also be
 set by its SHOP_* environment variable; a flag wins over the variable.
@@ -59,6 +61,8 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		return migrate(ctx, args, getenv, stderr)
 	case "demo":
 		return demo(ctx, args, getenv, stdout, stderr)
+	case "bench":
+		return bench(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,92 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/stockguard/shop/internal/app"
+	"github.com/stockguard/shop/internal/db"
+)
+
+// Bench runs every strategy as child shop processes against real servers,
+// after the baselines: the raw loops that show what the servers can do on
+// this machine, measured in the same run.
+type Bench struct {
+	Plan     Plan
+	Bin      string // the shop binary, run as `Bin serve`
+	MySQL    string // DSN; required
+	Redis    string // address; empty skips what needs it
+	Redlock  []string
+	ZK       []string
+	ZKRoot   string        // where the ZooKeeper baseline puts its znodes
+	Baseline time.Duration // how long each baseline loops; 0 skips them
+	Progress Progress      // may be nil
+}
+
+// Run runs the bench. It returns the error of a bad plan before it starts
+// anything.
+func (b Bench) Run(ctx context.Context) (*Report, error) {
+	if b.MySQL == "" {
+		return nil, errors.New("bench needs a MySQL server: --mysql or SHOP_MYSQL_DSN")
+	}
+	servers := Servers{"redis": b.Redis != "", "redlock": len(b.Redlock) > 0, "zookeeper": len(b.ZK) > 0}
+	run, skipped, err := b.Plan.Select(servers)
+	if err != nil {
+		return nil, err
+	}
+	rep := newReport("bench", b.Plan)
+	gdb, err := db.Open(ctx, b.MySQL)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close(gdb)
+	if err := db.Migrate(ctx, gdb); err != nil {
+		return nil, err
+	}
+	dbNote, err := describeDB(ctx, gdb)
+	if err != nil {
+		return nil, err
+	}
+	rep.Backends = []Backend{{"database", dbNote}, {"redis", or(b.Redis, "none")},
+		{"redlock", or(strings.Join(b.Redlock, ","), "none")}, {"zookeeper", or(strings.Join(b.ZK, ","), "none")},
+		{"shop", "child processes: " + b.Bin + " serve"}}
+
+	if b.Baseline > 0 {
+		probes, closeProbes, err := Probes(ctx, ProbeServers{DB: gdb, Redis: b.Redis, RedisPrefix: "stockguard:", ZK: b.ZK, ZKRoot: b.ZKRoot})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range probes {
+			if b.Progress != nil {
+				b.Progress.Describe("baseline " + p.Key)
+			}
+			rep.Baselines = append(rep.Baselines, p.Measure(ctx, b.Baseline))
+		}
+		if err := errors.Join(ctx.Err(), closeProbes()); err != nil {
+			return nil, err
+		}
+	}
+
+	env := []string{"SHOP_MYSQL_DSN=" + b.MySQL, "SHOP_REDIS_ADDR=" + or(b.Redis, "127.0.0.1:6379"),
+		"SHOP_ZK_ADDRS=" + strings.Join(b.ZK, ","), "SHOP_REDLOCK_ADDRS=" + strings.Join(b.Redlock, ",")}
+	r := Runner{Plan: b.Plan, Launch: Processes(b.Bin, env), DB: gdb, Progress: b.Progress}
+	rep.Results, err = r.RunAll(ctx, run, skipped)
+	for i, res := range rep.Results {
+		s, _ := app.Lookup(res.Strategy)
+		if base, ok := baselineOf(s, rep.Baselines); ok && res.Burst != nil && base.Throughput > 0 {
+			rep.Results[i].Baseline = base.Key
+			rep.Results[i].Fraction = res.Burst.Throughput / base.Throughput
+		}
+	}
+	rep.finish()
+	return rep, err
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
