@@ -178,10 +178,7 @@ func writeBursts(w io.Writer, results []Result) {
 			note = r.Skipped + r.Error
 		}
 		if bench {
-			rss, cpu := 0.0, 0.0
-			for _, u := range r.Usage {
-				rss, cpu = max(rss, float64(u.PeakRSSBytes)/(1<<20)), cpu+u.CPUSeconds
-			}
+			rss, cpu := totalUsage(r.Usage)
 			row += fmt.Sprintf("%.0f\t%.1f\t", rss, cpu)
 		}
 		fmt.Fprintln(tw, row+r.Verdict()+"\t  "+note)
@@ -191,7 +188,7 @@ func writeBursts(w io.Writer, results []Result) {
 
 func writeSteady(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tsent/s\torders\toversold\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tbusy\terrors\tverdict\t")
+	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tanswers/s\torders\toversold\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tbusy\terrors\tverdict\t")
 	for _, r := range results {
 		if s := r.Steady; s != nil {
 			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%s\t\n", leftAlign(r.Strategy, results), s.Throughput, s.Audit.Orders,
@@ -199,6 +196,15 @@ func writeSteady(w io.Writer, results []Result) {
 		}
 	}
 	tw.Flush()
+}
+
+// totalUsage returns the largest peak RSS of the instances, in MiB, and
+// their CPU time together, in seconds.
+func totalUsage(us []Usage) (rssMB, cpu float64) {
+	for _, u := range us {
+		rssMB, cpu = max(rssMB, float64(u.PeakRSSBytes)/(1<<20)), cpu+u.CPUSeconds
+	}
+	return rssMB, cpu
 }
 
 // leftAlign pads name to the longest strategy name, so that it reads left

@@ -22,7 +22,7 @@ type loadFlags struct {
 	plan                      loadtest.Plan
 	strategies                string
 	mysql, redis, redlock, zk string
-	jsonFile                  string
+	jsonFile, htmlFile        string
 	fs                        *flag.FlagSet
 }
 
@@ -47,6 +47,7 @@ func newLoadFlags(name string, getenv config.Getenv, stderr io.Writer, usage str
 	fs.StringVar(&f.redlock, "redlock", getenv("SHOP_REDLOCK_ADDRS"), "Redlock masters, comma-separated (SHOP_REDLOCK_ADDRS)")
 	fs.StringVar(&f.zk, "zk", getenv("SHOP_ZK_ADDRS"), "ZooKeeper servers, comma-separated (SHOP_ZK_ADDRS)")
 	fs.StringVar(&f.jsonFile, "json", "", "also write every figure as JSON to this file")
+	fs.StringVar(&f.htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
 	return f
 }
 
@@ -131,7 +132,7 @@ func (f *loadFlags) write(rep *loadtest.Report, err error, cmd string, args []st
 	for _, out := range []struct {
 		file  string
 		write func(io.Writer) error
-	}{{f.jsonFile, rep.WriteJSON}} {
+	}{{f.jsonFile, rep.WriteJSON}, {f.htmlFile, rep.WriteHTML}} {
 		if out.file != "" {
 			errs = append(errs, writeFile(out.file, out.write))
 		}
