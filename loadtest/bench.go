@@ -32,7 +32,7 @@ func (b Bench) Run(ctx context.Context) (*Report, error) {
 		return nil, errors.New("bench needs a MySQL server: --mysql or SHOP_MYSQL_DSN")
 	}
 	servers := Servers{"redis": b.Redis != "", "redlock": len(b.Redlock) > 0, "zookeeper": len(b.ZK) > 0}
-	run, skipped, err := b.Plan.Select(servers)
+	run, skipped, err := b.Plan.Select(servers.Missing)
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,13 @@ const redlockMasters = 3
 // anything.
 func (d Demo) Run(ctx context.Context) (*Report, error) {
 	servers := Servers{"redis": true, "redlock": true, "zookeeper": len(d.ZK) > 0}
-	run, skipped, err := d.Plan.Select(servers)
+	sqlite := d.MySQL == ""
+	run, skipped, err := d.Plan.Select(func(s app.Strategy) string {
+		if sqlite && s.NotOnSQLite {
+			return "cannot run on SQLite: " + s.OnSQLite + "; use --mysql"
+		}
+		return servers.Missing(s)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -117,8 +123,8 @@ func (d Demo) Run(ctx context.Context) (*Report, error) {
 		return ""
 	}
 	r := Runner{Plan: d.Plan, Launch: InProcess(getenv), DB: gdb, Progress: d.Progress}
-	if db.IsSQLite(gdb) {
-		r.Note = func(s app.Strategy) string { return s.SQLite }
+	if sqlite {
+		r.Note = func(s app.Strategy) string { return s.OnSQLite }
 	}
 	rep.Results, err = r.RunAll(ctx, run, skipped)
 	rep.finish()

@@ -62,12 +62,12 @@ type Servers map[string]bool
 // hint tells how to configure a server a strategy needs.
 var hint = map[string]string{
 	"redis":     "a Redis server (--redis or SHOP_REDIS_ADDR)",
-	"redlock":   "independent Redis masters (SHOP_REDLOCK_ADDRS)",
+	"redlock":   "independent Redis masters (--redlock or SHOP_REDLOCK_ADDRS)",
 	"zookeeper": "a ZooKeeper server (--zk or SHOP_ZK_ADDRS)",
 }
 
-// missing returns what s needs that servers lack, or "".
-func (servers Servers) missing(s app.Strategy) string {
+// Missing says what s needs that servers lack, or returns "".
+func (servers Servers) Missing(s app.Strategy) string {
 	var lack []string
 	for _, need := range s.Needs {
 		if !servers[need] {
@@ -84,11 +84,11 @@ func (servers Servers) missing(s app.Strategy) string {
 	return "needs " + strings.Join(lack, " and ")
 }
 
-// Select returns the strategies to run and, as skipped results, those that
-// need a server that is not at hand. A strategy named in the plan that
-// cannot run is an error; one that runs only because the plan names none
-// is skipped with the reason.
-func (p Plan) Select(servers Servers) (run []app.Strategy, skipped []Result, err error) {
+// Select returns the strategies to run and, as skipped results, those for
+// which cannot gives a reason. A strategy named in the plan that cannot run
+// is an error; one that would run only because the plan names none is
+// skipped with the reason.
+func (p Plan) Select(cannot func(app.Strategy) string) (run []app.Strategy, skipped []Result, err error) {
 	if err := p.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -98,7 +98,7 @@ func (p Plan) Select(servers Servers) (run []app.Strategy, skipped []Result, err
 		if len(p.Strategies) > 0 && !named {
 			continue
 		}
-		if why := servers.missing(s); why != "" {
+		if why := cannot(s); why != "" {
 			if named {
 				errs = append(errs, fmt.Errorf("strategy %s %s", s.Name, why))
 			}
@@ -231,6 +231,12 @@ func (r Runner) phase(ctx context.Context, shop Shop, sku string, stock int, loa
 	p := &Phase{Stats: stats, Audit: audit, Problems: audit.Violations()}
 	if stats.Errors > 0 {
 		p.Problems = append(p.Problems, fmt.Sprintf("%d requests failed, first: %s", stats.Errors, stats.FirstError))
+	}
+	// The audit counts as undersold only what was left while buyers heard
+	// "sold out". Buyers sent away busy while stock was left are no better
+	// served: the sale ended unsold.
+	if stats.Busy > 0 && audit.Available > 0 {
+		p.Problems = append(p.Problems, fmt.Sprintf("%d buyers were sent away busy while %d units were left", stats.Busy, audit.Available))
 	}
 	return p, forget(ctx, r.DB, sku)
 }

@@ -9,6 +9,8 @@ package db
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -41,11 +43,14 @@ func CheckDSN(dsn string) error {
 // IsSQLite reports whether gdb is an SQLite database.
 func IsSQLite(gdb *gorm.DB) bool { return gdb.Dialector.Name() == "sqlite" }
 
-// Close closes the connection pool.
+// Close closes the connection pools.
 func Close(gdb *gorm.DB) error {
 	sqlDB, err := gdb.DB()
 	if err != nil {
 		return err
+	}
+	if reads, ok := readPools.LoadAndDelete(sqlDB); ok {
+		return errors.Join(reads.(*sql.DB).Close(), sqlDB.Close())
 	}
 	return sqlDB.Close()
 }

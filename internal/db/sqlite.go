@@ -2,9 +2,11 @@ package db
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 
 	"github.com/glebarez/go-sqlite"
 	gormsqlite "github.com/glebarez/sqlite"
@@ -13,26 +15,15 @@ import (
 
 // openSQLite opens the SQLite file at path, creating it if needed.
 //
-// SQLite has one writer at a time and no row locks, so the settings serve
-// a burst of writers:
-//   - WAL lets readers run beside the writer;
-//   - busy_timeout makes a writer wait its turn instead of failing;
-//   - _txlock=immediate starts every transaction as BEGIN IMMEDIATE: it
-//     takes the write lock before its first read. This is how `pessimistic`
-//     runs here, as SQLite has no SELECT … FOR UPDATE (GORM drops the
-//     clause). A deferred transaction would read first and then fail with
-//     SQLITE_BUSY_SNAPSHOT when another writer got in between.
-//
-// Reads outside a transaction still see whatever was last committed, so a
-// strategy that reads and then writes without a guard oversells here as it
-// does on MySQL.
+// SQLite has one writer at a time, so the settings serve a burst of
+// writers: WAL lets readers run beside the writer, and busy_timeout makes a
+// writer wait its turn rather than fail.
 func openSQLite(ctx context.Context, path string) (*gorm.DB, error) {
-	q := url.Values{
+	dsn := path + "?" + url.Values{
 		"_pragma":      {"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(NORMAL)"},
-		"_txlock":      {"immediate"},
 		"_time_format": {"sqlite"},
-	}
-	gdb, err := gorm.Open(gormsqlite.Open(path+"?"+q.Encode()), gormConfig())
+	}.Encode()
+	gdb, err := gorm.Open(gormsqlite.Open(dsn), gormConfig())
 	if err != nil {
 		return nil, fmt.Errorf("db: %w", err)
 	}
@@ -44,7 +35,65 @@ func openSQLite(ctx context.Context, path string) (*gorm.DB, error) {
 	// the pool, which is fair, rather than in SQLite's sleeping busy loop.
 	sqlDB.SetMaxOpenConns(4)
 	sqlDB.SetMaxIdleConns(4)
+	reads, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("db: %w", err)
+	}
+	reads.SetMaxOpenConns(8)
+	reads.SetMaxIdleConns(8)
+	readPools.Store(sqlDB, reads)
+	if err := consistentReads(gdb, reads); err != nil {
+		Close(gdb)
+		return nil, fmt.Errorf("db: %w", err)
+	}
 	return ping(ctx, gdb, path)
+}
+
+// readPools maps an SQLite pool to the pool its consistent reads use, for
+// Close.
+var readPools sync.Map // *sql.DB → *sql.DB
+
+// consistentReads gives SQLite the reads of MySQL's InnoDB, which the
+// strategies were written against.
+//
+// A plain SELECT in an InnoDB transaction is a consistent read: it takes no
+// lock, and a later write does not check that what it read still holds. So
+// a read, check and write in a transaction guarded by a lock that does not
+// hold (none, local across instances) loses updates there and oversells.
+// In an SQLite transaction the same read would bind the transaction to its
+// snapshot: the write would fail with SQLITE_BUSY_SNAPSHOT and be retried
+// from a fresh read, and SQLite would hide the very bug the demo shows. So
+// here a plain SELECT (Find, Take, First) in a transaction reads the last
+// committed rows on a connection of its own. It does not see the
+// transaction's own writes; Raw and Scan still run in the transaction.
+//
+// SELECT … FOR UPDATE stays in the transaction. SQLite has no row locks,
+// and GORM drops the clause, so the transaction first takes SQLite's write
+// lock, its one lock, with a write that changes nothing: as with BEGIN
+// IMMEDIATE, the row is then held until commit, and so is every other.
+func consistentReads(gdb *gorm.DB, reads *sql.DB) error {
+	const saved = "db:tx"
+	err := gdb.Callback().Query().Before("gorm:query").Register("db:consistent_read", func(tx *gorm.DB) {
+		if _, inTx := tx.Statement.ConnPool.(gorm.TxCommitter); !inTx || tx.Error != nil {
+			return
+		}
+		if _, forUpdate := tx.Statement.Clauses["FOR"]; forUpdate {
+			_, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, "DELETE FROM "+tx.Statement.Quote(tx.Statement.Table)+" WHERE 0")
+			tx.AddError(err)
+			return
+		}
+		tx.Statement.Settings.Store(saved, tx.Statement.ConnPool)
+		tx.Statement.ConnPool = reads
+	})
+	if err != nil {
+		return err
+	}
+	return gdb.Callback().Query().After("gorm:query").Register("db:consistent_read_end", func(tx *gorm.DB) {
+		if pool, ok := tx.Statement.Settings.LoadAndDelete(saved); ok {
+			tx.Statement.ConnPool = pool.(gorm.ConnPool)
+		}
+	})
 }
 
 // sqliteSchema is mysqlSchema in SQLite's words: the same tables, columns,
