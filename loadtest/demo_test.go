@@ -3,9 +3,11 @@ package loadtest_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stockguard/shop/internal/app"
+	"github.com/stockguard/shop/internal/testinfra"
 	"github.com/stockguard/shop/loadtest"
 )
 
@@ -28,12 +30,36 @@ func TestDemo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkResults(t, rep, instances)
+			checkResults(t, rep, instances, false)
 		})
 	}
 }
 
-func checkResults(t *testing.T, rep *loadtest.Report, instances int) {
+// TestDemoOnRealServers runs the demo as it runs with SHOP_* set: on MySQL,
+// Redis and ZooKeeper, every strategy.
+func TestDemoOnRealServers(t *testing.T) {
+	t.Parallel()
+	redis := testinfra.Redis(t)
+	d := loadtest.Demo{
+		Plan:   loadtest.Plan{Instances: 3, Stock: 20, Burst: loadtest.Burst{Buyers: 200}},
+		MySQL:  testinfra.MySQL(t),
+		Redis:  redis.Addr,
+		ZK:     testinfra.ZooKeeper(t).Addrs,
+		Getenv: func(key string) string { return map[string]string{"SHOP_REDIS_PREFIX": redis.Prefix}[key] },
+	}
+	rep, err := d.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rep.Backends[0].What, "MySQL") {
+		t.Errorf("database %q, want the MySQL given", rep.Backends[0].What)
+	}
+	checkResults(t, rep, d.Plan.Instances, true)
+}
+
+// checkResults checks every strategy ran, or with zk false was skipped for
+// want of ZooKeeper, and sold what the demo must show it sells.
+func checkResults(t *testing.T, rep *loadtest.Report, instances int, zk bool) {
 	t.Helper()
 	if got, want := len(rep.Results), len(app.Strategies); got != want {
 		t.Errorf("%d results for %d strategies", got, want)
@@ -44,7 +70,7 @@ func checkResults(t *testing.T, rep *loadtest.Report, instances int) {
 			t.Fatal(err)
 		}
 		if r.Skipped != "" {
-			if !slices.Contains(s.Needs, "zookeeper") {
+			if zk || !slices.Contains(s.Needs, "zookeeper") {
 				t.Errorf("%s skipped: %s; only what needs ZooKeeper may be", r.Strategy, r.Skipped)
 			}
 			continue
