@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: test fuzz lint services-up services-down build
+.PHONY: test fuzz lint services-up services-down build bench
 
 FUZZTIME ?= 10s
 
@@ -30,3 +30,13 @@ services-down:
 
 build:
 	$(GO) build -o bin/shop ./cmd/shop
+
+# The Go benchmarks, then `shop bench` against the same services. Figures
+# and reports land in reports/ (git-ignored): go-bench.txt, bench.txt,
+# bench.json and bench.html. BENCHFLAGS go to shop bench.
+BENCHFLAGS ?= --rate 200 --duration 10s
+bench: services-up build
+	mkdir -p reports
+	set -o pipefail; eval "$$(scripts/services.sh env)" && \
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./... | tee reports/go-bench.txt && \
+	bin/shop bench $(BENCHFLAGS) --json reports/bench.json --html reports/bench.html | tee reports/bench.txt

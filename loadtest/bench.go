@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/stockguard/shop/internal/app"
 	"github.com/stockguard/shop/internal/db"
 )
@@ -71,7 +73,8 @@ func (b Bench) Run(ctx context.Context) (*Report, error) {
 
 	env := []string{"SHOP_MYSQL_DSN=" + b.MySQL, "SHOP_REDIS_ADDR=" + or(b.Redis, "127.0.0.1:6379"),
 		"SHOP_ZK_ADDRS=" + strings.Join(b.ZK, ","), "SHOP_REDLOCK_ADDRS=" + strings.Join(b.Redlock, ",")}
-	r := Runner{Plan: b.Plan, Launch: Processes(b.Bin, env), DB: gdb, Progress: b.Progress}
+	r := Runner{Plan: b.Plan, Launch: Processes(b.Bin, env), DB: gdb, Progress: b.Progress,
+		Settle: func(ctx context.Context) error { return settle(ctx, gdb) }}
 	rep.Results, err = r.RunAll(ctx, run, skipped)
 	for i, res := range rep.Results {
 		s, _ := app.Lookup(res.Strategy)
@@ -82,6 +85,25 @@ func (b Bench) Run(ctx context.Context) (*Report, error) {
 	}
 	rep.finish()
 	return rep, err
+}
+
+// settle waits, up to a minute, until no other statement runs in the
+// database. A request that timed out leaves its statement behind in the
+// server, still queued on the hot row for up to innodb_lock_wait_timeout;
+// the next load must not pay for it.
+func settle(ctx context.Context, gdb *gorm.DB) error {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		var running int
+		err := gdb.WithContext(ctx).Raw(`SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE COMMAND NOT IN ('Sleep', 'Daemon') AND ID <> CONNECTION_ID()`).Row().Scan(&running)
+		if err != nil || running == 0 {
+			return err
+		}
+		if !sleepUntil(ctx, time.Now().Add(100*time.Millisecond)) {
+			return ctx.Err()
+		}
+	}
+	return nil // waited long enough: measure anyway
 }
 
 func or(s, def string) string {

@@ -173,6 +173,9 @@ type Runner struct {
 	DB       *gorm.DB                  // the shop's database, for the audit
 	Note     func(app.Strategy) string // how s runs here; may be nil
 	Progress Progress                  // may be nil
+	// Settle, if set, waits before each load until what the last one left
+	// behind (statements still queued in the database) has drained.
+	Settle func(context.Context) error
 }
 
 // Progress hears of a run as it goes. Add may be called concurrently.
@@ -213,6 +216,11 @@ type loadFunc func(ctx context.Context, shop Shop, sku string, progress func()) 
 // and deletes the sku's rows, so that later runs start from the same
 // table sizes.
 func (r Runner) phase(ctx context.Context, shop Shop, sku string, stock int, load loadFunc) (*Phase, error) {
+	if r.Settle != nil {
+		if err := r.Settle(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := shop.Reset(ctx, sku, stock); err != nil {
 		return nil, err
 	}
