@@ -39,18 +39,11 @@ func (b Bench) Run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	rep := newReport("bench", b.Plan)
-	gdb, err := db.Open(ctx, b.MySQL)
+	gdb, dbNote, err := openDB(ctx, b.MySQL)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close(gdb)
-	if err := db.Migrate(ctx, gdb); err != nil {
-		return nil, err
-	}
-	dbNote, err := describeDB(ctx, gdb)
-	if err != nil {
-		return nil, err
-	}
 	rep.Backends = []Backend{{"database", dbNote}, {"redis", or(b.Redis, "none")},
 		{"redlock", or(strings.Join(b.Redlock, ","), "none")}, {"zookeeper", or(strings.Join(b.ZK, ","), "none")},
 		{"shop", "child processes: " + b.Bin + " serve"}}

@@ -95,18 +95,11 @@ func (d Demo) Run(ctx context.Context) (*Report, error) {
 	env["SHOP_REDIS_ADDR"] = d.Redis
 	env["SHOP_REDLOCK_ADDRS"] = strings.Join(d.Redlock, ",")
 
-	gdb, err := db.Open(ctx, dsn)
+	gdb, dbNote, err := openDB(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close(gdb)
-	if err := db.Migrate(ctx, gdb); err != nil {
-		return nil, err
-	}
-	dbNote, err := describeDB(ctx, gdb)
-	if err != nil {
-		return nil, err
-	}
 	zkNote := "none: strategies that need it are skipped"
 	if len(d.ZK) > 0 {
 		zkNote = strings.Join(d.ZK, ",")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -85,15 +86,27 @@ func keyOf(file, prefix string) string {
 	return ""
 }
 
-// describeDB names the database server and its version.
-func describeDB(ctx context.Context, gdb *gorm.DB) (string, error) {
+// openDB opens and migrates the shop's database, for the audit, and names
+// its server and version.
+func openDB(ctx context.Context, dsn string) (gdb *gorm.DB, what string, err error) {
+	if gdb, err = db.Open(ctx, dsn); err != nil {
+		return nil, "", err
+	}
 	var version string
 	if db.IsSQLite(gdb) {
-		err := gdb.WithContext(ctx).Raw(`SELECT sqlite_version()`).Row().Scan(&version)
-		return "SQLite " + version + " (embedded, pure Go, WAL, file in a temporary directory)", err
+		err = gdb.WithContext(ctx).Raw(`SELECT sqlite_version()`).Row().Scan(&version)
+		what = "SQLite " + version + " (embedded, pure Go, WAL, file in a temporary directory)"
+	} else {
+		err = gdb.WithContext(ctx).Raw(`SELECT VERSION()`).Row().Scan(&version)
+		what = "MySQL " + version
 	}
-	err := gdb.WithContext(ctx).Raw(`SELECT VERSION()`).Row().Scan(&version)
-	return "MySQL " + version, err
+	if err == nil {
+		err = db.Migrate(ctx, gdb)
+	}
+	if err != nil {
+		return nil, "", errors.Join(err, db.Close(gdb))
+	}
+	return gdb, what, nil
 }
 
 // WriteJSON writes the report as indented JSON.

@@ -163,7 +163,7 @@ func newProgress(stderr io.Writer) (loadtest.Progress, func()) {
 	}
 	b := progressbar.NewOptions(-1, progressbar.OptionSetWriter(f), progressbar.OptionClearOnFinish(),
 		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("answers"),
-		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30))
+		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30), progressbar.OptionSetPredictTime(false))
 	return bar{b}, func() { b.Finish() }
 }
 

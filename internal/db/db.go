@@ -13,8 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 )
 
 // SQLitePrefix marks a DSN as an SQLite file: "sqlite:/path/to/shop.db".
@@ -77,6 +79,27 @@ func IsRetryable(err error) bool { return mysqlRetryable(err) || sqliteRetryable
 
 // IsDuplicate reports whether err is a unique-key violation.
 func IsDuplicate(err error) bool { return mysqlDuplicate(err) || sqliteDuplicate(err) }
+
+// open opens a GORM database on d with the shop's settings and a pool of
+// conns connections.
+func open(d gorm.Dialector, conns int) (*gorm.DB, *sql.DB, error) {
+	gdb, err := gorm.Open(d, &gorm.Config{
+		Logger:                 logger.Discard,
+		SkipDefaultTransaction: true,
+		NowFunc:                func() time.Time { return time.Now().UTC() },
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("db: %w", err)
+	}
+	sqlDB, err := gdb.DB()
+	if err != nil {
+		return nil, nil, fmt.Errorf("db: %w", err)
+	}
+	sqlDB.SetMaxOpenConns(conns)
+	sqlDB.SetMaxIdleConns(conns)
+	sqlDB.SetConnMaxLifetime(5 * time.Minute)
+	return gdb, sqlDB, nil
+}
 
 // ping checks that a freshly opened pool answers, and closes it if not.
 func ping(ctx context.Context, gdb *gorm.DB, what string) (*gorm.DB, error) {

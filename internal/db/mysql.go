@@ -9,7 +9,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 )
 
 func checkMySQL(dsn string) error {
@@ -24,28 +23,13 @@ func openMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
-	gdb, err := gorm.Open(gormmysql.New(gormmysql.Config{DSN: cfg.FormatDSN()}), gormConfig())
-	if err != nil {
-		return nil, fmt.Errorf("db: %w", err)
-	}
-	sqlDB, err := gdb.DB()
-	if err != nil {
-		return nil, fmt.Errorf("db: %w", err)
-	}
 	// A flash sale is a burst on one row: more connections only queue on
 	// its row lock, so a modest pool serves best.
-	sqlDB.SetMaxOpenConns(64)
-	sqlDB.SetMaxIdleConns(64)
-	sqlDB.SetConnMaxLifetime(5 * time.Minute)
-	return ping(ctx, gdb, cfg.Addr)
-}
-
-func gormConfig() *gorm.Config {
-	return &gorm.Config{
-		Logger:                 logger.Discard,
-		SkipDefaultTransaction: true,
-		NowFunc:                func() time.Time { return time.Now().UTC() },
+	gdb, _, err := open(gormmysql.New(gormmysql.Config{DSN: cfg.FormatDSN()}), 64)
+	if err != nil {
+		return nil, err
 	}
+	return ping(ctx, gdb, cfg.Addr)
 }
 
 // mysqlSchema is idempotent and runs on MySQL 8 and MariaDB 10.11. Both

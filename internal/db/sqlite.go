@@ -23,18 +23,12 @@ func openSQLite(ctx context.Context, path string) (*gorm.DB, error) {
 		"_pragma":      {"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(NORMAL)"},
 		"_time_format": {"sqlite"},
 	}.Encode()
-	gdb, err := gorm.Open(gormsqlite.Open(dsn), gormConfig())
-	if err != nil {
-		return nil, fmt.Errorf("db: %w", err)
-	}
-	sqlDB, err := gdb.DB()
-	if err != nil {
-		return nil, fmt.Errorf("db: %w", err)
-	}
 	// Writers queue on one lock: a few connections keep them queueing in
 	// the pool, which is fair, rather than in SQLite's sleeping busy loop.
-	sqlDB.SetMaxOpenConns(4)
-	sqlDB.SetMaxIdleConns(4)
+	gdb, sqlDB, err := open(gormsqlite.Open(dsn), 4)
+	if err != nil {
+		return nil, err
+	}
 	reads, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		sqlDB.Close()
