@@ -15,7 +15,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
@@ -32,14 +31,7 @@ func newServer(t testing.TB, adminToken string) *httptest.Server {
 	r := testinfra.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	t.Cleanup(func() { rdb.Close() })
-	gdb, err := db.Open(t.Context(), testinfra.MySQL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close(gdb) })
-	if err := db.Migrate(t.Context(), gdb); err != nil {
-		t.Fatal(err)
-	}
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
 	svc := order.NewService(gdb, stock.NewAtomic(gdb), nil)
 	if _, err := svc.ResetStock(t.Context(), "sku-1", 10); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -17,17 +16,10 @@ import (
 // after one second (MySQL error 1205), with sku "hot" holding 5 units.
 func open(t *testing.T) *gorm.DB {
 	t.Helper()
-	gdb, err := db.Open(t.Context(), testinfra.MySQL(t)+"&innodb_lock_wait_timeout=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close(gdb) })
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t)+"&innodb_lock_wait_timeout=1")
 	var wait int
 	if err := gdb.Raw("SELECT @@innodb_lock_wait_timeout").Scan(&wait).Error; err != nil || wait != 1 {
 		t.Fatalf("innodb_lock_wait_timeout = %d (%v), want 1", wait, err)
-	}
-	if err := db.Migrate(t.Context(), gdb); err != nil {
-		t.Fatal(err)
 	}
 	if err := stock.Reset(t.Context(), gdb, "hot", 5); err != nil {
 		t.Fatal(err)
