@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
@@ -31,14 +31,7 @@ func newServer(t testing.TB, adminToken string) *httptest.Server {
 	r := testinfra.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	t.Cleanup(func() { rdb.Close() })
-	gdb, err := db.Open(t.Context(), testinfra.MySQL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close(gdb) })
-	if err := db.Migrate(t.Context(), gdb); err != nil {
-		t.Fatal(err)
-	}
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
 	svc := order.NewService(gdb, stock.NewAtomic(gdb), nil)
 	if _, err := svc.ResetStock(t.Context(), "sku-1", 10); err != nil {
 		t.Fatal(err)
@@ -147,6 +140,19 @@ func TestBadInput(t *testing.T) {
 		{"reset missing quantity", call{method: "PUT", path: "/api/v1/stock/sku-1", body: `{}`, header: admin}, 400, "invalid-request"},
 		{"reset unknown field", call{method: "PUT", path: "/api/v1/stock/sku-1", body: `{"quantity":1,"initial":1}`, header: admin}, 400, "invalid-request"},
 		{"reset long sku", call{method: "PUT", path: "/api/v1/stock/" + long, body: `{"quantity":1}`, header: admin}, 400, "invalid-request"},
+		{"no idempotency key", call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","user_id":"u","quantity":1}`, header: map[string]string{"Idempotency-Key": ""}}, 400, "idempotency-key-missing"},
+		{"idempotency key too long", call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","user_id":"u","quantity":1}`, header: map[string]string{"Idempotency-Key": long + long + long + long + long}}, 400, "invalid-request"},
+		{"idempotency key unterminated", call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","user_id":"u","quantity":1}`, header: map[string]string{"Idempotency-Key": `"abc`}}, 400, "invalid-request"},
+		{"refund without key", call{method: "POST", path: "/api/v1/orders/1/refund", body: `{"user_id":"u"}`, header: map[string]string{"Idempotency-Key": ""}}, 400, "idempotency-key-missing"},
+		{"refund bad id", call{method: "POST", path: "/api/v1/orders/x/refund", body: `{"user_id":"u"}`}, 400, "invalid-request"},
+		{"refund without user", call{method: "POST", path: "/api/v1/orders/1/refund", body: `{}`}, 400, "invalid-request"},
+		{"refund unknown field", call{method: "POST", path: "/api/v1/orders/1/refund", body: `{"user_id":"u","quantity":1}`}, 400, "invalid-request"},
+		{"refund unknown order", call{method: "POST", path: "/api/v1/orders/999999/refund", body: `{"user_id":"u"}`}, 404, "not-found"},
+		{"list without user", call{method: "GET", path: "/api/v1/orders"}, 400, "invalid-request"},
+		{"list limit 0", call{method: "GET", path: "/api/v1/orders?user_id=u&limit=0"}, 400, "invalid-request"},
+		{"list limit 101", call{method: "GET", path: "/api/v1/orders?user_id=u&limit=101"}, 400, "invalid-request"},
+		{"list bad after", call{method: "GET", path: "/api/v1/orders?user_id=u&after=-1"}, 400, "invalid-request"},
+		{"list unknown parameter", call{method: "GET", path: "/api/v1/orders?user_id=u&page=2"}, 400, "invalid-request"},
 		{"unknown route", call{method: "GET", path: "/api/v1/nope"}, 404, "not-found"},
 		{"wrong method", call{method: "DELETE", path: "/api/v1/orders"}, 405, "method-not-allowed"},
 	}
@@ -225,5 +231,47 @@ func TestOrderFlow(t *testing.T) {
 	resp, body = do(t, srv, call{method: "GET", path: "/readyz"})
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("readyz: %d %s", resp.StatusCode, body)
+	}
+	resp, body = do(t, srv, call{method: "GET", path: "/api/openapi.yaml"})
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "openapi: 3.1") {
+		t.Errorf("openapi.yaml: %d %.40s", resp.StatusCode, body)
+	}
+}
+
+// TestListOrders pages through a user's orders, oldest first.
+func TestListOrders(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, token)
+	for _, user := range []string{"ann", "ann", "bo", "ann"} {
+		if resp, body := do(t, srv, call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","user_id":"` + user + `","quantity":1}`}); resp.StatusCode != http.StatusCreated {
+			t.Fatalf("order: %d %s", resp.StatusCode, body)
+		}
+	}
+	type page struct {
+		Orders []struct {
+			ID     int64  `json:"id"`
+			UserID string `json:"user_id"`
+		} `json:"orders"`
+		Next *int64 `json:"next_after"`
+	}
+	get := func(query string) page {
+		t.Helper()
+		resp, body := do(t, srv, call{method: "GET", path: "/api/v1/orders?" + query})
+		var p page
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &p) != nil {
+			t.Fatalf("list %s: %d %s", query, resp.StatusCode, body)
+		}
+		return p
+	}
+	first := get("user_id=ann&sku=sku-1&limit=2")
+	if len(first.Orders) != 2 || first.Next == nil || first.Orders[0].ID >= first.Orders[1].ID {
+		t.Fatalf("first page %+v", first)
+	}
+	second := get("user_id=ann&limit=2&after=" + strconv.FormatInt(*first.Next, 10))
+	if len(second.Orders) != 1 || second.Next != nil || second.Orders[0].ID <= first.Orders[1].ID || second.Orders[0].UserID != "ann" {
+		t.Fatalf("second page %+v", second)
+	}
+	if other := get("user_id=ann&sku=sku-2"); len(other.Orders) != 0 {
+		t.Errorf("orders of another sku: %+v", other)
 	}
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/stockguard/shop/internal/app"
 	"github.com/stockguard/shop/internal/config"
-	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -27,14 +26,7 @@ const (
 // strategy.
 func newService(t *testing.T, strategy string) (*order.Service, *gorm.DB) {
 	t.Helper()
-	gdb, err := db.Open(t.Context(), testinfra.MySQL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close(gdb) })
-	if err := db.Migrate(t.Context(), gdb); err != nil {
-		t.Fatal(err)
-	}
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
 	s, err := app.Lookup(strategy)
 	if err != nil {
 		t.Fatal(err)
