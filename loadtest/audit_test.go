@@ -6,19 +6,13 @@ import (
 	"testing"
 
 	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/testinfra"
 	"github.com/stockguard/shop/loadtest"
 )
 
 func TestAuditSKU(t *testing.T) {
 	t.Parallel()
-	gdb, err := db.Open(t.Context(), db.SQLitePrefix+filepath.Join(t.TempDir(), "shop.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close(gdb) })
-	if err := db.Migrate(t.Context(), gdb); err != nil {
-		t.Fatal(err)
-	}
+	gdb := testinfra.ShopDB(t, db.SQLitePrefix+filepath.Join(t.TempDir(), "shop.db"))
 	// 5 units, 3 live orders and a refunded one, and 2 units left although
 	// buyers were told it was sold out.
 	for _, stmt := range []string{

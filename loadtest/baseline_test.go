@@ -4,7 +4,6 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/testinfra"
 	"github.com/stockguard/shop/loadtest"
 )
@@ -14,14 +13,7 @@ import (
 // Redis Lua decrement, and a lock acquired and released on Redis and on
 // ZooKeeper.
 func BenchmarkBaselines(b *testing.B) {
-	gdb, err := db.Open(b.Context(), testinfra.MySQL(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close(gdb) })
-	if err := db.Migrate(b.Context(), gdb); err != nil {
-		b.Fatal(err)
-	}
+	gdb := testinfra.ShopDB(b, testinfra.MySQL(b))
 	redis, zk := testinfra.Redis(b), testinfra.ZooKeeper(b)
 	probes, closeProbes, err := loadtest.Probes(b.Context(), loadtest.ProbeServers{
 		DB: gdb, Redis: redis.Addr, RedisPrefix: redis.Prefix, ZK: zk.Addrs, ZKRoot: zk.Root,

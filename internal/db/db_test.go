@@ -107,14 +107,7 @@ func TestSQLiteBusyIsRetryable(t *testing.T) {
 // table added for MySQL is not forgotten in SQLite's words.
 func TestSchemasMatch(t *testing.T) {
 	t.Parallel()
-	mysql, err := db.Open(t.Context(), testinfra.MySQL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close(mysql) })
-	if err := db.Migrate(t.Context(), mysql); err != nil {
-		t.Fatal(err)
-	}
+	mysql := testinfra.ShopDB(t, testinfra.MySQL(t))
 	if got, want := columns(t, openSQLite(t)), columns(t, mysql); !maps.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("SQLite schema %v\nMySQL schema  %v", got, want)
 	}
