@@ -18,6 +18,10 @@ var oversells = map[string]int{
 	"local": 2, // a mutex guards one process only
 }
 
+// rounds is how many bursts a strategy that must oversell has to show it:
+// a race shows in most bursts, not in every one.
+const rounds = 5
+
 // TestDemo runs the demo as `shop demo` does with nothing configured, only
 // smaller, and checks what the database says was sold.
 func TestDemo(t *testing.T) {
@@ -25,12 +29,7 @@ func TestDemo(t *testing.T) {
 	for _, instances := range []int{3, 1} {
 		t.Run(fmt.Sprint(instances, " instances"), func(t *testing.T) {
 			t.Parallel()
-			plan := loadtest.Plan{Instances: instances, Stock: 20, Burst: loadtest.Burst{Buyers: 200}}
-			rep, err := loadtest.Demo{Plan: plan}.Run(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkResults(t, rep, instances, false)
+			checkDemo(t, loadtest.Demo{Plan: loadtest.Plan{Instances: instances, Stock: 20, Burst: loadtest.Burst{Buyers: 200}}}, false)
 		})
 	}
 }
@@ -40,27 +39,27 @@ func TestDemo(t *testing.T) {
 func TestDemoOnRealServers(t *testing.T) {
 	t.Parallel()
 	redis := testinfra.Redis(t)
-	d := loadtest.Demo{
+	checkDemo(t, loadtest.Demo{
 		Plan:   loadtest.Plan{Instances: 3, Stock: 20, Burst: loadtest.Burst{Buyers: 200}},
 		MySQL:  testinfra.MySQL(t),
 		Redis:  redis.Addr,
 		ZK:     testinfra.ZooKeeper(t).Addrs,
 		Getenv: func(key string) string { return map[string]string{"SHOP_REDIS_PREFIX": redis.Prefix}[key] },
-	}
+	}, true)
+}
+
+// checkDemo runs d and checks that every strategy ran, or was skipped for
+// want of ZooKeeper (zk false) or of MySQL, and sold what the demo must
+// show it sells.
+func checkDemo(t *testing.T, d loadtest.Demo, zk bool) {
+	t.Helper()
 	rep, err := d.Run(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(rep.Backends[0].What, "MySQL") {
-		t.Errorf("database %q, want the MySQL given", rep.Backends[0].What)
+	if got, want := rep.Backends[0].What, map[bool]string{true: "MySQL", false: "SQLite"}[d.MySQL != ""]; !strings.HasPrefix(got, want) {
+		t.Errorf("database %q, want %s", got, want)
 	}
-	checkResults(t, rep, d.Plan.Instances, true)
-}
-
-// checkResults checks every strategy ran, or with zk false was skipped for
-// want of ZooKeeper, and sold what the demo must show it sells.
-func checkResults(t *testing.T, rep *loadtest.Report, instances int, zk bool) {
-	t.Helper()
 	if got, want := len(rep.Results), len(app.Strategies); got != want {
 		t.Errorf("%d results for %d strategies", got, want)
 	}
@@ -69,26 +68,42 @@ func checkResults(t *testing.T, rep *loadtest.Report, instances int, zk bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Skipped != "" {
-			if zk || !slices.Contains(s.Needs, "zookeeper") {
-				t.Errorf("%s skipped: %s; only what needs ZooKeeper may be", r.Strategy, r.Skipped)
+		switch min, mustOversell := oversells[r.Strategy]; {
+		case r.Skipped != "":
+			if (zk || !slices.Contains(s.Needs, "zookeeper")) && (d.MySQL != "" || !s.NotOnSQLite) {
+				t.Errorf("%s skipped: %s; only what needs ZooKeeper, or MySQL, may be", r.Strategy, r.Skipped)
 			}
-			continue
-		}
-		if r.Burst == nil {
+		case r.Burst == nil:
 			t.Errorf("%s did not run: %s", r.Strategy, r.Error)
-			continue
-		}
-		a := r.Burst.Audit
-		if min, ok := oversells[r.Strategy]; ok && instances >= min {
-			if a.Oversold == 0 || r.Verdict() != "FAIL" {
-				t.Errorf("%s on %d instances: oversold %d, verdict %s; the demo must show it oversell", r.Strategy, instances, a.Oversold, r.Verdict())
+		case mustOversell && d.Plan.Instances >= min:
+			if !oversold(t, d, r) {
+				t.Errorf("%s on %d instances did not oversell in %d bursts; the demo must show it", r.Strategy, d.Plan.Instances, rounds)
 			}
-			continue
+		default:
+			if a := r.Burst.Audit; a.Oversold != 0 || a.Undersold != 0 || r.Verdict() != "PASS" {
+				t.Errorf("%s on %d instances: oversold %d, undersold %d, verdict %s, problems %q; want 0, 0, PASS",
+					r.Strategy, d.Plan.Instances, a.Oversold, a.Undersold, r.Verdict(), r.Burst.Problems)
+			}
 		}
-		if a.Oversold != 0 || a.Undersold != 0 || r.Verdict() != "PASS" {
-			t.Errorf("%s on %d instances: oversold %d, undersold %d, verdict %s, problems %q; want 0, 0, PASS",
-				r.Strategy, instances, a.Oversold, a.Undersold, r.Verdict(), r.Burst.Problems)
+	}
+}
+
+// oversold reports whether r, or one of the bursts of its strategy run
+// again up to rounds in all, oversold and failed for it.
+func oversold(t *testing.T, d loadtest.Demo, r loadtest.Result) bool {
+	t.Helper()
+	d.Plan.Strategies = []string{r.Strategy}
+	for round := 1; ; round++ {
+		if r.Burst != nil && r.Burst.Audit.Oversold > 0 && r.Verdict() == "FAIL" {
+			return true
 		}
+		if round == rounds {
+			return false
+		}
+		rep, err := d.Run(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = rep.Results[0]
 	}
 }
