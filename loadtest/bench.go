@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -19,7 +20,7 @@ type Bench struct {
 	Plan     Plan
 	Bin      string // the shop binary, run as `Bin serve`
 	MySQL    string // DSN; required
-	Redis    string // address; empty skips what needs it
+	Redis    string // address; required: the shop keeps Idempotency-Keys there
 	Redlock  []string
 	ZK       []string
 	ZKRoot   string        // where the ZooKeeper baseline puts its znodes
@@ -30,10 +31,17 @@ type Bench struct {
 // Run runs the bench. It returns the error of a bad plan before it starts
 // anything.
 func (b Bench) Run(ctx context.Context) (*Report, error) {
+	var missing []error
 	if b.MySQL == "" {
-		return nil, errors.New("bench needs a MySQL server: --mysql or SHOP_MYSQL_DSN")
+		missing = append(missing, errors.New("bench needs a MySQL server: --mysql or SHOP_MYSQL_DSN"))
 	}
-	servers := Servers{"redis": b.Redis != "", "redlock": len(b.Redlock) > 0, "zookeeper": len(b.ZK) > 0}
+	if b.Redis == "" {
+		missing = append(missing, errors.New("bench needs a Redis server, where the shop keeps Idempotency-Keys: --redis or SHOP_REDIS_ADDR"))
+	}
+	if err := errors.Join(missing...); err != nil {
+		return nil, err
+	}
+	servers := Servers{"redis": true, "redlock": len(b.Redlock) > 0, "zookeeper": len(b.ZK) > 0}
 	run, skipped, err := b.Plan.Select(servers.Missing)
 	if err != nil {
 		return nil, err
@@ -44,8 +52,8 @@ func (b Bench) Run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	defer db.Close(gdb)
-	rep.Backends = []Backend{{"database", dbNote}, {"redis", or(b.Redis, "none")},
-		{"redlock", or(strings.Join(b.Redlock, ","), "none")}, {"zookeeper", or(strings.Join(b.ZK, ","), "none")},
+	rep.Backends = []Backend{{"database", dbNote}, {"redis", b.Redis},
+		{"redlock", cmp.Or(strings.Join(b.Redlock, ","), "none")}, {"zookeeper", cmp.Or(strings.Join(b.ZK, ","), "none")},
 		{"shop", "child processes: " + b.Bin + " serve"}}
 
 	if b.Baseline > 0 {
@@ -64,7 +72,7 @@ func (b Bench) Run(ctx context.Context) (*Report, error) {
 		}
 	}
 
-	env := []string{"SHOP_MYSQL_DSN=" + b.MySQL, "SHOP_REDIS_ADDR=" + or(b.Redis, "127.0.0.1:6379"),
+	env := []string{"SHOP_MYSQL_DSN=" + b.MySQL, "SHOP_REDIS_ADDR=" + b.Redis,
 		"SHOP_ZK_ADDRS=" + strings.Join(b.ZK, ","), "SHOP_REDLOCK_ADDRS=" + strings.Join(b.Redlock, ",")}
 	r := Runner{Plan: b.Plan, Launch: Processes(b.Bin, env), DB: gdb, Progress: b.Progress,
 		Settle: func(ctx context.Context) error { return settle(ctx, gdb) }}
@@ -97,11 +105,4 @@ func settle(ctx context.Context, gdb *gorm.DB) error {
 		}
 	}
 	return nil // waited long enough: measure anyway
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

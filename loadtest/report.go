@@ -194,14 +194,17 @@ func writeBursts(w io.Writer, results []Result) {
 			rss, cpu := totalUsage(r.Usage)
 			row += fmt.Sprintf("%.0f\t%.1f\t", rss, cpu)
 		}
-		fmt.Fprintln(tw, row+r.Verdict()+"\t  "+note)
+		if note != "" {
+			note = "  " + note
+		}
+		fmt.Fprintln(tw, row+r.Verdict()+"\t"+note)
 	}
 	tw.Flush()
 }
 
 func writeSteady(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tanswers/s\torders\toversold\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tbusy\terrors\tverdict\t")
+	fmt.Fprintln(tw, leftAlign("strategy", results)+"\treq/s\torders\toversold\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tbusy\terrors\tverdict\t")
 	for _, r := range results {
 		if s := r.Steady; s != nil {
 			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%s\t\n", leftAlign(r.Strategy, results), s.Throughput, s.Audit.Orders,

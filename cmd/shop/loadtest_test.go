@@ -34,7 +34,7 @@ func TestLoadFlagErrors(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(cmd+" "+tt.name, func(t *testing.T) {
 				t.Parallel()
-				env := map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d"}
+				env := map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_REDIS_ADDR": "127.0.0.1:1"}
 				err := run(t.Context(), append([]string{cmd}, tt.args...), func(k string) string { return env[k] }, io.Discard, io.Discard)
 				if err == nil || !strings.Contains(err.Error(), tt.want) {
 					t.Errorf("err = %v, want it to mention %q", err, tt.want)
@@ -42,11 +42,13 @@ func TestLoadFlagErrors(t *testing.T) {
 			})
 		}
 	}
-	t.Run("bench without MySQL", func(t *testing.T) {
+	t.Run("bench without servers", func(t *testing.T) {
 		t.Parallel()
 		err := run(t.Context(), []string{"bench"}, func(string) string { return "" }, io.Discard, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), "bench needs a MySQL server") {
-			t.Errorf("err = %v, want it to ask for MySQL", err)
+		for _, want := range []string{"bench needs a MySQL server", "bench needs a Redis server"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("err = %v, want it to say %q", err, want)
+			}
 		}
 	})
 }
@@ -55,13 +57,13 @@ func TestLoadFlagErrors(t *testing.T) {
 // whose server is not configured is an error, not a silent skip.
 func TestNamedStrategyNeedsItsServer(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct{ cmd, need string }{{"demo", "zookeeper"}, {"bench", "redis"}, {"bench", "zookeeper"}} {
+	for _, tt := range []struct{ cmd, need string }{{"demo", "zookeeper"}, {"bench", "redlock"}, {"bench", "zookeeper"}} {
 		i := slices.IndexFunc(app.Strategies, func(s app.Strategy) bool { return slices.Contains(s.Needs, tt.need) })
 		if i < 0 {
 			continue // no strategy needs it yet
 		}
 		name := app.Strategies[i].Name
-		env := map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d"}
+		env := map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_REDIS_ADDR": "127.0.0.1:1"}
 		err := run(t.Context(), []string{tt.cmd, "--strategies", name}, func(k string) string { return env[k] }, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "strategy "+name+" needs") {
 			t.Errorf("%s --strategies %s without %s: err = %v, want it to say what is missing", tt.cmd, name, tt.need, err)
