@@ -12,12 +12,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/stockguard/shop/internal/backoff"
 	"github.com/stockguard/shop/internal/db"
 )
 
@@ -84,18 +84,13 @@ func transact(ctx context.Context, gdb *gorm.DB, fn Fn) error {
 	}
 }
 
-// pause sleeps a full-jitter exponential backoff (1ms doubling to a 64ms
-// cap) or returns ErrBusy when ctx ends first.
+// pause waits before the next attempt (see internal/backoff), or returns
+// ErrBusy when ctx ends first.
 func pause(ctx context.Context, attempt int) error {
-	limit := time.Millisecond << min(attempt, 6)
-	t := time.NewTimer(rand.N(limit) + time.Microsecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrBusy, context.Cause(ctx))
-	case <-t.C:
-		return nil
+	if err := backoff.Wait(ctx, attempt); err != nil {
+		return fmt.Errorf("%w: %w", ErrBusy, err)
 	}
+	return nil
 }
 
 // busyIfDone reports a failure caused by the ctx ending as ErrBusy: the
