@@ -60,7 +60,7 @@ func (a *api) fail(c *gin.Context, err error) {
 		problem(c, "not-found", err.Error())
 	case errors.Is(err, stock.ErrSoldOut):
 		problem(c, "sold-out", err.Error())
-	case errors.Is(err, stock.ErrBusy), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, stock.ErrBusy), errors.Is(err, stock.ErrFenced), errors.Is(err, context.DeadlineExceeded):
 		problem(c, "busy", "the stock is contended; nothing was changed")
 	default:
 		a.Log.ErrorContext(c, "request failed", slog.String("path", c.FullPath()), slog.Any("err", err))

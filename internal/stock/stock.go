@@ -28,6 +28,10 @@ var (
 	// ErrBusy means the change could not be made before the ctx ended:
 	// nothing was decided, and the caller may try again.
 	ErrBusy = errors.New("stock: busy")
+	// ErrFenced means a lock strategy's write was refused because a holder
+	// with a newer fencing token has claimed the SKU: this one's lock had
+	// expired. Nothing was changed, and the caller may try again.
+	ErrFenced = errors.New("stock: fenced off by a newer lock holder")
 )
 
 // Item is one row of stock_items.
