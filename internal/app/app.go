@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
@@ -17,6 +18,7 @@ import (
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/httpapi"
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
@@ -31,11 +33,6 @@ type Backends struct {
 	Redlock []*redis.Client
 	// ZooKeeper is open only for a strategy that needs "zookeeper".
 	ZooKeeper *zk.Conn
-	// RedisPrefix starts the locks' Redis keys, and ZKRoot holds their
-	// znodes; empty means the defaults of internal/lock. Tests set them to
-	// share a server.
-	RedisPrefix string
-	ZKRoot      string
 }
 
 // Strategy describes one selectable stock strategy.
@@ -53,22 +50,27 @@ var Strategies = []Strategy{
 	{Name: "optimistic", New: func(b Backends, _ config.Config) (order.Guard, error) { return stock.NewOptimistic(b.DB), nil }},
 	{Name: "local", New: locked(func(Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil })},
 	{Name: "redis", Needs: []string{"redis"}, New: locked(func(b Backends, cfg config.Config) (stock.Locker, error) {
-		return lock.NewRedis(b.Redis, &lock.RedisOptions{TTL: cfg.LockTTL, Prefix: b.RedisPrefix}), nil
+		return lock.NewRedis(b.Redis, lockOptions(cfg)), nil
 	})},
 	{Name: "redlock", Needs: []string{"redlock"}, New: locked(func(b Backends, cfg config.Config) (stock.Locker, error) {
 		masters := make([]lock.RedisClient, len(b.Redlock))
 		for i, c := range b.Redlock {
 			masters[i] = c
 		}
-		return lock.NewRedlock(masters, &lock.RedisOptions{TTL: cfg.LockTTL, Prefix: b.RedisPrefix})
+		return lock.NewRedlock(masters, lockOptions(cfg))
 	})},
-	{Name: "zookeeper", Needs: []string{"zookeeper"}, New: locked(func(b Backends, _ config.Config) (stock.Locker, error) {
-		return lock.NewZooKeeper(b.ZooKeeper, &lock.ZooKeeperOptions{Root: b.ZKRoot})
+	{Name: "zookeeper", Needs: []string{"zookeeper"}, New: locked(func(b Backends, cfg config.Config) (stock.Locker, error) {
+		return lock.NewZooKeeper(b.ZooKeeper, &lock.ZooKeeperOptions{Root: cfg.ZKRoot})
 	})},
 	{Name: "dbtable", New: locked(func(b Backends, cfg config.Config) (stock.Locker, error) {
 		sqlDB, err := b.DB.DB()
 		return lock.NewDBTable(sqlDB, &lock.DBTableOptions{TTL: cfg.LockTTL}), err
 	})},
+}
+
+// lockOptions places the Redis locks under the shop's key prefix.
+func lockOptions(cfg config.Config) *lock.RedisOptions {
+	return &lock.RedisOptions{TTL: cfg.LockTTL, Prefix: cfg.RedisPrefix + "lock:"}
 }
 
 // locked builds a lock strategy: the one composition of stock.Locked on the
@@ -143,7 +145,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		return nil, errors.Join(fmt.Errorf("strategy %s: %w", cfg.Strategy, err), a.Close())
 	}
 	a.Handler = httpapi.New(httpapi.Config{
-		Orders:         order.NewService(gdb, guard),
+		Orders: order.NewService(gdb, guard, &order.Options{PerUserLimit: cfg.PerUserLimit}),
+		Idempotency: idempotency.NewStore(a.backends.Redis, &idempotency.Options{
+			Prefix:     cfg.RedisPrefix,
+			TTL:        cfg.IdempotencyTTL,
+			PendingTTL: cfg.RequestTimeout + pendingMargin,
+		}),
 		AdminToken:     cfg.AdminToken,
 		RequestTimeout: cfg.RequestTimeout,
 		Ready:          a.ready,
@@ -151,6 +158,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	})
 	return a, nil
 }
+
+// pendingMargin keeps a pending idempotency key past the deadline of its
+// request, so that a retry cannot start while the first one still runs.
+const pendingMargin = 5 * time.Second
 
 // ready reports whether the database and Redis answer, and the Redlock
 // masters and ZooKeeper if the strategy uses them.

@@ -10,7 +10,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,12 +25,16 @@ type Config struct {
 	DebugAddr      string        // SHOP_DEBUG_ADDR; empty disables the debug listener
 	MySQLDSN       string        // SHOP_MYSQL_DSN
 	RedisAddr      string        // SHOP_REDIS_ADDR
+	RedisPrefix    string        // SHOP_REDIS_PREFIX, put before every key the shop writes
 	ZKAddrs        []string      // SHOP_ZK_ADDRS, comma-separated
+	ZKRoot         string        // SHOP_ZK_ROOT, the znode that holds the locks
 	RedlockAddrs   []string      // SHOP_REDLOCK_ADDRS, comma-separated independent Redis masters
 	Strategy       string        // SHOP_STRATEGY
 	AdminToken     string        // SHOP_ADMIN_TOKEN; empty refuses the admin endpoints
 	LockTTL        time.Duration // SHOP_LOCK_TTL
 	RequestTimeout time.Duration // SHOP_REQUEST_TIMEOUT
+	IdempotencyTTL time.Duration // SHOP_IDEMPOTENCY_TTL
+	PerUserLimit   int           // SHOP_PER_USER_LIMIT; 0 means none
 }
 
 // Getenv looks up one environment variable, as os.Getenv does.
@@ -44,19 +50,23 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 		return def
 	}
 	var c Config
-	var zk, redlock, ttl, timeout string
+	var zk, redlock, ttl, timeout, idemTTL, limit string
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(usage)
 	fs.StringVar(&c.HTTPAddr, "http", env("SHOP_HTTP_ADDR", ":8080"), "public HTTP listen address (SHOP_HTTP_ADDR)")
 	fs.StringVar(&c.DebugAddr, "debug", env("SHOP_DEBUG_ADDR", "127.0.0.1:6060"), "pprof listen address, empty to disable (SHOP_DEBUG_ADDR)")
 	fs.StringVar(&c.MySQLDSN, "mysql", env("SHOP_MYSQL_DSN", ""), "MySQL DSN, user:pass@tcp(host:port)/db (SHOP_MYSQL_DSN)")
 	fs.StringVar(&c.RedisAddr, "redis", env("SHOP_REDIS_ADDR", "127.0.0.1:6379"), "Redis address (SHOP_REDIS_ADDR)")
+	fs.StringVar(&c.RedisPrefix, "redis-prefix", env("SHOP_REDIS_PREFIX", "shop:"), "prefix of every Redis key the shop writes (SHOP_REDIS_PREFIX)")
 	fs.StringVar(&zk, "zk", env("SHOP_ZK_ADDRS", ""), "ZooKeeper addresses, comma-separated (SHOP_ZK_ADDRS)")
+	fs.StringVar(&c.ZKRoot, "zk-root", env("SHOP_ZK_ROOT", "/stockguard/locks"), "znode under which the zookeeper strategy keeps its locks (SHOP_ZK_ROOT)")
 	fs.StringVar(&redlock, "redlock", env("SHOP_REDLOCK_ADDRS", ""), "independent Redis masters for the redlock strategy, comma-separated, at least 3 (SHOP_REDLOCK_ADDRS)")
 	fs.StringVar(&c.Strategy, "strategy", env("SHOP_STRATEGY", "atomic"), "stock strategy: "+strings.Join(strategies, ", ")+" (SHOP_STRATEGY)")
 	fs.StringVar(&c.AdminToken, "admin-token", env("SHOP_ADMIN_TOKEN", ""), "bearer token for the admin endpoints; empty refuses them (SHOP_ADMIN_TOKEN)")
 	fs.StringVar(&ttl, "lock-ttl", env("SHOP_LOCK_TTL", "10s"), "lease TTL of the distributed locks (SHOP_LOCK_TTL)")
 	fs.StringVar(&timeout, "request-timeout", env("SHOP_REQUEST_TIMEOUT", "10s"), "deadline of one API request (SHOP_REQUEST_TIMEOUT)")
+	fs.StringVar(&idemTTL, "idempotency-ttl", env("SHOP_IDEMPOTENCY_TTL", "24h"), "how long a response is kept for replay under its Idempotency-Key (SHOP_IDEMPOTENCY_TTL)")
+	fs.StringVar(&limit, "per-user-limit", env("SHOP_PER_USER_LIMIT", "0"), "most units of one SKU a user may hold; 0 means no limit (SHOP_PER_USER_LIMIT)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -87,6 +97,9 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 			}
 		}
 	}
+	if !strings.HasPrefix(c.ZKRoot, "/") || c.ZKRoot == "/" || path.Clean(c.ZKRoot) != c.ZKRoot {
+		bad("SHOP_ZK_ROOT: %q is not a clean absolute znode path below /", c.ZKRoot)
+	}
 	if c.MySQLDSN == "" {
 		bad("SHOP_MYSQL_DSN is required, e.g. shop:shop@tcp(127.0.0.1:3306)/shop")
 	} else if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
@@ -101,6 +114,12 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 	}
 	if c.RequestTimeout, err = duration(timeout, 10*time.Millisecond); err != nil {
 		bad("SHOP_REQUEST_TIMEOUT: %v", err)
+	}
+	if c.IdempotencyTTL, err = duration(idemTTL, time.Second); err != nil {
+		bad("SHOP_IDEMPOTENCY_TTL: %v", err)
+	}
+	if c.PerUserLimit, err = strconv.Atoi(limit); err != nil || c.PerUserLimit < 0 {
+		bad("SHOP_PER_USER_LIMIT: %q is not a whole number of units, 0 or more", limit)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
@@ -168,12 +187,16 @@ func (c Config) LogValue() slog.Value {
 		slog.String("debug_addr", c.DebugAddr),
 		slog.String("mysql_dsn", MaskDSN(c.MySQLDSN)),
 		slog.String("redis_addr", c.RedisAddr),
+		slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("zk_addrs", strings.Join(c.ZKAddrs, ",")),
+		slog.String("zk_root", c.ZKRoot),
 		slog.String("redlock_addrs", strings.Join(c.RedlockAddrs, ",")),
 		slog.String("strategy", c.Strategy),
 		slog.String("admin_token", mask(c.AdminToken)),
 		slog.Duration("lock_ttl", c.LockTTL),
 		slog.Duration("request_timeout", c.RequestTimeout),
+		slog.Duration("idempotency_ttl", c.IdempotencyTTL),
+		slog.Int("per_user_limit", c.PerUserLimit),
 	)
 }
 

@@ -77,8 +77,20 @@ var schema = []string{
 		idempotency_key VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL,
 		created_at      DATETIME(6) NOT NULL,
 		refunded_at     DATETIME(6) NULL,
+		refund_key      VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL,
 		UNIQUE KEY orders_user_key (user_id, idempotency_key),
-		KEY orders_sku_user (sku, user_id)
+		KEY orders_user_sku (user_id, sku, id),
+		KEY orders_sku (sku)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	// One row per user and SKU with the units of their live orders: the
+	// per-user limit is checked on it inside the order transaction, under
+	// its row lock.
+	`CREATE TABLE IF NOT EXISTS user_purchases (
+		user_id VARCHAR(64) NOT NULL,
+		sku     VARCHAR(64) NOT NULL,
+		units   INT NOT NULL,
+		PRIMARY KEY (user_id, sku),
+		KEY user_purchases_sku (sku)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 	// The dbtable lock (internal/lock): a row per held lock. The token is
 	// the fencing token; AUTO_INCREMENT never repeats one, even after a

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	apispec "github.com/stockguard/shop/api"
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
 )
 
@@ -30,6 +33,7 @@ const (
 // Config is what the router needs.
 type Config struct {
 	Orders         *order.Service
+	Idempotency    *idempotency.Store
 	AdminToken     string // empty refuses the admin endpoints
 	RequestTimeout time.Duration
 	Ready          func(context.Context) error // nil error: ready
@@ -41,23 +45,26 @@ type api struct{ Config }
 func init() { gin.SetMode(gin.ReleaseMode) }
 
 // New returns the router.
-func New(cfg Config) http.Handler {
+func New(cfg Config) *gin.Engine {
 	a := &api{cfg}
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.ContextWithFallback = true
 	r.Use(a.recover)
 	r.NoRoute(func(c *gin.Context) { problem(c, "not-found", "no such endpoint") })
 	r.NoMethod(func(c *gin.Context) { problem(c, "method-not-allowed", "") })
 
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", a.ready)
+	r.GET("/api/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", apispec.OpenAPI) })
 
+	idem := idempotency.Middleware(idempotency.MiddlewareConfig{Store: a.Idempotency, MaxBody: MaxBodyBytes, Fail: a.fail, Log: a.Log})
 	v1 := r.Group("/api/v1", a.timeout)
 	v1.PUT("/stock/:sku", a.admin, a.putStock)
 	v1.GET("/stock/:sku", a.getStock)
-	v1.POST("/orders", a.postOrder)
+	v1.POST("/orders", idem, a.postOrder)
+	v1.GET("/orders", a.listOrders)
 	v1.GET("/orders/:id", a.getOrder)
+	v1.POST("/orders/:id/refund", idem, a.refundOrder)
 	return r
 }
 
@@ -120,7 +127,7 @@ func (a *api) putStock(c *gin.Context) {
 		problem(c, "invalid-request", "quantity must be an integer from 0 to 1000000000")
 		return
 	}
-	s, err := a.Orders.ResetStock(c, sku, *b.Quantity)
+	s, err := a.Orders.ResetStock(c.Request.Context(), sku, *b.Quantity)
 	if err != nil {
 		a.fail(c, err)
 		return
@@ -133,7 +140,7 @@ func (a *api) getStock(c *gin.Context) {
 	if !validID(c, "sku", sku) {
 		return
 	}
-	s, err := a.Orders.Stock(c, sku)
+	s, err := a.Orders.Stock(c.Request.Context(), sku)
 	if err != nil {
 		a.fail(c, err)
 		return
@@ -171,30 +178,113 @@ func (a *api) postOrder(c *gin.Context) {
 		problem(c, "invalid-request", fmt.Sprintf("quantity must be an integer from 1 to %d", MaxQuantity))
 		return
 	}
-	key := c.GetHeader("Idempotency-Key")
-	if len(key) > 255 {
-		problem(c, "invalid-request", "Idempotency-Key is longer than 255 characters")
-		return
-	}
-	o, replayed, err := a.Orders.Place(c, order.PlaceRequest{SKU: b.SKU, UserID: b.UserID, Quantity: b.Quantity, IdempotencyKey: key})
+	key, _ := idempotency.ParseKey(c.GetHeader(idempotency.Header)) // checked by the middleware
+	o, replayed, err := a.Orders.Place(c.Request.Context(), order.PlaceRequest{SKU: b.SKU, UserID: b.UserID, Quantity: b.Quantity, IdempotencyKey: key})
 	if err != nil {
 		a.fail(c, err)
 		return
 	}
 	if replayed {
-		c.Header("Idempotent-Replayed", "true")
+		c.Header(idempotency.ReplayedHeader, "true")
 	}
 	c.Header("Location", fmt.Sprintf("/api/v1/orders/%d", o.ID))
 	c.JSON(http.StatusCreated, toJSON(o))
 }
 
-func (a *api) getOrder(c *gin.Context) {
+type refundBody struct {
+	UserID string `json:"user_id"`
+}
+
+func (a *api) refundOrder(c *gin.Context) {
+	id, ok := orderID(c)
+	var b refundBody
+	if !ok || !bind(c, &b) || !validID(c, "user_id", b.UserID) {
+		return
+	}
+	key, _ := idempotency.ParseKey(c.GetHeader(idempotency.Header))
+	o, replayed, err := a.Orders.Refund(c.Request.Context(), id, b.UserID, key)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	if replayed {
+		c.Header(idempotency.ReplayedHeader, "true")
+	}
+	c.JSON(http.StatusOK, toJSON(o))
+}
+
+// Page sizes of the order list.
+const (
+	defaultPage = 20
+	maxPage     = 100
+)
+
+func (a *api) listOrders(c *gin.Context) {
+	for k := range c.Request.URL.Query() {
+		if k != "user_id" && k != "sku" && k != "after" && k != "limit" {
+			problem(c, "invalid-request", fmt.Sprintf("unknown query parameter %q", k))
+			return
+		}
+	}
+	r := order.ListRequest{UserID: c.Query("user_id"), SKU: c.Query("sku"), Limit: defaultPage}
+	if !validID(c, "user_id", r.UserID) || (r.SKU != "" && !validID(c, "sku", r.SKU)) ||
+		!intParam(c, "after", 0, math.MaxInt64, &r.After) {
+		return
+	}
+	var limit int64 = defaultPage
+	if !intParam(c, "limit", 1, maxPage, &limit) {
+		return
+	}
+	r.Limit = int(limit)
+	orders, err := a.Orders.List(c.Request.Context(), r)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	page := struct {
+		Orders []orderJSON `json:"orders"`
+		// Next is the after of the next page, absent on the last one.
+		Next *int64 `json:"next_after,omitempty"`
+	}{Orders: make([]orderJSON, len(orders))}
+	for i, o := range orders {
+		page.Orders[i] = toJSON(o)
+	}
+	if len(orders) == r.Limit {
+		page.Next = &orders[len(orders)-1].ID
+	}
+	c.JSON(http.StatusOK, page)
+}
+
+// intParam reads an optional integer query parameter within [lo, hi].
+func intParam(c *gin.Context, name string, lo, hi int64, v *int64) bool {
+	s, ok := c.GetQuery(name)
+	if !ok {
+		return true
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < lo || n > hi {
+		problem(c, "invalid-request", fmt.Sprintf("%s must be an integer from %d to %d", name, lo, hi))
+		return false
+	}
+	*v = n
+	return true
+}
+
+func orderID(c *gin.Context) (int64, bool) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id < 1 {
 		problem(c, "invalid-request", "order id must be a positive integer")
+		return 0, false
+	}
+	return id, true
+}
+
+func (a *api) getOrder(c *gin.Context) {
+	id, ok := orderID(c)
+	if !ok {
 		return
 	}
-	o, err := a.Orders.Get(c, id)
+	o, err := a.Orders.Get(c.Request.Context(), id)
 	if err != nil {
 		a.fail(c, err)
 		return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 )
@@ -27,13 +28,18 @@ var problems = map[string]struct {
 	status int
 	title  string
 }{
-	"invalid-request":    {http.StatusBadRequest, "The request is invalid"},
-	"unauthorized":       {http.StatusUnauthorized, "Missing or bad admin token"},
-	"not-found":          {http.StatusNotFound, "Not found"},
-	"method-not-allowed": {http.StatusMethodNotAllowed, "Method not allowed"},
-	"sold-out":           {http.StatusConflict, "Not enough stock"},
-	"busy":               {http.StatusServiceUnavailable, "Busy, try again"},
-	"internal":           {http.StatusInternalServerError, "Internal error"},
+	"invalid-request":         {http.StatusBadRequest, "The request is invalid"},
+	"idempotency-key-missing": {http.StatusBadRequest, "Idempotency-Key header is required"},
+	"unauthorized":            {http.StatusUnauthorized, "Missing or bad admin token"},
+	"not-found":               {http.StatusNotFound, "Not found"},
+	"method-not-allowed":      {http.StatusMethodNotAllowed, "Method not allowed"},
+	"sold-out":                {http.StatusConflict, "Not enough stock"},
+	"request-in-progress":     {http.StatusConflict, "A request with this Idempotency-Key is in progress"},
+	"already-refunded":        {http.StatusConflict, "The order is already refunded"},
+	"limit-reached":           {http.StatusConflict, "Per-user limit reached"},
+	"idempotency-key-reused":  {http.StatusUnprocessableEntity, "Idempotency-Key reused with a different request"},
+	"busy":                    {http.StatusServiceUnavailable, "Busy, try again"},
+	"internal":                {http.StatusInternalServerError, "Internal error"},
 }
 
 // retryAfter is the Retry-After, in seconds, sent with busy.
@@ -45,7 +51,7 @@ func problem(c *gin.Context, slug, detail string) {
 	if !ok {
 		panic("httpapi: unknown problem type " + slug)
 	}
-	if p.status == http.StatusServiceUnavailable {
+	if slug == "busy" || slug == "request-in-progress" {
 		c.Header("Retry-After", retryAfter)
 	}
 	c.Header("Content-Type", "application/problem+json")
@@ -56,10 +62,22 @@ func problem(c *gin.Context, slug, detail string) {
 // where domain errors meet HTTP.
 func (a *api) fail(c *gin.Context, err error) {
 	switch {
+	case errors.Is(err, idempotency.ErrKeyMissing):
+		problem(c, "idempotency-key-missing", err.Error())
+	case errors.Is(err, idempotency.ErrKeyInvalid):
+		problem(c, "invalid-request", err.Error())
+	case errors.Is(err, idempotency.ErrInProgress):
+		problem(c, "request-in-progress", "retry after the first request with this key has finished")
+	case errors.Is(err, idempotency.ErrKeyReused), errors.Is(err, order.ErrKeyReused):
+		problem(c, "idempotency-key-reused", err.Error())
 	case errors.Is(err, stock.ErrNotFound), errors.Is(err, order.ErrNotFound):
 		problem(c, "not-found", err.Error())
 	case errors.Is(err, stock.ErrSoldOut):
 		problem(c, "sold-out", err.Error())
+	case errors.Is(err, order.ErrLimitReached):
+		problem(c, "limit-reached", err.Error())
+	case errors.Is(err, order.ErrAlreadyRefunded):
+		problem(c, "already-refunded", err.Error())
 	case errors.Is(err, stock.ErrBusy), errors.Is(err, stock.ErrFenced), errors.Is(err, context.DeadlineExceeded):
 		problem(c, "busy", "the stock is contended; nothing was changed")
 	default:

@@ -4,19 +4,28 @@
 package order
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/stock"
 )
 
-// ErrNotFound means no such order.
-var ErrNotFound = errors.New("order: not found")
+// Errors of the service. Callers test them with errors.Is.
+var (
+	ErrNotFound        = errors.New("order: not found")
+	ErrAlreadyRefunded = errors.New("order: already refunded")
+	ErrLimitReached    = errors.New("order: per-user limit reached")
+	// ErrKeyReused means the user's idempotency key already names an order
+	// for another SKU or quantity.
+	ErrKeyReused = errors.New("order: idempotency key already used for another order")
+)
 
 // Status of an order.
 const (
@@ -34,6 +43,7 @@ type Order struct {
 	IdempotencyKey *string
 	CreatedAt      time.Time
 	RefundedAt     *time.Time
+	RefundKey      *string
 }
 
 // Guard is what the service needs of a stock strategy: apply delta to the
@@ -42,15 +52,27 @@ type Guard interface {
 	Adjust(ctx context.Context, sku string, delta int, fn stock.Fn) error
 }
 
-// Service places and reads orders.
+// Options tune a Service; nil is valid.
+type Options struct {
+	// PerUserLimit is the most units of one SKU a user may hold in live
+	// orders; 0 means no limit.
+	PerUserLimit int
+}
+
+// Service places, refunds and reads orders.
 type Service struct {
 	db    *gorm.DB
 	guard Guard
+	limit int
 }
 
 // NewService returns a Service whose stock changes go through guard.
-func NewService(gdb *gorm.DB, guard Guard) *Service {
-	return &Service{db: gdb, guard: guard}
+func NewService(gdb *gorm.DB, guard Guard, opts *Options) *Service {
+	s := &Service{db: gdb, guard: guard}
+	if opts != nil {
+		s.limit = opts.PerUserLimit
+	}
+	return s
 }
 
 // PlaceRequest is a validated order request.
@@ -70,11 +92,13 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed 
 		o.IdempotencyKey = &r.IdempotencyKey
 	}
 	err = s.guard.Adjust(ctx, r.SKU, -r.Quantity, func(tx *gorm.DB) error {
+		if err := s.hold(tx, r.UserID, r.SKU, r.Quantity); err != nil {
+			return err
+		}
 		return tx.Create(&o).Error
 	})
 	if db.IsDuplicate(err) {
-		o, err = s.byKey(ctx, r.UserID, r.IdempotencyKey)
-		return o, err == nil, err
+		return s.replay(ctx, r)
 	}
 	if err != nil {
 		return Order{}, false, fmt.Errorf("order: place: %w", err)
@@ -82,13 +106,130 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed 
 	return o, false, nil
 }
 
-func (s *Service) byKey(ctx context.Context, userID, key string) (Order, error) {
+// replay answers a request whose idempotency key already has an order: the
+// database's unique index, the last line of defence when the key store has
+// forgotten the key.
+func (s *Service) replay(ctx context.Context, r PlaceRequest) (Order, bool, error) {
 	var o Order
-	err := s.db.WithContext(ctx).Where("user_id = ? AND idempotency_key = ?", userID, key).Take(&o).Error
+	err := s.db.WithContext(ctx).Where("user_id = ? AND idempotency_key = ?", r.UserID, r.IdempotencyKey).Take(&o).Error
 	if err != nil {
-		return Order{}, fmt.Errorf("order: by key: %w", err)
+		return Order{}, false, fmt.Errorf("order: replay: %w", err)
 	}
-	return o, nil
+	if o.SKU != r.SKU || o.Quantity != r.Quantity {
+		return Order{}, false, fmt.Errorf("%w: order %d", ErrKeyReused, o.ID)
+	}
+	return o, true, nil
+}
+
+// hold adds units to what the user holds of sku and refuses the order if
+// that passes the limit. The upsert locks the user's row until the
+// transaction ends, so a burst of one user's orders passes it one at a time
+// whatever the stock strategy.
+func (s *Service) hold(tx *gorm.DB, userID, sku string, units int) error {
+	if s.limit <= 0 {
+		return nil
+	}
+	err := tx.Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "user_id"}, {Name: "sku"}},
+		DoUpdates: clause.Assignments(map[string]any{"units": gorm.Expr("units + ?", units)}),
+	}).Create(&purchase{UserID: userID, SKU: sku, Units: units}).Error
+	if err != nil {
+		return err
+	}
+	var held int
+	if err := tx.Model(&purchase{}).Where("user_id = ? AND sku = ?", userID, sku).Select("units").Scan(&held).Error; err != nil {
+		return err
+	}
+	if held > s.limit {
+		return fmt.Errorf("%w: %s holds %d of %s, the limit is %d", ErrLimitReached, userID, held-units, sku, s.limit)
+	}
+	return nil
+}
+
+// purchase is one row of user_purchases.
+type purchase struct {
+	UserID string
+	SKU    string `gorm:"column:sku"`
+	Units  int
+}
+
+func (purchase) TableName() string { return "user_purchases" }
+
+// Refund returns an order's stock and marks it refunded, in one transaction
+// under the same guard as a purchase. The conditional status change lets
+// exactly one of any number of concurrent refunds through. A user who does
+// not own the order is told it does not exist. A refund already made under
+// the same idempotency key is returned with replayed set.
+func (s *Service) Refund(ctx context.Context, id int64, userID, key string) (o Order, replayed bool, err error) {
+	o, err = s.Get(ctx, id)
+	if err != nil || o.UserID != userID {
+		return Order{}, false, cmp.Or(err, fmt.Errorf("%w: %d", ErrNotFound, id))
+	}
+	if o.Status == StatusCreated {
+		refundedAt := time.Now().UTC()
+		err = s.guard.Adjust(ctx, o.SKU, o.Quantity, func(tx *gorm.DB) error {
+			res := tx.Model(&Order{}).Where("id = ? AND status = ?", id, StatusCreated).
+				Updates(map[string]any{"status": StatusRefunded, "refunded_at": refundedAt, "refund_key": nullable(key)})
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				return ErrAlreadyRefunded
+			}
+			return s.release(tx, o)
+		})
+		if err == nil {
+			o.Status, o.RefundedAt, o.RefundKey = StatusRefunded, &refundedAt, nullable(key)
+			return o, false, nil
+		}
+		if !errors.Is(err, ErrAlreadyRefunded) {
+			return Order{}, false, fmt.Errorf("order: refund: %w", err)
+		}
+		if o, err = s.Get(ctx, id); err != nil {
+			return Order{}, false, err
+		}
+	}
+	if key != "" && o.RefundKey != nil && *o.RefundKey == key {
+		return o, true, nil
+	}
+	return Order{}, false, fmt.Errorf("%w: order %d", ErrAlreadyRefunded, id)
+}
+
+// release takes a refunded order's units off what its user holds.
+func (s *Service) release(tx *gorm.DB, o Order) error {
+	if s.limit <= 0 {
+		return nil
+	}
+	return tx.Model(&purchase{}).Where("user_id = ? AND sku = ?", o.UserID, o.SKU).
+		Update("units", gorm.Expr("units - ?", o.Quantity)).Error
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// ListRequest selects a page of a user's orders, oldest first.
+type ListRequest struct {
+	UserID string
+	SKU    string // optional
+	After  int64  // the last id of the previous page; 0 for the first
+	Limit  int
+}
+
+// List returns a page of the user's orders.
+func (s *Service) List(ctx context.Context, r ListRequest) ([]Order, error) {
+	q := s.db.WithContext(ctx).Where("user_id = ? AND id > ?", r.UserID, r.After)
+	if r.SKU != "" {
+		q = q.Where("sku = ?", r.SKU)
+	}
+	var orders []Order
+	if err := q.Order("id").Limit(r.Limit).Find(&orders).Error; err != nil {
+		return nil, fmt.Errorf("order: list: %w", err)
+	}
+	return orders, nil
 }
 
 // Get reads one order.
@@ -129,11 +270,15 @@ func (s *Service) Stock(ctx context.Context, sku string) (Stock, error) {
 	return Stock{SKU: it.SKU, Initial: it.Initial, Available: it.Available, Sold: sold}, nil
 }
 
-// ResetStock sets sku's stock to quantity and deletes its orders, in one
-// transaction, so that a load test can run again from a known state.
+// ResetStock sets sku's stock to quantity and deletes its orders and what
+// users hold of it, in one transaction, so that a load test can run again
+// from a known state.
 func (s *Service) ResetStock(ctx context.Context, sku string, quantity int) (Stock, error) {
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Where("sku = ?", sku).Delete(&Order{}).Error; err != nil {
+			return err
+		}
+		if err := tx.Where("sku = ?", sku).Delete(&purchase{}).Error; err != nil {
 			return err
 		}
 		return stock.Reset(ctx, tx, sku, quantity)

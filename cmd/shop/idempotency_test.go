@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/app"
+	"github.com/stockguard/shop/internal/testinfra"
+	"github.com/stockguard/shop/loadtest"
+)
+
+// shop is a `shop serve` child process with its own database and Redis
+// prefix, and direct handles on both for the checks.
+type shop struct {
+	base   string
+	db     *gorm.DB
+	redis  *redis.Client
+	prefix string
+}
+
+// newShop starts a shop with the given extra environment.
+func newShop(t *testing.T, env ...string) *shop {
+	t.Helper()
+	dsn, r := testinfra.MySQL(t), testinfra.Redis(t)
+	env = append([]string{"SHOP_MYSQL_DSN=" + dsn, "SHOP_REDIS_ADDR=" + r.Addr, "SHOP_REDIS_PREFIX=" + r.Prefix, "SHOP_ADMIN_TOKEN=secret"}, env...)
+	base, _ := startShop(t, env...)
+	gdb := testinfra.ShopDB(t, dsn)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	return &shop{base: base, db: gdb, redis: rdb, prefix: r.Prefix}
+}
+
+func (s *shop) reset(t *testing.T, sku string, quantity int) {
+	t.Helper()
+	if code, body := send(t, "PUT", s.base+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, quantity), "Authorization", "Bearer secret"); code != http.StatusOK {
+		t.Fatalf("reset %s: %d %s", sku, code, body)
+	}
+}
+
+// reply is one response, decoded enough to classify it.
+type reply struct {
+	code     int
+	replayed bool
+	ID       int64  `json:"id"`
+	Status   any    `json:"status"` // an order's status, or a problem's HTTP status
+	Type     string `json:"type"`
+}
+
+// post sends a JSON POST with an Idempotency-Key, on a fresh connection so
+// that a thousand of them really are concurrent.
+func post(ctx context.Context, client *http.Client, url, key, body string) (reply, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	if err != nil {
+		return reply{}, err
+	}
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := client.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	r := reply{code: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true"}
+	return r, json.NewDecoder(resp.Body).Decode(&r)
+}
+
+// storm sends n requests at once through a start gate; body and key give
+// each one's.
+func storm(t *testing.T, n int, url string, key, body func(i int) string) []reply {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}
+	defer client.CloseIdleConnections()
+	replies := make([]reply, n)
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-gate
+			r, err := post(t.Context(), client, url, key(i), body(i))
+			if err != nil {
+				t.Errorf("request %d: %v", i, err)
+			}
+			replies[i] = r
+		})
+	}
+	close(gate)
+	wg.Wait()
+	return replies
+}
+
+// audit checks every invariant of DESIGN.md from the database.
+func (s *shop) audit(t *testing.T, sku string, soldOut int, acked []int64) loadtest.Audit {
+	t.Helper()
+	a, err := loadtest.AuditSKU(t.Context(), s.db, sku, soldOut, acked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := a.Violations(); len(v) > 0 {
+		t.Errorf("invariants broken: %v", v)
+	}
+	return a
+}
+
+func constant(s string) func(int) string { return func(int) string { return s } }
+
+// TestDuplicateClickStorm: a thousand copies of one request (same key, same
+// payload) create exactly one order. Each answer is the order (first or
+// replayed) or 409 request-in-progress.
+func TestDuplicateClickStorm(t *testing.T) {
+	t.Parallel()
+	s := newShop(t)
+	s.reset(t, "storm", 10)
+	replies := storm(t, 1000, s.base+"/api/v1/orders", constant("click-1"), constant(`{"sku":"storm","user_id":"alice","quantity":2}`))
+	var first int64
+	var created, inProgress int
+	for _, r := range replies {
+		switch {
+		case r.code == http.StatusCreated:
+			created++
+			if first == 0 {
+				first = r.ID
+			}
+			if r.ID != first {
+				t.Fatalf("two orders answered: %d and %d", first, r.ID)
+			}
+		case r.code == http.StatusConflict && r.Type == "request-in-progress":
+			inProgress++
+		default:
+			t.Errorf("unexpected answer %+v", r)
+		}
+	}
+	t.Logf("%d answered with the order, %d in progress", created, inProgress)
+	a := s.audit(t, "storm", 0, []int64{first})
+	if a.Orders != 1 || a.Available != 8 {
+		t.Errorf("%d orders, %d available; want 1 order and 8 available", a.Orders, a.Available)
+	}
+}
+
+// TestRetryAfterLostResponse: the client's connection drops after the shop
+// committed but before the client read the reply. The retry with the same
+// key gets the same order, and there is still one order.
+func TestRetryAfterLostResponse(t *testing.T) {
+	t.Parallel()
+	s := newShop(t)
+	s.reset(t, "lost", 5)
+	body := `{"sku":"lost","user_id":"bob","quantity":1}`
+	u, err := url.Parse(s.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /api/v1/orders HTTP/1.1\r\nHost: %s\r\nIdempotency-Key: retry-1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", u.Host, len(body), body)
+	// Wait for the commit, then drop the connection unread.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int64
+		if err := s.db.Table("orders").Where("user_id = ?", "bob").Count(&n).Error; err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first request made no order within 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	conn.Close()
+
+	var r reply
+	for {
+		if r, err = post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "retry-1", body); err != nil {
+			t.Fatal(err)
+		}
+		if r.Type != "request-in-progress" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r.code != http.StatusCreated || !r.replayed {
+		t.Fatalf("retry: %+v, want a replayed 201", r)
+	}
+	if a := s.audit(t, "lost", 0, []int64{r.ID}); a.Orders != 1 || a.Available != 4 {
+		t.Errorf("%d orders, %d available; want 1 and 4", a.Orders, a.Available)
+	}
+}
+
+// TestRedisForgets: with the idempotency keys gone from Redis (a restart,
+// an eviction, an expiry), a retry still gets the first order: the unique
+// index on (user_id, idempotency_key) holds. A retry with another quantity
+// under the same key is refused, not ordered.
+func TestRedisForgets(t *testing.T) {
+	t.Parallel()
+	s := newShop(t)
+	s.reset(t, "forget", 5)
+	body := `{"sku":"forget","user_id":"carol","quantity":1}`
+	first, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "forget-1", body)
+	if err != nil || first.code != http.StatusCreated {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	flushed := s.flushKeys(t)
+	if flushed == 0 {
+		t.Fatal("no idempotency keys in Redis to flush")
+	}
+	again, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "forget-1", body)
+	if err != nil || again.code != http.StatusCreated || again.ID != first.ID || !again.replayed {
+		t.Fatalf("retry after flush: %+v %v, want the replayed order %d", again, err, first.ID)
+	}
+	s.flushKeys(t)
+	changed, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "forget-1", `{"sku":"forget","user_id":"carol","quantity":2}`)
+	if err != nil || changed.code != http.StatusUnprocessableEntity || changed.Type != "idempotency-key-reused" {
+		t.Fatalf("changed payload after flush: %+v %v, want 422", changed, err)
+	}
+	if a := s.audit(t, "forget", 0, []int64{first.ID}); a.Orders != 1 || a.Available != 4 {
+		t.Errorf("%d orders, %d available; want 1 and 4", a.Orders, a.Available)
+	}
+}
+
+// flushKeys deletes this shop's keys from Redis and says how many.
+func (s *shop) flushKeys(t *testing.T) int {
+	t.Helper()
+	keys, err := s.redis.Keys(t.Context(), s.prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) > 0 {
+		if err := s.redis.Del(t.Context(), keys...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return len(keys)
+}
+
+// TestKeyReuse: the same key with a changed quantity gets 422 and changes
+// nothing; the original request with it is still replayed.
+func TestKeyReuse(t *testing.T) {
+	t.Parallel()
+	s := newShop(t)
+	s.reset(t, "reuse", 5)
+	first, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "reuse-1", `{"sku":"reuse","user_id":"dan","quantity":1}`)
+	if err != nil || first.code != http.StatusCreated {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	r, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "reuse-1", `{"sku":"reuse","user_id":"dan","quantity":3}`)
+	if err != nil || r.code != http.StatusUnprocessableEntity || r.Type != "idempotency-key-reused" {
+		t.Fatalf("reuse: %+v %v, want 422 idempotency-key-reused", r, err)
+	}
+	// The same key for another user is another key.
+	other, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "reuse-1", `{"sku":"reuse","user_id":"erin","quantity":3}`)
+	if err != nil || other.code != http.StatusCreated || other.ID == first.ID {
+		t.Fatalf("same key, other user: %+v %v, want a new order", other, err)
+	}
+	if a := s.audit(t, "reuse", 0, []int64{first.ID, other.ID}); a.Orders != 2 || a.Available != 1 {
+		t.Errorf("%d orders, %d available; want 2 and 1", a.Orders, a.Available)
+	}
+}
+
+// TestRefundStorm: a thousand refunds of one order, each with its own key,
+// return its stock exactly once; every other one is 409 already-refunded.
+// A refund by another user is 404 and changes nothing.
+func TestRefundStorm(t *testing.T) {
+	t.Parallel()
+	s := newShop(t)
+	s.reset(t, "refund", 5)
+	o, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "buy-1", `{"sku":"refund","user_id":"fay","quantity":3}`)
+	if err != nil || o.code != http.StatusCreated {
+		t.Fatalf("order: %+v %v", o, err)
+	}
+	refund := fmt.Sprintf("%s/api/v1/orders/%d/refund", s.base, o.ID)
+	stranger, err := post(t.Context(), http.DefaultClient, refund, "r-x", `{"user_id":"mallory"}`)
+	if err != nil || stranger.code != http.StatusNotFound {
+		t.Fatalf("refund by another user: %+v %v, want 404", stranger, err)
+	}
+	replies := storm(t, 1000, refund, func(i int) string { return fmt.Sprint("r-", i) }, constant(`{"user_id":"fay"}`))
+	var ok, already int
+	for _, r := range replies {
+		switch {
+		case r.code == http.StatusOK && r.Status == "refunded":
+			ok++
+		case r.code == http.StatusConflict && r.Type == "already-refunded":
+			already++
+		default:
+			t.Errorf("unexpected answer %+v", r)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d refunds succeeded, want 1 (%d already refunded)", ok, already)
+	}
+	if a := s.audit(t, "refund", 0, nil); a.Orders != 0 || a.Available != 5 {
+		t.Errorf("%d live orders, %d available; want 0 and 5", a.Orders, a.Available)
+	}
+}
+
+// TestPerUserLimit: under SHOP_PER_USER_LIMIT=1, 200 concurrent orders by
+// one user with distinct keys create exactly one order, whatever the
+// strategy. The same burst with no limit makes many, which shows that the
+// test can tell.
+func TestPerUserLimit(t *testing.T) {
+	t.Parallel()
+	burst := func(t *testing.T, env ...string) (loadtest.Audit, map[string]int) {
+		s := newShop(t, env...)
+		s.reset(t, "limit", 100)
+		replies := storm(t, 200, s.base+"/api/v1/orders", func(i int) string { return fmt.Sprint("k-", i) }, constant(`{"sku":"limit","user_id":"greedy","quantity":1}`))
+		answers := map[string]int{}
+		var acked []int64
+		for _, r := range replies {
+			answers[fmt.Sprint(r.code, r.Type)]++
+			if r.code == http.StatusCreated {
+				acked = append(acked, r.ID)
+			}
+		}
+		return s.audit(t, "limit", 0, acked), answers
+	}
+	t.Run("no limit", func(t *testing.T) {
+		t.Parallel()
+		a, answers := burst(t, "SHOP_STRATEGY=atomic")
+		if a.Orders <= 1 {
+			t.Errorf("with no limit the burst made %d orders (%v); the test cannot tell a missing limit", a.Orders, answers)
+		}
+		t.Logf("with no limit: %d orders for one user", a.Orders)
+	})
+	for _, strategy := range app.Strategies {
+		t.Run(strategy.Name, func(t *testing.T) {
+			t.Parallel()
+			a, answers := burst(t, append(strategyEnv(t, strategy), "SHOP_PER_USER_LIMIT=1")...)
+			if a.Orders != 1 || a.Sold != 1 || answers["201"] != 1 || answers["409limit-reached"] != 199 {
+				t.Errorf("%d orders, %d sold, answers %v; want 1 order and 199 limit-reached", a.Orders, a.Sold, answers)
+			}
+		})
+	}
+}
+
+// strategyEnv configures a shop for strategy, with the servers it needs.
+func strategyEnv(t *testing.T, s app.Strategy) []string {
+	t.Helper()
+	env := []string{"SHOP_STRATEGY=" + s.Name}
+	for _, need := range s.Needs {
+		t.Fatalf("strategy %s needs %s, which this test cannot provide yet", s.Name, need)
+	}
+	return env
+}

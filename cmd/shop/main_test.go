@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// The test binary doubles as the shop: a child started with SHOP_TEST_CHILD
+// runs main's code instead of the tests, so the end-to-end test drives a
+// real process with real signals, without a separate build.
+func TestMain(m *testing.M) {
+	if os.Getenv("SHOP_TEST_CHILD") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// startShop runs `shop serve` in a child process on a random port and
+// returns its base URL once it is ready.
+func startShop(t *testing.T, env ...string) (string, *exec.Cmd) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "serve", "--debug=")
+	cmd.Env = append(os.Environ(), "SHOP_TEST_CHILD=1", "SHOP_HTTP_ADDR=127.0.0.1:0")
+	cmd.Env = append(cmd.Env, env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
+				addr <- line.Addr
+			}
+			t.Log(sc.Text())
+		}
+	}()
+	select {
+	case a := <-addr:
+		return "http://" + a, cmd
+	case <-time.After(30 * time.Second):
+		t.Fatal("shop did not start listening within 30s")
+	}
+	return "", nil
+}
+
+func send(t *testing.T, method, url, body string, header ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestServe drives a real `shop serve` through the API, then stops it with
+// SIGTERM and expects a clean exit.
+func TestServe(t *testing.T) {
+	t.Parallel()
+	dsn := testinfra.MySQL(t)
+	redis := testinfra.Redis(t)
+	base, cmd := startShop(t, "SHOP_MYSQL_DSN="+dsn, "SHOP_REDIS_ADDR="+redis.Addr, "SHOP_REDIS_PREFIX="+redis.Prefix, "SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=pessimistic")
+
+	for _, probe := range []string{"/healthz", "/readyz"} {
+		if code, body := send(t, "GET", base+probe, ""); code != http.StatusOK {
+			t.Fatalf("%s: %d %s", probe, code, body)
+		}
+	}
+	if code, body := send(t, "PUT", base+"/api/v1/stock/e2e", `{"quantity":3}`, "Authorization", "Bearer secret"); code != http.StatusOK {
+		t.Fatalf("reset: %d %s", code, body)
+	}
+	var created int
+	for i := range 5 {
+		code, body := send(t, "POST", base+"/api/v1/orders", fmt.Sprintf(`{"sku":"e2e","user_id":"u%d","quantity":1}`, i), "Idempotency-Key", fmt.Sprint("k", i))
+		switch code {
+		case http.StatusCreated:
+			created++
+		case http.StatusConflict:
+			if !strings.Contains(body, `"type":"sold-out"`) {
+				t.Errorf("409 without sold-out: %s", body)
+			}
+		default:
+			t.Errorf("order %d: %d %s", i, code, body)
+		}
+	}
+	if created != 3 {
+		t.Errorf("created %d orders, want 3", created)
+	}
+	if code, body := send(t, "GET", base+"/api/v1/stock/e2e", ""); code != http.StatusOK || body != `{"sku":"e2e","initial":3,"available":0,"sold":3}` {
+		t.Errorf("stock: %d %s", code, body)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("shop exited with %v after SIGTERM, want 0", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("shop did not exit within 20s of SIGTERM")
+	}
+}
+
+// TestConfigErrors: bad configuration stops the shop before it listens, with
+// an error that names the variable.
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"no dsn", map[string]string{}, "SHOP_MYSQL_DSN is required"},
+		{"bad dsn", map[string]string{"SHOP_MYSQL_DSN": "nope"}, "SHOP_MYSQL_DSN"},
+		{"bad strategy", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_STRATEGY": "magic"}, `unknown strategy "magic"`},
+		{"bad ttl", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_LOCK_TTL": "soon"}, "SHOP_LOCK_TTL"},
+		{"tiny ttl", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_LOCK_TTL": "1ms"}, "below the minimum"},
+		{"bad addr", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_HTTP_ADDR": "8080"}, "SHOP_HTTP_ADDR"},
+		{"bad zk", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_ZK_ADDRS": "zk1"}, "SHOP_ZK_ADDRS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr strings.Builder
+			err := run(context.Background(), []string{"serve"}, func(k string) string { return tt.env[k] }, io.Discard, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want it to mention %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestSecretsMasked: the start-up log line carries the config without the
+// database password or the admin token.
+func TestSecretsMasked(t *testing.T) {
+	t.Parallel()
+	var stderr strings.Builder
+	env := map[string]string{"SHOP_MYSQL_DSN": "shop:hunter2@tcp(127.0.0.1:1)/shop?timeout=200ms", "SHOP_ADMIN_TOKEN": "tok-secret", "SHOP_HTTP_ADDR": "127.0.0.1:0"}
+	err := run(t.Context(), []string{"serve"}, func(k string) string { return env[k] }, io.Discard, &stderr)
+	if err == nil {
+		t.Fatal("serve with no database should fail")
+	}
+	log := stderr.String()
+	if !strings.Contains(log, `"strategy":"atomic"`) {
+		t.Fatalf("config not logged: %s", log)
+	}
+	for _, secret := range []string{"hunter2", "tok-secret"} {
+		if strings.Contains(log, secret) || strings.Contains(err.Error(), secret) {
+			t.Errorf("%q leaked: %s %v", secret, log, err)
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// ReplayedHeader marks a response that repeats an earlier one.
+const ReplayedHeader = "Idempotent-Replayed"
+
+// MiddlewareConfig configures Middleware.
+type MiddlewareConfig struct {
+	Store *Store
+	// MaxBody is the largest body fingerprinted; a larger one is left to the
+	// handler to refuse.
+	MaxBody int64
+	// Fail writes the response for ErrKeyMissing, ErrKeyInvalid,
+	// ErrInProgress and ErrKeyReused.
+	Fail func(*gin.Context, error)
+	Log  *slog.Logger
+}
+
+// Middleware requires an Idempotency-Key on the route and answers a repeat
+// of a request with the first response. The request body must be a JSON
+// object with a "user_id": keys are scoped per user and per route.
+//
+// Only final answers are stored: 2xx and 4xx. A 5xx (such as 503 busy)
+// decided nothing, so its key is released for a retry. When Redis fails, the
+// request goes on without it: the database's unique index still keeps an
+// order from being created twice.
+func Middleware(cfg MiddlewareConfig) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		key, err := ParseKey(c.GetHeader(Header))
+		if err != nil {
+			cfg.Fail(c, err)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(c.Request.Body, cfg.MaxBody+1))
+		// The handler reads the same stream and refuses what is malformed.
+		c.Request.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), c.Request.Body), c.Request.Body}
+		if err != nil || int64(len(body)) > cfg.MaxBody {
+			c.Next()
+			return
+		}
+		user, fp, ok := Fingerprint(c.Request.Method, c.Request.URL.Path, body)
+		if !ok {
+			c.Next()
+			return
+		}
+
+		claim, stored, err := cfg.Store.Begin(c.Request.Context(), Scope{UserID: user, Endpoint: c.FullPath(), Key: key}, fp)
+		switch {
+		case errors.Is(err, ErrInProgress), errors.Is(err, ErrKeyReused):
+			cfg.Fail(c, err)
+			return
+		case err != nil:
+			cfg.Log.WarnContext(c, "idempotency store unavailable; relying on the database", slog.Any("err", err))
+			c.Next()
+			return
+		case stored != nil:
+			replay(c, stored)
+			return
+		}
+
+		rec := &recorder{ResponseWriter: c.Writer}
+		c.Writer = rec
+		c.Next()
+
+		// The request's own ctx may have ended; the claim must still be
+		// settled.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 2*time.Second)
+		defer cancel()
+		if status := rec.Status(); status >= 500 {
+			err = cfg.Store.Abandon(ctx, claim)
+		} else {
+			err = cfg.Store.Complete(ctx, claim, fp, Response{
+				Status:      status,
+				ContentType: rec.Header().Get("Content-Type"),
+				Location:    rec.Header().Get("Location"),
+				Body:        rec.body.Bytes(),
+			})
+		}
+		if err != nil {
+			cfg.Log.WarnContext(c, "idempotency record not settled; it expires on its own", slog.Any("err", err))
+		}
+	}
+}
+
+func replay(c *gin.Context, r *Response) {
+	if r.Location != "" {
+		c.Header("Location", r.Location)
+	}
+	c.Header(ReplayedHeader, "true")
+	c.Data(r.Status, r.ContentType, r.Body)
+	c.Abort()
+}
+
+// recorder keeps a copy of the response body.
+type recorder struct {
+	gin.ResponseWriter
+	body bytes.Buffer
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.body.Write(b)
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) WriteString(s string) (int, error) {
+	r.body.WriteString(s)
+	return r.ResponseWriter.WriteString(s)
+}
+
+// Fingerprint hashes the canonical form of a request: method, path, user and
+// the body's fields, whatever their order or spacing. ok is false when the
+// body is not a JSON object with a string user_id.
+func Fingerprint(method, path string, body []byte) (user, fp string, ok bool) {
+	var fields map[string]any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if dec.Decode(&fields) != nil {
+		return "", "", false
+	}
+	user, ok = fields["user_id"].(string)
+	if !ok {
+		return "", "", false
+	}
+	canonical, err := json.Marshal(fields) // map keys come out sorted
+	if err != nil {
+		return "", "", false
+	}
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(method), []byte(path), canonical} {
+		h.Write(part)
+		h.Write([]byte{0})
+	}
+	return user, hex.EncodeToString(h.Sum(nil)), true
+}

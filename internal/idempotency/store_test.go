@@ -1,0 +1,105 @@
+package idempotency_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/shop/internal/idempotency"
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+func newStore(t *testing.T, opts idempotency.Options) *idempotency.Store {
+	t.Helper()
+	r := testinfra.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	opts.Prefix = r.Prefix
+	return idempotency.NewStore(rdb, &opts)
+}
+
+// TestStoreLifecycle walks one key through its states on a real Redis.
+func TestStoreLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t, idempotency.Options{})
+	scope := idempotency.Scope{UserID: "u", Endpoint: "POST /api/v1/orders", Key: "k"}
+
+	claim, stored, err := s.Begin(ctx, scope, "fp1")
+	if claim == nil || stored != nil || err != nil {
+		t.Fatalf("first Begin: %v %v %v, want a claim", claim, stored, err)
+	}
+	if _, _, err := s.Begin(ctx, scope, "fp1"); !errors.Is(err, idempotency.ErrInProgress) {
+		t.Fatalf("Begin while pending: %v, want ErrInProgress", err)
+	}
+	if _, _, err := s.Begin(ctx, scope, "fp2"); !errors.Is(err, idempotency.ErrKeyReused) {
+		t.Fatalf("Begin with another request while pending: %v, want ErrKeyReused", err)
+	}
+	other := scope
+	other.UserID = "v"
+	if c, _, err := s.Begin(ctx, other, "fp2"); c == nil || err != nil {
+		t.Fatalf("same key, other user: %v %v, want its own claim", c, err)
+	}
+
+	want := idempotency.Response{Status: 201, ContentType: "application/json", Location: "/x", Body: []byte(`{"id":1}`)}
+	if err := s.Complete(ctx, claim, "fp1", want); err != nil {
+		t.Fatal(err)
+	}
+	_, stored, err = s.Begin(ctx, scope, "fp1")
+	if err != nil || stored == nil || stored.Status != want.Status || string(stored.Body) != string(want.Body) || stored.Location != want.Location {
+		t.Fatalf("Begin after Complete: %+v %v, want %+v", stored, err, want)
+	}
+	if _, _, err := s.Begin(ctx, scope, "fp2"); !errors.Is(err, idempotency.ErrKeyReused) {
+		t.Fatalf("Begin with another request after Complete: %v, want ErrKeyReused", err)
+	}
+}
+
+// TestStoreAbandon: a request that decided nothing frees its key.
+func TestStoreAbandon(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t, idempotency.Options{})
+	scope := idempotency.Scope{UserID: "u", Endpoint: "e", Key: "k"}
+	claim, _, err := s.Begin(ctx, scope, "fp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Abandon(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	if c, _, err := s.Begin(ctx, scope, "fp"); c == nil || err != nil {
+		t.Fatalf("Begin after Abandon: %v %v, want a new claim", c, err)
+	}
+}
+
+// TestStorePendingExpires: a request that crashed while pending blocks its
+// key only until the pending TTL; its late Complete cannot overwrite the
+// request that took the key over.
+func TestStorePendingExpires(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t, idempotency.Options{PendingTTL: 200 * time.Millisecond})
+	scope := idempotency.Scope{UserID: "u", Endpoint: "e", Key: "k"}
+	crashed, _, err := s.Begin(ctx, scope, "fp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var next *idempotency.Claim
+	for deadline := time.Now().Add(10 * time.Second); next == nil; time.Sleep(50 * time.Millisecond) {
+		next, _, err = s.Begin(ctx, scope, "fp")
+		if err != nil && !errors.Is(err, idempotency.ErrInProgress) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the crashed request's marker did not expire")
+		}
+	}
+	if err := s.Complete(ctx, crashed, "fp", idempotency.Response{Status: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Begin(ctx, scope, "fp"); !errors.Is(err, idempotency.ErrInProgress) {
+		t.Fatalf("after the stale Complete: %v, want the new request still in progress", err)
+	}
+}

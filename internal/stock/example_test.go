@@ -1,0 +1,79 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/stock"
+)
+
+// Every strategy is used the same way: Adjust takes the stock and runs the
+// caller's writes in the same transaction. Here the atomic strategy sells
+// one unit and records the order row with it.
+func ExampleAtomic() {
+	ctx := context.Background()
+	gdb, err := db.Open(ctx, os.Getenv("SHOP_MYSQL_DSN"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	guard := stock.NewAtomic(gdb)
+	err = guard.Adjust(ctx, "phone", -1, func(tx *gorm.DB) error {
+		return tx.Exec(`INSERT INTO orders (sku, user_id, quantity, status, created_at) VALUES ('phone', 'alice', 1, 'created', NOW(6))`).Error
+	})
+	switch {
+	case errors.Is(err, stock.ErrSoldOut):
+		fmt.Println("sold out")
+	case errors.Is(err, stock.ErrBusy):
+		fmt.Println("busy: nothing changed, try again")
+	case err != nil:
+		fmt.Println(err)
+	}
+}
+
+// The optimistic strategy reads the row and its version and writes only if
+// the version is unchanged, retrying on a conflict until the ctx ends.
+func ExampleOptimistic() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	gdb, err := db.Open(ctx, os.Getenv("SHOP_MYSQL_DSN"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = stock.NewOptimistic(gdb).Adjust(ctx, "phone", -2, func(*gorm.DB) error { return nil })
+	fmt.Println(err)
+}
+
+// The pessimistic strategy holds the row with SELECT … FOR UPDATE for the
+// whole transaction; a refund is a positive delta.
+func ExamplePessimistic() {
+	ctx := context.Background()
+	gdb, err := db.Open(ctx, os.Getenv("SHOP_MYSQL_DSN"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = stock.NewPessimistic(gdb).Adjust(ctx, "phone", +1, func(*gorm.DB) error { return nil })
+	fmt.Println(err)
+}
+
+// None has the same shape and no protection: two buyers who read the same
+// stock both write it back, and both get an order. Use it only to watch
+// that happen.
+func ExampleNone() {
+	ctx := context.Background()
+	gdb, err := db.Open(ctx, os.Getenv("SHOP_MYSQL_DSN"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = stock.NewNone(gdb).Adjust(ctx, "phone", -1, func(*gorm.DB) error { return nil })
+	fmt.Println(err)
+}

@@ -1,0 +1,81 @@
+package testinfra
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/testcontainers/testcontainers-go/wait"
+)
+
+var sharedRedis = shared{
+	name:      "Redis",
+	env:       "SHOP_TEST_REDIS_ADDR",
+	container: onceContainer("redis:7", "6379/tcp", wait.ForLog("Ready to accept connections")),
+}
+
+// RedisNamespace is a test's share of a Redis server.
+type RedisNamespace struct {
+	Addr   string // host:port
+	Prefix string // "test:<random>:"; the test's keys must start with it
+}
+
+// Redis returns the address of a real Redis server and a key prefix unique
+// to this test. Keys under the prefix are deleted at cleanup.
+func Redis(t testing.TB) RedisNamespace {
+	t.Helper()
+	ns := RedisNamespace{Addr: sharedRedis.locate(t), Prefix: randomName("test:") + ":"}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := exchange(ctx, ns.Addr, "PING\r\n", "+PONG"); err != nil {
+		t.Fatalf("testinfra: Redis at %s: %v", ns.Addr, err)
+	}
+	t.Cleanup(func() {
+		// t.Context is done by now.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := deleteKeys(ctx, ns); err != nil {
+			t.Errorf("testinfra: delete Redis keys %s*: %v", ns.Prefix, err)
+		}
+	})
+	return ns
+}
+
+func deleteKeys(ctx context.Context, ns RedisNamespace) error {
+	c := redis.NewClient(&redis.Options{Addr: ns.Addr})
+	defer c.Close()
+	var keys []string
+	iter := c.Scan(ctx, 0, ns.Prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil || len(keys) == 0 {
+		return err
+	}
+	return c.Unlink(ctx, keys...).Err()
+}
+
+// StartRedis starts a private redis-server on a free loopback port; it is
+// killed at cleanup.
+//
+// Stop saves the data, and Start loads what was last saved. So Kill loses
+// every write since the last Stop, like the crash of a master without
+// persistence: the case where Redlock can grant a lock twice.
+func StartRedis(t testing.TB) *Server {
+	t.Helper()
+	skipShort(t, "redis-server")
+	bin := lookPath(t, "redis-server", "redis-server")
+	dir := t.TempDir()
+	s := newServer(t, "redis-server", freeAddr(t), dir, 30*time.Second)
+	_, port, _ := net.SplitHostPort(s.addr)
+	s.command = func() *exec.Cmd {
+		return exec.Command(bin, "--bind", "127.0.0.1", "--port", port, "--dir", dir,
+			"--save", "", "--appendonly", "no", "--shutdown-on-sigterm", "save")
+	}
+	s.ready = func(ctx context.Context) error { return exchange(ctx, s.addr, "PING\r\n", "+PONG") }
+	s.Start()
+	return s
+}

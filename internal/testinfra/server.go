@@ -1,0 +1,246 @@
+package testinfra
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// stopTimeout bounds how long Stop waits for a clean shutdown before it
+// kills the server.
+const stopTimeout = 30 * time.Second
+
+// Server is a server process private to one test, on a loopback port that
+// stays the same across restarts. It is killed at the test's cleanup and,
+// on Linux, dies with the test binary even when cleanup does not run.
+//
+// Start must be called from the test's goroutine; the other methods may be
+// called from any goroutine.
+type Server struct {
+	t       testing.TB
+	name    string // the binary, for messages
+	addr    string
+	dsn     string
+	logPath string                          // stdout and stderr of every run
+	command func() *exec.Cmd                // a fresh command for each start
+	ready   func(ctx context.Context) error // nil once the server serves requests
+	timeout time.Duration                   // for ready
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd     // nil when not started or stopped
+	exited chan struct{} // closed when cmd has exited
+}
+
+// newServer prepares a server and kills it at cleanup. Call it after any
+// t.TempDir the server uses, so that the kill runs before the removal.
+func newServer(t testing.TB, name, addr, dir string, timeout time.Duration) *Server {
+	s := &Server{t: t, name: name, addr: addr, logPath: filepath.Join(dir, name+".log"), timeout: timeout}
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// Addr returns the server's host:port.
+func (s *Server) Addr() string { return s.addr }
+
+// DSN returns, for MariaDB, a root DSN to the database "shop" with
+// parseTime=true. It is empty for the other servers.
+func (s *Server) DSN() string { return s.dsn }
+
+// Start starts the server, on the same port and with the same data as
+// before, and waits until it answers.
+func (s *Server) Start() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running() {
+		s.t.Fatalf("testinfra: %s on %s: Start while running", s.name, s.addr)
+	}
+	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		s.t.Fatalf("testinfra: %v", err)
+	}
+	defer logFile.Close() // the child has its own descriptor
+	cmd := s.command()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("testinfra: start %s: %v", s.name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // the exit status shows in ProcessState
+		close(exited)
+	}()
+	s.cmd, s.exited = cmd, exited
+
+	ctx, cancel := context.WithTimeout(s.t.Context(), s.timeout)
+	defer cancel()
+	if err := s.await(ctx); err != nil {
+		s.t.Fatalf("testinfra: %s on %s: %v\nlast lines of %s:\n%s", s.name, s.addr, err, s.logPath, tail(s.logPath))
+	}
+}
+
+// await polls ready until it succeeds, the process exits or ctx ends.
+func (s *Server) await(ctx context.Context) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		// One attempt must not use up the whole wait: a server may accept
+		// a connection long before it answers on it.
+		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := s.ready(attempt)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("exited before it answered: %v", s.cmd.ProcessState)
+		case <-ctx.Done():
+			return fmt.Errorf("not answering after %v: %w", s.timeout, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// Stop asks the server to shut down (SIGTERM) and waits until it has. A
+// server that does not stop within 30 seconds is killed.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	s.signal(syscall.SIGTERM)
+	s.signal(syscall.SIGCONT) // a paused server must run to shut down
+	select {
+	case <-s.exited:
+	case <-time.After(stopTimeout):
+		s.t.Errorf("testinfra: %s on %s ignored SIGTERM for %v; killing it", s.name, s.addr, stopTimeout)
+		s.signal(syscall.SIGKILL)
+		<-s.exited
+	}
+	s.cmd = nil
+}
+
+// Kill kills the server (SIGKILL), like a crash, and waits until it is gone.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	s.signal(syscall.SIGKILL)
+	<-s.exited
+	s.cmd = nil
+}
+
+// Pause freezes the server (SIGSTOP): it keeps its connections but answers
+// nothing, like a process in a long GC pause or swapped out.
+func (s *Server) Pause() { s.signalRunning(syscall.SIGSTOP) }
+
+// Resume lets a paused server run again (SIGCONT).
+func (s *Server) Resume() { s.signalRunning(syscall.SIGCONT) }
+
+func (s *Server) signalRunning(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running() {
+		s.t.Errorf("testinfra: %s on %s: %v while not running", s.name, s.addr, sig)
+		return
+	}
+	s.signal(sig)
+}
+
+func (s *Server) running() bool {
+	if s.cmd == nil {
+		return false
+	}
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// signal signals the server's process group, which holds whatever the
+// server forked.
+func (s *Server) signal(sig syscall.Signal) {
+	err := syscall.Kill(-s.cmd.Process.Pid, sig)
+	if err != nil && !errors.Is(err, syscall.ESRCH) {
+		s.t.Errorf("testinfra: %v to %s: %v", sig, s.name, err)
+	}
+}
+
+// freeAddr returns a loopback address whose port is free now.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("testinfra: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// lookPath finds a server binary on PATH or in the Debian directories that
+// a non-root PATH may lack, or ends the test naming the package to install.
+func lookPath(t testing.TB, name, debianPackage string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/usr/sbin", "/usr/bin"} {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	t.Fatalf("testinfra: %s not found on PATH, in /usr/sbin or /usr/bin: install the Debian package %s (scripts/services.sh up does)", name, debianPackage)
+	return ""
+}
+
+// exchange sends request over a fresh connection and checks that the first
+// line of the answer starts with want: enough to see that Redis (PING) or
+// ZooKeeper (srvr) is serving.
+func exchange(ctx context.Context, addr, request, want string) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(deadline)
+	}
+	if _, err := conn.Write([]byte(request)); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if !strings.HasPrefix(line, want) {
+		return fmt.Errorf("answered %q to %q (%v)", line, request, err)
+	}
+	return nil
+}
+
+// tail returns the last lines of a log, for failure messages.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	return string(bytes.Join(lines[max(0, len(lines)-20):], []byte("\n")))
+}

@@ -1,0 +1,107 @@
+// Package testinfra gives tests real Redis, MySQL and ZooKeeper servers.
+//
+// MySQL, Redis and ZooKeeper give each test its own slice of a shared server
+// (a database, a key prefix, a znode root), removed at cleanup, so tests can
+// run in parallel. The shared server is, in order:
+//
+//  1. the one named by SHOP_TEST_MYSQL_DSN, SHOP_TEST_REDIS_ADDR or
+//     SHOP_TEST_ZK_ADDR, as printed by scripts/services.sh env;
+//  2. a container started by testcontainers-go, once per test binary, when a
+//     Docker engine answers;
+//  3. none: the test fails and says how to provide one.
+//
+// StartRedis, StartMariaDB and StartZooKeeper run a server process private to
+// one test, which it may stop, kill, restart or pause to reproduce crashes
+// and long pauses.
+//
+// Under go test -short, every helper skips its test.
+package testinfra
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/wait"
+)
+
+// shared is a server that many tests use, each in its own namespace.
+type shared struct {
+	name string // in messages, e.g. "MySQL"
+	env  string // the variable that points at an existing server
+	// container starts a container at most once and returns what env
+	// would hold.
+	container func() (string, error)
+}
+
+// locate returns the env value or the container's, or ends the test.
+func (s *shared) locate(t testing.TB) string {
+	t.Helper()
+	skipShort(t, s.name)
+	if v := os.Getenv(s.env); v != "" {
+		return v
+	}
+	v, err := s.container()
+	if err != nil {
+		t.Fatalf(`testinfra: no %s server: %v
+Provide one in any of these ways:
+  - scripts/services.sh up && eval "$(scripts/services.sh env)"
+  - set %s (scripts/services.sh env shows the format)
+  - start a Docker engine, and the tests run %s in a container`,
+			s.name, err, s.env, s.name)
+	}
+	return v
+}
+
+func skipShort(t testing.TB, name string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("testinfra: -short: skipping a test that needs %s", name)
+	}
+}
+
+// dockerReady reports whether a Docker engine answers. It is bounded so
+// that a machine without Docker fails in seconds.
+var dockerReady = sync.OnceValue(func() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return fmt.Errorf("no Docker engine: %w", err)
+	}
+	return cli.Close()
+})
+
+// onceContainer runs image once per test binary, exposing port, and returns
+// the address as host:port. The container is never terminated here:
+// testcontainers' reaper (Ryuk) removes it when the test binary exits.
+func onceContainer(image, port string, ready wait.Strategy, opts ...testcontainers.ContainerCustomizer) func() (string, error) {
+	return sync.OnceValues(func() (string, error) {
+		if err := dockerReady(); err != nil {
+			return "", err
+		}
+		// Not a test's context: the container outlives the first test.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		c, err := testcontainers.Run(ctx, image, slices.Concat(opts, []testcontainers.ContainerCustomizer{
+			testcontainers.WithExposedPorts(port), testcontainers.WithWaitStrategy(ready),
+		})...)
+		if err != nil {
+			return "", fmt.Errorf("testcontainers: %w", err)
+		}
+		return c.PortEndpoint(ctx, port, "")
+	})
+}
+
+// randomName returns prefix followed by 16 random hex digits.
+func randomName(prefix string) string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return fmt.Sprintf("%s%x", prefix, b)
+}

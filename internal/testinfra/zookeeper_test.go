@@ -1,0 +1,73 @@
+package testinfra_test
+
+import (
+	"io"
+	"log"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+func TestZooKeeper(t *testing.T) {
+	t.Parallel()
+	var root string
+	t.Run("namespace", func(t *testing.T) {
+		ns := testinfra.ZooKeeper(t)
+		root = ns.Root
+		conn := connectZK(t, ns.Addrs)
+		// A tree below the root, with an ephemeral leaf as a lock would leave.
+		for _, p := range []string{root + "/locks", root + "/locks/sku-1"} {
+			create(t, conn, p, 0)
+		}
+		create(t, conn, root+"/locks/sku-1/lock-", zk.FlagEphemeral|zk.FlagSequence)
+	})
+
+	// The subtest's cleanup has run.
+	conn := connectZK(t, testinfra.ZooKeeper(t).Addrs)
+	if ok, _, err := conn.Exists(root); err != nil || ok {
+		t.Errorf("%s exists after cleanup: %v, %v", root, ok, err)
+	}
+}
+
+func TestStartZooKeeper(t *testing.T) {
+	t.Parallel()
+	s := testinfra.StartZooKeeper(t)
+	create(t, connectZK(t, []string{s.Addr()}), "/fence", 0)
+
+	s.Stop()
+	s.Start()
+	if ok, _, err := connectZK(t, []string{s.Addr()}).Exists("/fence"); err != nil || !ok {
+		t.Errorf("after Stop and Start: /fence exists = %v, %v; want it kept", ok, err)
+	}
+}
+
+func create(t *testing.T, conn *zk.Conn, path string, flags int32) {
+	t.Helper()
+	if _, err := conn.Create(path, nil, flags, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatalf("create %s: %v", path, err)
+	}
+}
+
+// connectZK returns a connection with a session, closed at cleanup.
+func connectZK(t *testing.T, addrs []string) *zk.Conn {
+	t.Helper()
+	conn, events, err := zk.Connect(addrs, 5*time.Second, zk.WithLogger(log.New(io.Discard, "", 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				return conn
+			}
+		case <-timeout:
+			t.Fatalf("no ZooKeeper session with %v", addrs)
+		}
+	}
+}
