@@ -30,7 +30,7 @@ type localLock struct {
 // NewLocal returns a Locker for one process.
 func NewLocal() *Local {
 	l := &Local{locks: make(map[string]*localLock)}
-	l.locker = locker{l}
+	l.locker = locker{b: l}
 	return l
 }
 

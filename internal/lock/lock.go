@@ -15,6 +15,10 @@
 // that lost the lock without knowing it: one paused past its TTL, or cut off
 // from its session. Lost tells the holder as soon as it can know.
 //
+// Contenders within one process queue in the process, and only the first
+// asks the store; so, within one process, TryAcquire also fails while
+// another goroutine awaits the lock.
+//
 // Leases that expire (redis, redlock, dbtable) are renewed by a watchdog at
 // a third of their TTL while they are held; a renewal that finds the lock
 // gone, or no renewal succeeding before the lease runs out, loses the lease.
@@ -89,7 +93,19 @@ type backend interface {
 }
 
 // locker gives a backend its Acquire and TryAcquire.
-type locker struct{ b backend }
+type locker struct {
+	b backend
+	// gate, if not nil, queues this process's contenders for a name, so
+	// that one at a time asks the store.
+	gate *Local
+}
+
+// remote is the locker of a backend in another process: contenders queue
+// in this process first, as behind Redisson's per-lock semaphore. A hot
+// lock then costs the store one contender per process, not one per
+// request, and the holder's renewals and release do not wait for
+// connections behind its own process's pollers.
+func remote(b backend) locker { return locker{b: b, gate: NewLocal()} }
 
 // Acquire implements Locker.
 func (l locker) Acquire(ctx context.Context, name string) (*Lease, error) {
@@ -112,7 +128,7 @@ func (l locker) acquire(ctx context.Context, name string, wait bool) (*Lease, er
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("lock: acquire %s: %w", name, context.Cause(ctx))
 	}
-	g, err := l.b.grant(ctx, name, wait)
+	g, err := l.grant(ctx, name, wait)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			err = errors.Join(err, context.Cause(ctx))
@@ -120,6 +136,29 @@ func (l locker) acquire(ctx context.Context, name string, wait bool) (*Lease, er
 		return nil, fmt.Errorf("lock: acquire %s: %w", name, err)
 	}
 	return newLease(key, g), nil
+}
+
+// grant passes through the gate, then takes the lock in the store; the
+// lease's release gives up both.
+func (l locker) grant(ctx context.Context, name string, wait bool) (grant, error) {
+	if l.gate == nil {
+		return l.b.grant(ctx, name, wait)
+	}
+	queued, err := l.gate.grant(ctx, name, wait)
+	if err != nil {
+		return grant{}, err
+	}
+	g, err := l.b.grant(ctx, name, wait)
+	if err != nil {
+		queued.release(ctx)
+		return grant{}, err
+	}
+	release := g.release
+	g.release = func(ctx context.Context) error {
+		defer queued.release(ctx)
+		return release(ctx)
+	}
+	return g, nil
 }
 
 // leaseKey identifies a lock within the process: the backend that took it

@@ -19,7 +19,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -122,7 +121,8 @@ var backends = []backend{
 		}
 	}},
 	{name: "dbtable", expires: true, lease: ttl, setup: func(t *testing.T) func(*testing.T) *client {
-		dsn := migrated(t)
+		dsn := testinfra.MySQL(t)
+		testinfra.ShopDB(t, dsn) // the locks table
 		return func(t *testing.T) *client {
 			cfg, err := mysql.ParseDSN(dsn)
 			if err != nil {
@@ -168,25 +168,6 @@ func zkConn(t *testing.T, addr string, onEvent func(zk.Event)) (*zk.Conn, *testi
 	}
 	t.Cleanup(conn.Close)
 	return conn, p
-}
-
-// migrated returns the DSN of a fresh database with the shop's schema.
-func migrated(t *testing.T) string {
-	dsn := testinfra.MySQL(t)
-	gdb := openDB(t, dsn)
-	if err := db.Migrate(t.Context(), gdb); err != nil {
-		t.Fatal(err)
-	}
-	return dsn
-}
-
-func openDB(t *testing.T, dsn string) *gorm.DB {
-	gdb, err := db.Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close(gdb) })
-	return gdb
 }
 
 // property is one promise every backend keeps.
@@ -435,7 +416,7 @@ func testWatchdog(t *testing.T, b backend, newClient func(*testing.T) *client) {
 func testPausedHolder(t *testing.T, _ backend, newClient func(*testing.T) *client) {
 	a, b, c := newClient(t), newClient(t), newClient(t)
 	name := lockName(t)
-	gdb := openDB(t, migrated(t))
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
 	const sku = "paused"
 	if err := stock.Reset(t.Context(), gdb, sku, 10); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -74,7 +75,7 @@ func NewRedlock(nodes []RedisClient, opts *RedisOptions) (*Redlock, error) {
 		nodeTimeout: opts.nodeTimeout(),
 		prefix:      opts.prefix(),
 	}
-	r.locker = locker{r}
+	r.locker = remote(r)
 	return r, nil
 }
 
@@ -115,10 +116,14 @@ func (r *Redlock) try(ctx context.Context, keys []string) (grant, error) {
 			}, nil
 		}
 	}
-	// A master that timed out may have set the key all the same.
-	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.nodeTimeout)
-	defer cancel()
-	r.release(cleanup, keys[:1], owner)
+	// Release wherever the key may be this owner's: where it was set, and
+	// where the answer did not come, since the command may have run all the
+	// same. A master that answered "held" has nothing of this owner's.
+	if slices.ContainsFunc(counts, func(c result) bool { return !errors.Is(c.err, redis.Nil) }) {
+		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.nodeTimeout)
+		defer cancel()
+		r.release(cleanup, keys[:1], owner)
+	}
 	if err := ctx.Err(); err != nil {
 		return grant{}, context.Cause(ctx)
 	}

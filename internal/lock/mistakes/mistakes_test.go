@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/lock/mistakes"
 	"github.com/stockguard/shop/internal/stock"
@@ -216,14 +215,7 @@ func TestClockLock(t *testing.T) {
 // the audit, read from the database, says what came of it.
 func staleWrite(t *testing.T, a, b mistakes.Lock, pauseA, resumeA func(), sell saleFunc) (loadtest.Audit, error) {
 	t.Helper()
-	gdb, err := db.Open(t.Context(), testinfra.MySQL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close(gdb) })
-	if err := db.Migrate(t.Context(), gdb); err != nil {
-		t.Fatal(err)
-	}
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
 	if err := stock.Reset(t.Context(), gdb, sku, 1); err != nil {
 		t.Fatal(err)
 	}
