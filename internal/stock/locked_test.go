@@ -6,7 +6,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -16,14 +15,7 @@ import (
 // re-entered lease); a reset starts the fence again.
 func TestFenced(t *testing.T) {
 	t.Parallel()
-	gdb, err := db.Open(t.Context(), testinfra.MySQL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close(gdb) })
-	if err := db.Migrate(t.Context(), gdb); err != nil {
-		t.Fatal(err)
-	}
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
 	const sku = "fenced"
 	if err := stock.Reset(t.Context(), gdb, sku, 10); err != nil {
 		t.Fatal(err)
