@@ -29,11 +29,6 @@ func NewBareLease(client *redis.Client, key string, ttl time.Duration) *BareLeas
 	return &BareLease{newOwned(client, key, ttl)}
 }
 
-// TryLock implements Lock.
-func (l *BareLease) TryLock(ctx context.Context) (bool, error) {
-	return l.client.SetNX(ctx, l.key, l.value, l.ttl).Result()
-}
-
 var compareAndDelete = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`)
 
 // Unlock implements Lock, checking the owner: that part is right.

@@ -116,9 +116,32 @@ func TestSetNXThenExpire(t *testing.T) {
 	})
 }
 
-// wrongRelease is the scenario of seeds 002 and 004: A's lease runs out
-// while A is paused, B takes the lock, A wakes and releases, and C tries the
-// lock while B still works. It reports whether C got in.
+// testWrongRelease runs the scenario of seeds 002 and 004 against a
+// mistake and against lock.Redis: A's lease runs out while A is paused, B
+// takes the lock, A wakes and releases, and C tries the lock while B still
+// works. The mistake lets C in; lock.Redis refuses A's release.
+func testWrongRelease(t *testing.T, newMistake func(c *redis.Client, key string) mistakes.Lock) {
+	t.Run("mistake", func(t *testing.T) {
+		t.Parallel()
+		ns := testinfra.Redis(t)
+		p := newProcess(t, ns.Addr)
+		lockOf := func() mistakes.Lock { return newMistake(p.Client, ns.Prefix+"lock") }
+		// No watchdog to stop: A's lease runs out by itself.
+		if !wrongRelease(t, lockOf(), lockOf(), lockOf(), func() {}, func() {}) {
+			t.Fatal("C was kept out: the fault was not reproduced")
+		}
+		t.Log("reproduced: A's release deleted B's lock, and C got in while B still held it")
+	})
+	t.Run("lock.Redis", func(t *testing.T) {
+		t.Parallel()
+		ns := testinfra.Redis(t)
+		a, b, c := newProcess(t, ns.Addr), newProcess(t, ns.Addr), newProcess(t, ns.Addr)
+		if wrongRelease(t, a.fixedLock(ns.Prefix), b.fixedLock(ns.Prefix), c.fixedLock(ns.Prefix), a.proxy.Pause, a.proxy.Resume) {
+			t.Fatal("C got in while B held the lock")
+		}
+	})
+}
+
 func wrongRelease(t *testing.T, a, b, c mistakes.Lock, pauseA, resumeA func()) (cGotIn bool) {
 	t.Helper()
 	mustLock(t, a)
@@ -138,25 +161,7 @@ func wrongRelease(t *testing.T, a, b, c mistakes.Lock, pauseA, resumeA func()) (
 // compare-and-delete refuses the stale release.
 func TestUncheckedDelete(t *testing.T) {
 	t.Parallel()
-	t.Run("mistake", func(t *testing.T) {
-		t.Parallel()
-		ns := testinfra.Redis(t)
-		p := newProcess(t, ns.Addr)
-		lockOf := func() mistakes.Lock { return mistakes.NewUncheckedDelete(p.Client, ns.Prefix+"lock", ttl) }
-		// No watchdog to stop: A's lease runs out by itself.
-		if !wrongRelease(t, lockOf(), lockOf(), lockOf(), func() {}, func() {}) {
-			t.Fatal("C was kept out: the fault was not reproduced")
-		}
-		t.Log("reproduced: A deleted B's lock, and C got in while B still held it")
-	})
-	t.Run("lock.Redis", func(t *testing.T) {
-		t.Parallel()
-		ns := testinfra.Redis(t)
-		a, b, c := newProcess(t, ns.Addr), newProcess(t, ns.Addr), newProcess(t, ns.Addr)
-		if wrongRelease(t, a.fixedLock(ns.Prefix), b.fixedLock(ns.Prefix), c.fixedLock(ns.Prefix), a.proxy.Pause, a.proxy.Resume) {
-			t.Fatal("C got in while B held the lock")
-		}
-	})
+	testWrongRelease(t, func(c *redis.Client, key string) mistakes.Lock { return mistakes.NewUncheckedDelete(c, key, ttl) })
 }
 
 // TestClockLock: seed 000's lock of expiry timestamps. Its release deletes
@@ -164,23 +169,9 @@ func TestUncheckedDelete(t *testing.T) {
 // runs ahead takes over a live lock. lock.Redis uses no client's clock.
 func TestClockLock(t *testing.T) {
 	t.Parallel()
-	t.Run("wrong release/mistake", func(t *testing.T) {
+	t.Run("wrong release", func(t *testing.T) {
 		t.Parallel()
-		ns := testinfra.Redis(t)
-		p := newProcess(t, ns.Addr)
-		lockOf := func() mistakes.Lock { return mistakes.NewClockLock(p.Client, ns.Prefix+"lock", ttl) }
-		if !wrongRelease(t, lockOf(), lockOf(), lockOf(), func() {}, func() {}) {
-			t.Fatal("C was kept out: the fault was not reproduced")
-		}
-		t.Log("reproduced: A's DEL freed B's lock, and C got in")
-	})
-	t.Run("wrong release/lock.Redis", func(t *testing.T) {
-		t.Parallel()
-		ns := testinfra.Redis(t)
-		a, b, c := newProcess(t, ns.Addr), newProcess(t, ns.Addr), newProcess(t, ns.Addr)
-		if wrongRelease(t, a.fixedLock(ns.Prefix), b.fixedLock(ns.Prefix), c.fixedLock(ns.Prefix), a.proxy.Pause, a.proxy.Resume) {
-			t.Fatal("C got in while B held the lock")
-		}
+		testWrongRelease(t, func(c *redis.Client, key string) mistakes.Lock { return mistakes.NewClockLock(c, key, ttl) })
 	})
 	t.Run("clock ahead/mistake", func(t *testing.T) {
 		t.Parallel()

@@ -26,11 +26,6 @@ func NewUncheckedDelete(client *redis.Client, key string, ttl time.Duration) *Un
 	return &UncheckedDelete{newOwned(client, key, ttl)}
 }
 
-// TryLock implements Lock.
-func (l *UncheckedDelete) TryLock(ctx context.Context) (bool, error) {
-	return l.client.SetNX(ctx, l.key, l.value, l.ttl).Result()
-}
-
 // Unlock implements Lock: DEL, whoever holds the key now.
 func (l *UncheckedDelete) Unlock(ctx context.Context) error {
 	return l.client.Del(ctx, l.key).Err()
