@@ -343,12 +343,27 @@ func TestPerUserLimit(t *testing.T) {
 	}
 }
 
-// strategyEnv configures a shop for strategy, with the servers it needs.
+// strategyEnv configures a shop for strategy, with the servers it needs
+// beyond the MySQL and Redis that newShop gives every shop: three Redis
+// processes of the test's own for Redlock, a root of its own on ZooKeeper.
 func strategyEnv(t *testing.T, s app.Strategy) []string {
 	t.Helper()
 	env := []string{"SHOP_STRATEGY=" + s.Name}
 	for _, need := range s.Needs {
-		t.Fatalf("strategy %s needs %s, which this test cannot provide yet", s.Name, need)
+		switch need {
+		case "redis":
+		case "redlock":
+			var masters []string
+			for range 3 {
+				masters = append(masters, testinfra.StartRedis(t).Addr())
+			}
+			env = append(env, "SHOP_REDLOCK_ADDRS="+strings.Join(masters, ","))
+		case "zookeeper":
+			ns := testinfra.ZooKeeper(t)
+			env = append(env, "SHOP_ZK_ADDRS="+strings.Join(ns.Addrs, ","), "SHOP_ZK_ROOT="+ns.Root)
+		default:
+			t.Fatalf("strategy %s needs %s, which this test cannot provide", s.Name, need)
+		}
 	}
 	return env
 }
