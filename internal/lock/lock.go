@@ -205,7 +205,9 @@ func (l *Lease) Name() string { return l.key.name }
 func (l *Lease) Token() int64 { return l.g.token }
 
 // Lost returns a channel that is closed once the lease no longer holds the
-// lock: it was lost (see Err) or released.
+// lock: it was lost (see Err) or released. A lost lease must still be
+// released: that frees the lock's queue in this process, and the lock in
+// the store if it turns out to be still this lease's.
 func (l *Lease) Lost() <-chan struct{} { return l.ctx.Done() }
 
 // Err returns nil while the lease holds the lock. Once Lost is closed it

@@ -58,9 +58,9 @@ func (s *Locked) Adjust(ctx context.Context, sku string, delta int, fn Fn) error
 		_ = lease.Release(rctx)
 	}()
 	// Stop, rather than commit, once the lease is known to be lost.
-	ctx, cancel := lock.WithLease(ctx, lease)
+	held, cancel := lock.WithLease(ctx, lease)
 	defer cancel()
-	return Fenced(ctx, s.db, sku, delta, lease.Token(), fn)
+	return Fenced(held, s.db, sku, delta, lease.Token(), fn)
 }
 
 // Fenced applies delta to sku's stock and runs fn in one transaction, as
