@@ -1,0 +1,60 @@
+package stock_test
+
+import (
+	"errors"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// TestFenced: a write under a token is refused, with nothing changed, once
+// a higher token has claimed the SKU; the same token may write again (a
+// re-entered lease); a reset starts the fence again.
+func TestFenced(t *testing.T) {
+	t.Parallel()
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
+	const sku = "fenced"
+	if err := stock.Reset(t.Context(), gdb, sku, 10); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	take := func(token int64) error {
+		return stock.Fenced(t.Context(), gdb, sku, -1, token, func(*gorm.DB) error { ran++; return nil })
+	}
+	steps := []struct {
+		token int64
+		want  error
+	}{
+		{5, nil},
+		{5, nil},             // the same holder again
+		{4, stock.ErrFenced}, // a holder from before
+		{9, nil},             // the next holder
+		{5, stock.ErrFenced}, // the first one, woken late
+		{10, nil}, {11, nil}, {12, nil}, {13, nil}, {14, nil}, {15, nil}, {16, nil},
+		{17, stock.ErrSoldOut}, // 10 units sold
+	}
+	for i, s := range steps {
+		if err := take(s.token); !errors.Is(err, s.want) || (s.want == nil && err != nil) {
+			t.Fatalf("step %d, token %d: %v, want %v", i, s.token, err, s.want)
+		}
+	}
+	it, err := stock.Get(t.Context(), gdb, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Available != 0 || ran != 10 || it.Fence != 17 {
+		t.Errorf("available %d, %d orders, fence %d; want 0, 10, 17 (a sold-out attempt claims too)", it.Available, ran, it.Fence)
+	}
+	if err := stock.Fenced(t.Context(), gdb, "nope", -1, 1, nil); !errors.Is(err, stock.ErrNotFound) {
+		t.Errorf("unknown SKU: %v, want ErrNotFound", err)
+	}
+	if err := stock.Reset(t.Context(), gdb, sku, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := take(1); err != nil {
+		t.Errorf("after a reset, token 1: %v", err)
+	}
+}
