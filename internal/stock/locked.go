@@ -48,7 +48,9 @@ const releaseTimeout = 5 * time.Second
 func (s *Locked) Adjust(ctx context.Context, sku string, delta int, fn Fn) error {
 	lease, err := s.locker.Acquire(ctx, LockName(sku))
 	if err != nil {
-		return busyIfDone(ctx, fmt.Errorf("stock: %w", err))
+		// Whether the wait ran out or the lock server is down, nothing was
+		// taken: the buyer may try again.
+		return fmt.Errorf("%w: acquire: %w", ErrBusy, err)
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)

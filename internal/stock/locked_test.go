@@ -1,11 +1,15 @@
 package stock_test
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -56,5 +60,29 @@ func TestFenced(t *testing.T) {
 	}
 	if err := take(1); err != nil {
 		t.Errorf("after a reset, token 1: %v", err)
+	}
+}
+
+// TestLockServerDown: with the lock's Redis stopped, an order is busy (503,
+// retry) and takes nothing.
+func TestLockServerDown(t *testing.T) {
+	t.Parallel()
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
+	if err := stock.Reset(t.Context(), gdb, "down", 3); err != nil {
+		t.Fatal(err)
+	}
+	srv := testinfra.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	guard := stock.NewLocked(gdb, lock.NewRedis(rdb, nil))
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	err := guard.Adjust(ctx, "down", -1, func(*gorm.DB) error { return nil })
+	if !errors.Is(err, stock.ErrBusy) {
+		t.Fatalf("Adjust with the lock server down = %v, want ErrBusy", err)
+	}
+	if it, err := stock.Get(t.Context(), gdb, "down"); err != nil || it.Available != 3 {
+		t.Errorf("available %d (%v), want 3", it.Available, err)
 	}
 }
