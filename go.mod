@@ -3,6 +3,7 @@ module github.com/stockguard/shop
 go 1.26.0
 
 require (
+	github.com/bsm/redislock v0.10.0
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-sql-driver/mysql v1.9.3

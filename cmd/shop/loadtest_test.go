@@ -122,8 +122,8 @@ func TestBench(t *testing.T) {
 		if len(r.Usage) != 2 || r.Usage[0].PeakRSSBytes <= 0 || r.Usage[0].CPUSeconds <= 0 {
 			t.Errorf("%s: usage %+v, want the peak RSS and CPU of 2 instances", r.Strategy, r.Usage)
 		}
-		if r.Strategy == "none" {
-			continue // it may or may not oversell a burst this small
+		if r.Strategy == "none" || r.Strategy == "local" {
+			continue // unguarded across instances: they may oversell
 		}
 		for _, ph := range []*loadtest.Phase{r.Burst, r.Steady} {
 			if ph.Audit.Oversold != 0 || ph.Audit.Undersold != 0 || len(ph.Problems) != 0 {

@@ -153,6 +153,8 @@ func TestConfigErrors(t *testing.T) {
 		{"tiny ttl", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_LOCK_TTL": "1ms"}, "below the minimum"},
 		{"bad addr", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_HTTP_ADDR": "8080"}, "SHOP_HTTP_ADDR"},
 		{"bad zk", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_ZK_ADDRS": "zk1"}, "SHOP_ZK_ADDRS"},
+		{"zookeeper without servers", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_STRATEGY": "zookeeper"}, "strategy zookeeper needs SHOP_ZK_ADDRS"},
+		{"redlock with one master", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_STRATEGY": "redlock", "SHOP_REDLOCK_ADDRS": "r1:6379"}, "strategy redlock needs SHOP_REDLOCK_ADDRS: at least 3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

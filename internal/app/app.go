@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/idempotency"
+	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 )
@@ -26,6 +28,11 @@ import (
 type Backends struct {
 	DB    *gorm.DB
 	Redis *redis.Client
+	// Redlock holds independent Redis masters, open only for a strategy
+	// that needs "redlock".
+	Redlock []*redis.Client
+	// ZooKeeper is open only for a strategy that needs "zookeeper".
+	ZooKeeper *zk.Conn
 }
 
 // Strategy describes one selectable stock strategy.
@@ -47,6 +54,41 @@ var Strategies = []Strategy{
 	{Name: "pessimistic", New: func(b Backends, _ config.Config) (order.Guard, error) { return stock.NewPessimistic(b.DB), nil },
 		OnSQLite: "FOR UPDATE takes SQLite's one write lock, as BEGIN IMMEDIATE does: SQLite has no row locks"},
 	{Name: "optimistic", New: func(b Backends, _ config.Config) (order.Guard, error) { return stock.NewOptimistic(b.DB), nil }},
+	{Name: "local", New: locked(func(Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil })},
+	{Name: "redis", Needs: []string{"redis"}, New: locked(func(b Backends, cfg config.Config) (stock.Locker, error) {
+		return lock.NewRedis(b.Redis, lockOptions(cfg)), nil
+	})},
+	{Name: "redlock", Needs: []string{"redlock"}, New: locked(func(b Backends, cfg config.Config) (stock.Locker, error) {
+		masters := make([]lock.RedisClient, len(b.Redlock))
+		for i, c := range b.Redlock {
+			masters[i] = c
+		}
+		return lock.NewRedlock(masters, lockOptions(cfg))
+	})},
+	{Name: "zookeeper", Needs: []string{"zookeeper"}, New: locked(func(b Backends, cfg config.Config) (stock.Locker, error) {
+		return lock.NewZooKeeper(b.ZooKeeper, &lock.ZooKeeperOptions{Root: cfg.ZKRoot})
+	})},
+	{Name: "dbtable", New: locked(func(b Backends, cfg config.Config) (stock.Locker, error) {
+		sqlDB, err := b.DB.DB()
+		return lock.NewDBTable(sqlDB, &lock.DBTableOptions{TTL: cfg.LockTTL}), err
+	}), NotOnSQLite: true, OnSQLite: "its lock times rows by the database's clock in MySQL's words (UTC_TIMESTAMP(6) + INTERVAL)"},
+}
+
+// lockOptions places the Redis locks under the shop's key prefix.
+func lockOptions(cfg config.Config) *lock.RedisOptions {
+	return &lock.RedisOptions{TTL: cfg.LockTTL, Prefix: cfg.RedisPrefix + "lock:"}
+}
+
+// locked builds a lock strategy: the one composition of stock.Locked on the
+// lock that newLocker returns.
+func locked(newLocker func(Backends, config.Config) (stock.Locker, error)) func(Backends, config.Config) (order.Guard, error) {
+	return func(b Backends, cfg config.Config) (order.Guard, error) {
+		l, err := newLocker(b, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return stock.NewLocked(b.DB, l), nil
+	}
 }
 
 // Names returns the names of Strategies.
@@ -79,11 +121,28 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.Require(strategy.Name, strategy.Needs); err != nil {
+		return nil, err
+	}
 	gdb, err := db.Open(ctx, cfg.MySQLDSN)
 	if err != nil {
 		return nil, err
 	}
 	a := &App{backends: Backends{DB: gdb, Redis: redis.NewClient(&redis.Options{Addr: cfg.RedisAddr})}}
+	if slices.Contains(strategy.Needs, "redlock") {
+		for _, addr := range cfg.RedlockAddrs {
+			// The context timeout lets Redlock's per-master timeout reach the socket.
+			a.backends.Redlock = append(a.backends.Redlock, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
+		}
+	}
+	if slices.Contains(strategy.Needs, "zookeeper") {
+		// The session timeout is the lease: how long a lock outlives a holder that stops answering.
+		conn, _, err := zk.Connect(cfg.ZKAddrs, cfg.LockTTL, zk.WithLogger(zkLogger{log}))
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("zookeeper: %w", err), a.Close())
+		}
+		a.backends.ZooKeeper = conn
+	}
 	if err := db.Migrate(ctx, gdb); err != nil {
 		return nil, errors.Join(err, a.Close())
 	}
@@ -110,7 +169,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 // request, so that a retry cannot start while the first one still runs.
 const pendingMargin = 5 * time.Second
 
-// ready reports whether the database and Redis answer.
+// ready reports whether the database and Redis answer, and the Redlock
+// masters and ZooKeeper if the strategy uses them.
 func (a *App) ready(ctx context.Context) error {
 	sqlDB, err := a.backends.DB.DB()
 	if err != nil {
@@ -122,10 +182,36 @@ func (a *App) ready(ctx context.Context) error {
 	if err := a.backends.Redis.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
+	answered := 0
+	for _, c := range a.backends.Redlock {
+		if c.Ping(ctx).Err() == nil {
+			answered++
+		}
+	}
+	if n := len(a.backends.Redlock); answered < n/2+1 && n > 0 {
+		return fmt.Errorf("redlock: %d of %d masters answer, fewer than a majority", answered, n)
+	}
+	if zc := a.backends.ZooKeeper; zc != nil && zc.State() != zk.StateHasSession {
+		return fmt.Errorf("zookeeper: %s", zc.State())
+	}
 	return nil
 }
 
 // Close closes the backends.
 func (a *App) Close() error {
-	return errors.Join(a.backends.Redis.Close(), db.Close(a.backends.DB))
+	errs := []error{a.backends.Redis.Close(), db.Close(a.backends.DB)}
+	for _, c := range a.backends.Redlock {
+		errs = append(errs, c.Close())
+	}
+	if a.backends.ZooKeeper != nil {
+		a.backends.ZooKeeper.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// zkLogger sends go-zookeeper's log lines to the shop's log.
+type zkLogger struct{ log *slog.Logger }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	l.log.Info(fmt.Sprintf(format, args...), slog.String("component", "zookeeper"))
 }

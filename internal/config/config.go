@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,8 @@ type Config struct {
 	RedisAddr      string        // SHOP_REDIS_ADDR
 	RedisPrefix    string        // SHOP_REDIS_PREFIX, put before every key the shop writes
 	ZKAddrs        []string      // SHOP_ZK_ADDRS, comma-separated
+	ZKRoot         string        // SHOP_ZK_ROOT, the znode that holds the locks
+	RedlockAddrs   []string      // SHOP_REDLOCK_ADDRS, comma-separated independent Redis masters
 	Strategy       string        // SHOP_STRATEGY
 	AdminToken     string        // SHOP_ADMIN_TOKEN; empty refuses the admin endpoints
 	LockTTL        time.Duration // SHOP_LOCK_TTL
@@ -49,7 +52,7 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 		return def
 	}
 	var c Config
-	var zk, ttl, timeout, idemTTL, limit string
+	var zk, redlock, ttl, timeout, idemTTL, limit string
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(usage)
 	fs.StringVar(&c.HTTPAddr, "http", env("SHOP_HTTP_ADDR", ":8080"), "public HTTP listen address (SHOP_HTTP_ADDR)")
@@ -58,6 +61,8 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 	fs.StringVar(&c.RedisAddr, "redis", env("SHOP_REDIS_ADDR", "127.0.0.1:6379"), "Redis address (SHOP_REDIS_ADDR)")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", env("SHOP_REDIS_PREFIX", "shop:"), "prefix of every Redis key the shop writes (SHOP_REDIS_PREFIX)")
 	fs.StringVar(&zk, "zk", env("SHOP_ZK_ADDRS", ""), "ZooKeeper addresses, comma-separated (SHOP_ZK_ADDRS)")
+	fs.StringVar(&c.ZKRoot, "zk-root", env("SHOP_ZK_ROOT", "/stockguard/locks"), "znode under which the zookeeper strategy keeps its locks (SHOP_ZK_ROOT)")
+	fs.StringVar(&redlock, "redlock", env("SHOP_REDLOCK_ADDRS", ""), "independent Redis masters for the redlock strategy, comma-separated, at least 3 (SHOP_REDLOCK_ADDRS)")
 	fs.StringVar(&c.Strategy, "strategy", env("SHOP_STRATEGY", "atomic"), "stock strategy: "+strings.Join(strategies, ", ")+" (SHOP_STRATEGY)")
 	fs.StringVar(&c.AdminToken, "admin-token", env("SHOP_ADMIN_TOKEN", ""), "bearer token for the admin endpoints; empty refuses them (SHOP_ADMIN_TOKEN)")
 	fs.StringVar(&ttl, "lock-ttl", env("SHOP_LOCK_TTL", "10s"), "lease TTL of the distributed locks (SHOP_LOCK_TTL)")
@@ -73,11 +78,7 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	for _, a := range strings.Split(zk, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			c.ZKAddrs = append(c.ZKAddrs, a)
-		}
-	}
+	c.ZKAddrs, c.RedlockAddrs = list(zk), list(redlock)
 	for _, a := range []struct{ name, addr string }{{"SHOP_HTTP_ADDR", c.HTTPAddr}, {"SHOP_DEBUG_ADDR", c.DebugAddr}, {"SHOP_REDIS_ADDR", c.RedisAddr}} {
 		if a.addr == "" && a.name == "SHOP_DEBUG_ADDR" {
 			continue
@@ -86,10 +87,20 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 			bad("%s: %q is not host:port", a.name, a.addr)
 		}
 	}
-	for _, a := range c.ZKAddrs {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			bad("SHOP_ZK_ADDRS: %q is not host:port", a)
+	for _, l := range []struct {
+		name  string
+		addrs []string
+	}{{"SHOP_ZK_ADDRS", c.ZKAddrs}, {"SHOP_REDLOCK_ADDRS", c.RedlockAddrs}} {
+		for i, a := range l.addrs {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				bad("%s: %q is not host:port", l.name, a)
+			} else if slices.Contains(l.addrs[:i], a) {
+				bad("%s: %q is listed twice", l.name, a)
+			}
 		}
+	}
+	if !strings.HasPrefix(c.ZKRoot, "/") || c.ZKRoot == "/" || path.Clean(c.ZKRoot) != c.ZKRoot {
+		bad("SHOP_ZK_ROOT: %q is not a clean absolute znode path below /", c.ZKRoot)
 	}
 	if c.MySQLDSN == "" {
 		bad("SHOP_MYSQL_DSN is required, e.g. shop:shop@tcp(127.0.0.1:3306)/shop")
@@ -118,6 +129,48 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 	return c, nil
 }
 
+// list splits a comma-separated list, dropping empty items.
+func list(s string) []string {
+	var items []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			items = append(items, a)
+		}
+	}
+	return items
+}
+
+// MinRedlockMasters is the fewest masters Redlock can use: with fewer, a
+// majority cannot survive the loss of one.
+const MinRedlockMasters = 3
+
+// Require checks that c configures the servers a strategy needs beyond
+// MySQL: "redis", "redlock" or "zookeeper".
+func (c Config) Require(strategy string, needs []string) error {
+	var errs []error
+	for _, need := range needs {
+		switch need {
+		case "redis":
+			// SHOP_REDIS_ADDR always has a value.
+		case "redlock":
+			if len(c.RedlockAddrs) < MinRedlockMasters {
+				errs = append(errs, fmt.Errorf("strategy %s needs SHOP_REDLOCK_ADDRS: at least %d independent Redis masters, got %d",
+					strategy, MinRedlockMasters, len(c.RedlockAddrs)))
+			}
+		case "zookeeper":
+			if len(c.ZKAddrs) == 0 {
+				errs = append(errs, fmt.Errorf("strategy %s needs SHOP_ZK_ADDRS", strategy))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("strategy %s needs %q, which no setting provides", strategy, need))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
 func duration(s string, min time.Duration) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil {
@@ -138,6 +191,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("redis_addr", c.RedisAddr),
 		slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("zk_addrs", strings.Join(c.ZKAddrs, ",")),
+		slog.String("zk_root", c.ZKRoot),
+		slog.String("redlock_addrs", strings.Join(c.RedlockAddrs, ",")),
 		slog.String("strategy", c.Strategy),
 		slog.String("admin_token", mask(c.AdminToken)),
 		slog.Duration("lock_ttl", c.LockTTL),

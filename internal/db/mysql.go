@@ -68,6 +68,16 @@ var mysqlSchema = []string{
 		PRIMARY KEY (user_id, sku),
 		KEY user_purchases_sku (sku)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	// The dbtable lock (internal/lock): a row per held lock. The token is
+	// the fencing token; AUTO_INCREMENT never repeats one, even after a
+	// restart (MySQL 8, MariaDB 10.2.4 and later).
+	`CREATE TABLE IF NOT EXISTS locks (
+		token      BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+		name       VARCHAR(191) NOT NULL,
+		owner      VARCHAR(64) CHARACTER SET ascii NOT NULL,
+		expires_at DATETIME(6) NOT NULL,
+		UNIQUE KEY locks_name (name)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 }
 
 // MySQL error numbers the stores act on.

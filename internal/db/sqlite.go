@@ -123,6 +123,13 @@ var sqliteSchema = []string{
 		PRIMARY KEY (user_id, sku)
 	)`,
 	`CREATE INDEX IF NOT EXISTS user_purchases_sku ON user_purchases (sku)`,
+	`CREATE TABLE IF NOT EXISTS locks (
+		token      INTEGER PRIMARY KEY AUTOINCREMENT,
+		name       TEXT NOT NULL,
+		owner      TEXT NOT NULL,
+		expires_at DATETIME NOT NULL,
+		CONSTRAINT locks_name UNIQUE (name)
+	)`,
 }
 
 // SQLite result codes the stores act on; extended codes carry the primary

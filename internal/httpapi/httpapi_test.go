@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/idempotency"
+	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -28,11 +30,19 @@ const token = "test-admin-token"
 // the atomic strategy, with a stock of 10 under "sku-1".
 func newServer(t testing.TB, adminToken string) *httptest.Server {
 	t.Helper()
+	srv, _ := newGuarded(t, adminToken, func(gdb *gorm.DB) order.Guard { return stock.NewAtomic(gdb) })
+	return srv
+}
+
+// newGuarded is newServer with the guard that newGuard builds; it returns
+// the database too.
+func newGuarded(t testing.TB, adminToken string, newGuard func(*gorm.DB) order.Guard) (*httptest.Server, *gorm.DB) {
+	t.Helper()
 	r := testinfra.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	t.Cleanup(func() { rdb.Close() })
 	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
-	svc := order.NewService(gdb, stock.NewAtomic(gdb), nil)
+	svc := order.NewService(gdb, newGuard(gdb), nil)
 	if _, err := svc.ResetStock(t.Context(), "sku-1", 10); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +61,7 @@ func newServer(t testing.TB, adminToken string) *httptest.Server {
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, gdb
 }
 
 type call struct {
@@ -235,6 +245,26 @@ func TestOrderFlow(t *testing.T) {
 	resp, body = do(t, srv, call{method: "GET", path: "/api/openapi.yaml"})
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "openapi: 3.1") {
 		t.Errorf("openapi.yaml: %d %.40s", resp.StatusCode, body)
+	}
+}
+
+// TestFencedIsBusy: an order whose lock turns out stale (a holder with a
+// newer fencing token has claimed the SKU) is refused with 503 busy, and
+// neither takes stock nor creates an order.
+func TestFencedIsBusy(t *testing.T) {
+	t.Parallel()
+	srv, gdb := newGuarded(t, token, func(gdb *gorm.DB) order.Guard { return stock.NewLocked(gdb, lock.NewLocal()) })
+	// The newer holder, in another instance, claimed the SKU with token 1000;
+	// this instance's local lock hands out token 1.
+	if err := gdb.Exec(`UPDATE stock_items SET fence = 1000 WHERE sku = 'sku-1'`).Error; err != nil {
+		t.Fatal(err)
+	}
+	resp, body := do(t, srv, call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","user_id":"alice","quantity":1}`})
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"type":"busy"`) || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("fenced order: %d %s, want 503 busy with Retry-After", resp.StatusCode, body)
+	}
+	if s := stockOf(t, srv); s.Available != 10 || s.Sold != 0 {
+		t.Errorf("stock changed: %+v", s)
 	}
 }
 

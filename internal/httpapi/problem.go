@@ -78,7 +78,7 @@ func (a *api) fail(c *gin.Context, err error) {
 		problem(c, "limit-reached", err.Error())
 	case errors.Is(err, order.ErrAlreadyRefunded):
 		problem(c, "already-refunded", err.Error())
-	case errors.Is(err, stock.ErrBusy), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, stock.ErrBusy), errors.Is(err, stock.ErrFenced), errors.Is(err, context.DeadlineExceeded):
 		problem(c, "busy", "the stock is contended; nothing was changed")
 	default:
 		a.Log.ErrorContext(c, "request failed", slog.String("path", c.FullPath()), slog.Any("err", err))

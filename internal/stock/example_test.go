@@ -7,9 +7,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -76,4 +78,25 @@ func ExampleNone() {
 	}
 	err = stock.NewNone(gdb).Adjust(ctx, "phone", -1, func(*gorm.DB) error { return nil })
 	fmt.Println(err)
+}
+
+// Every lock strategy is Locked on one of internal/lock's backends: it
+// takes the SKU's lock, writes under the lease's fencing token, and
+// releases. ErrFenced means this holder's lock had expired and a newer
+// holder has written: nothing was changed.
+func ExampleLocked() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	gdb, err := db.Open(ctx, os.Getenv("SHOP_MYSQL_DSN"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("SHOP_REDIS_ADDR")})
+	defer rdb.Close()
+	guard := stock.NewLocked(gdb, lock.NewRedis(rdb, &lock.RedisOptions{TTL: 10 * time.Second}))
+	err = guard.Adjust(ctx, "phone", -1, func(*gorm.DB) error { return nil })
+	if errors.Is(err, stock.ErrFenced) || errors.Is(err, stock.ErrBusy) {
+		fmt.Println("busy: nothing changed, try again")
+	}
 }

@@ -12,12 +12,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/stockguard/shop/internal/backoff"
 	"github.com/stockguard/shop/internal/db"
 )
 
@@ -28,6 +28,10 @@ var (
 	// ErrBusy means the change could not be made before the ctx ended:
 	// nothing was decided, and the caller may try again.
 	ErrBusy = errors.New("stock: busy")
+	// ErrFenced means a lock strategy's write was refused because a holder
+	// with a newer fencing token has claimed the SKU: this one's lock had
+	// expired. Nothing was changed, and the caller may try again.
+	ErrFenced = errors.New("stock: fenced off by a newer lock holder")
 )
 
 // Item is one row of stock_items.
@@ -84,18 +88,13 @@ func transact(ctx context.Context, gdb *gorm.DB, fn Fn) error {
 	}
 }
 
-// pause sleeps a full-jitter exponential backoff (1ms doubling to a 64ms
-// cap) or returns ErrBusy when ctx ends first.
+// pause waits before the next attempt (see internal/backoff), or returns
+// ErrBusy when ctx ends first.
 func pause(ctx context.Context, attempt int) error {
-	limit := time.Millisecond << min(attempt, 6)
-	t := time.NewTimer(rand.N(limit) + time.Microsecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrBusy, context.Cause(ctx))
-	case <-t.C:
-		return nil
+	if err := backoff.Wait(ctx, attempt); err != nil {
+		return fmt.Errorf("%w: %w", ErrBusy, err)
 	}
+	return nil
 }
 
 // busyIfDone reports a failure caused by the ctx ending as ErrBusy: the

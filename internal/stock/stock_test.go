@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -102,6 +103,7 @@ func TestErrors(t *testing.T) {
 	gdb := open(t)
 	all := guards(gdb)
 	all["none"], all["optimistic"] = stock.NewNone(gdb), stock.NewOptimistic(gdb)
+	all["locked"] = stock.NewLocked(gdb, lock.NewLocal())
 	errFn := errors.New("fn failed")
 	for name, g := range all {
 		t.Run(name, func(t *testing.T) {

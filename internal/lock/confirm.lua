@@ -1,0 +1,10 @@
+-- confirm.lua (Redlock): KEYS = {lock, fence counter}, ARGV = {owner, token}.
+-- Raises this master's fence counter to the token chosen over the quorum, if
+-- the owner still holds the lock here. Returns 1, or 0 if it does not.
+if redis.call("get", KEYS[1]) ~= ARGV[1] then
+	return 0
+end
+if tonumber(redis.call("get", KEYS[2]) or "0") < tonumber(ARGV[2]) then
+	redis.call("set", KEYS[2], ARGV[2])
+end
+return 1

@@ -1,0 +1,341 @@
+// Package lock takes named locks that hand out fencing tokens.
+//
+// Every backend implements Locker, one file each:
+//
+//	local.go      a mutex per name in this process: right in one process, wrong across several
+//	redis.go      one Redis master, through bsm/redislock
+//	redlock.go    a quorum of independent Redis masters (Redlock)
+//	zookeeper.go  an ephemeral sequential znode per contender
+//	dbtable.go    a row per lock in a MySQL table
+//
+// A held lock is a Lease. Its token strictly increases with every
+// acquisition of the same name, and the backend issues it in the same
+// atomic step that grants the lock. A store that refuses writes carrying a
+// token below the highest it has seen (fencing) thereby refuses a holder
+// that lost the lock without knowing it: one paused past its TTL, or cut off
+// from its session. Lost tells the holder as soon as it can know.
+//
+// Contenders within one process queue in the process, and only the first
+// asks the store; so, within one process, TryAcquire also fails while
+// another goroutine awaits the lock.
+//
+// Leases that expire (redis, redlock, dbtable) are renewed by a watchdog at
+// a third of their TTL while they are held; a renewal that finds the lock
+// gone, or no renewal succeeding before the lease runs out, loses the lease.
+// A ZooKeeper lease lasts as long as its session.
+//
+// # Reentrancy
+//
+// Reentrancy lives here, above the backends, as in Curator's
+// InterProcessMutex rather than Redisson's server-side hold count: only the
+// holder can re-enter, so a round trip to tell the server would buy nothing.
+// Go has no thread identity to recognise the holder by, so the holder
+// carries its lease in a ctx (WithLease); Acquire and TryAcquire with that
+// ctx return the same lease at once, and each such acquisition needs its
+// own Release. A ctx that carries a lease must stay with the holder's own
+// flow of control: goroutines given it would all hold the lock at once.
+//
+// The classic mistakes with distributed locks are kept, failing, in package
+// mistakes.
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stockguard/shop/internal/backoff"
+)
+
+// Errors of the locks. Test them with errors.Is: they come wrapped.
+var (
+	// ErrLocked means TryAcquire found the lock held by another holder.
+	ErrLocked = errors.New("lock: held by another holder")
+	// ErrNotHeld means a release found that the lease no longer holds the
+	// lock: it expired and may belong to another holder by now.
+	ErrNotHeld = errors.New("lock: not held")
+	// ErrLost means the lease ended before it was released: it expired,
+	// its renewal failed, or its session ended.
+	ErrLost = errors.New("lock: lost")
+)
+
+// errReleased is why a released lease's Lost is closed.
+var errReleased = fmt.Errorf("%w: released", ErrNotHeld)
+
+// Locker takes named locks. Every backend implements it.
+type Locker interface {
+	// Acquire waits until it holds the lock or ctx ends. A ctx that ends
+	// while it waits leaves nothing behind.
+	Acquire(ctx context.Context, name string) (*Lease, error)
+	// TryAcquire makes one attempt, and fails at once with ErrLocked if
+	// another holder has the lock.
+	TryAcquire(ctx context.Context, name string) (*Lease, error)
+}
+
+// grant is a backend's hold on one lock.
+type grant struct {
+	token int64
+	// release gives the lock up if this hold still owns it, or returns
+	// ErrNotHeld.
+	release func(ctx context.Context) error
+	// keep, when not nil, runs while the lease is held. It returns why the
+	// lock was lost, or nil once ctx ends (the lease was released).
+	keep func(ctx context.Context) error
+}
+
+// backend is what a lock store provides; locker adds the rest.
+type backend interface {
+	// grant takes the lock. With wait it waits until it has the lock or
+	// ctx ends; without, it fails with ErrLocked if the lock is held.
+	grant(ctx context.Context, name string, wait bool) (grant, error)
+}
+
+// locker gives a backend its Acquire and TryAcquire.
+type locker struct {
+	b backend
+	// gate, if not nil, queues this process's contenders for a name, so
+	// that one at a time asks the store.
+	gate *Local
+}
+
+// remote is the locker of a backend in another process: contenders queue
+// in this process first, as behind Redisson's per-lock semaphore. A hot
+// lock then costs the store one contender per process, not one per
+// request, and the holder's renewals and release do not wait for
+// connections behind its own process's pollers.
+func remote(b backend) locker { return locker{b: b, gate: NewLocal()} }
+
+// Acquire implements Locker.
+func (l locker) Acquire(ctx context.Context, name string) (*Lease, error) {
+	return l.acquire(ctx, name, true)
+}
+
+// TryAcquire implements Locker.
+func (l locker) TryAcquire(ctx context.Context, name string) (*Lease, error) {
+	return l.acquire(ctx, name, false)
+}
+
+func (l locker) acquire(ctx context.Context, name string, wait bool) (*Lease, error) {
+	key := leaseKey{l.b, name}
+	if held, ok := ctx.Value(key).(*Lease); ok {
+		if err := held.reenter(); err != nil {
+			return nil, err
+		}
+		return held, nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("lock: acquire %s: %w", name, context.Cause(ctx))
+	}
+	g, err := l.grant(ctx, name, wait)
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = errors.Join(err, context.Cause(ctx))
+		}
+		return nil, fmt.Errorf("lock: acquire %s: %w", name, err)
+	}
+	return newLease(key, g), nil
+}
+
+// grant passes through the gate, then takes the lock in the store; the
+// lease's release gives up both.
+func (l locker) grant(ctx context.Context, name string, wait bool) (grant, error) {
+	if l.gate == nil {
+		return l.b.grant(ctx, name, wait)
+	}
+	queued, err := l.gate.grant(ctx, name, wait)
+	if err != nil {
+		return grant{}, err
+	}
+	g, err := l.b.grant(ctx, name, wait)
+	if err != nil {
+		queued.release(ctx)
+		return grant{}, err
+	}
+	release := g.release
+	g.release = func(ctx context.Context) error {
+		defer queued.release(ctx)
+		return release(ctx)
+	}
+	return g, nil
+}
+
+// leaseKey identifies a lock within the process: the backend that took it
+// and its name. It is also the ctx key under which WithLease stores a lease.
+type leaseKey struct {
+	backend backend
+	name    string
+}
+
+// Lease is one holder's hold on a lock. Its methods may be called from any
+// goroutine.
+type Lease struct {
+	key    leaseKey
+	g      grant
+	ctx    context.Context // ends when the lease is lost or released
+	cancel context.CancelCauseFunc
+	kept   chan struct{} // closed when g.keep has returned
+
+	mu    sync.Mutex
+	holds int // Acquire calls not yet released: more than one when re-entered
+}
+
+func newLease(key leaseKey, g grant) *Lease {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l := &Lease{key: key, g: g, ctx: ctx, cancel: cancel, kept: make(chan struct{}), holds: 1}
+	if g.keep == nil {
+		close(l.kept)
+		return l
+	}
+	go func() {
+		defer close(l.kept)
+		if err := g.keep(ctx); err != nil {
+			cancel(fmt.Errorf("%w: %s: %w", ErrLost, key.name, err))
+		}
+	}()
+	return l
+}
+
+// Name returns the name of the lock.
+func (l *Lease) Name() string { return l.key.name }
+
+// Token returns the fencing token: larger than the token of every earlier
+// acquisition of the same lock from the same store.
+func (l *Lease) Token() int64 { return l.g.token }
+
+// Lost returns a channel that is closed once the lease no longer holds the
+// lock: it was lost (see Err) or released. A lost lease must still be
+// released: that frees the lock's queue in this process, and the lock in
+// the store if it turns out to be still this lease's.
+func (l *Lease) Lost() <-chan struct{} { return l.ctx.Done() }
+
+// Err returns nil while the lease holds the lock. Once Lost is closed it
+// returns why: an error wrapping ErrLost, or ErrNotHeld after the release.
+func (l *Lease) Err() error {
+	if l.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(l.ctx)
+}
+
+func (l *Lease) reenter() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.holds == 0 {
+		return fmt.Errorf("lock: re-enter %s: %w", l.key.name, errReleased)
+	}
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("lock: re-enter: %w", err)
+	}
+	l.holds++
+	return nil
+}
+
+// Release gives up one acquisition of the lease; the last one releases the
+// lock, in the store only if this lease still owns it there. Releasing a
+// lease that expired, or releasing once more than acquired, returns an
+// error wrapping ErrNotHeld and leaves the lock to its current holder.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	if l.holds == 0 {
+		l.mu.Unlock()
+		return fmt.Errorf("lock: release %s: %w", l.key.name, errReleased)
+	}
+	l.holds--
+	last := l.holds == 0
+	l.mu.Unlock()
+	if !last {
+		return nil
+	}
+	l.cancel(errReleased) // keeps the cause of a loss that came first
+	<-l.kept              // no renewal may follow the release
+	if err := l.g.release(ctx); err != nil {
+		return fmt.Errorf("lock: release %s: %w", l.key.name, err)
+	}
+	return nil
+}
+
+// WithLease returns a copy of parent that carries the lease and is
+// cancelled, with the lease's Err as its cause, once the lease is lost or
+// released. Work done under the lock should use it, so that it stops when
+// the lock is gone. Acquire and TryAcquire of the same lock from the same
+// Locker with this ctx, or one derived from it, re-enter the lease.
+func WithLease(parent context.Context, l *Lease) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.WithValue(parent, l.key, l))
+	stop := context.AfterFunc(l.ctx, func() { cancel(l.Err()) })
+	return ctx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// poll takes a lock through try, which makes one attempt and returns
+// ErrLocked while another holder has the lock. With wait it tries again
+// after a jittered exponential backoff until it succeeds or ctx ends.
+func poll(ctx context.Context, wait bool, try func(context.Context) (grant, error)) (grant, error) {
+	for attempt := 0; ; attempt++ {
+		g, err := try(ctx)
+		if !wait || !errors.Is(err, ErrLocked) {
+			return g, err
+		}
+		if err := backoff.Wait(ctx, attempt); err != nil {
+			return grant{}, err
+		}
+	}
+}
+
+// drift is the margin a lease keeps below its TTL for clocks that run at
+// slightly different rates, and for the store's expiry precision: 1% plus
+// 2ms, as the Redlock description suggests.
+func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// renewal is the watchdog of a lease that lasts ttl: granted is when the
+// attempt that took the lock started. It calls refresh every ttl/3 and
+// returns, losing the lease, when refresh returns ErrNotHeld or when no
+// refresh has succeeded before the lease ran out. A failed refresh is tried
+// again soon. It returns nil when ctx ends.
+func renewal(ttl time.Duration, granted time.Time, refresh func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		valid := granted.Add(ttl - drift(ttl))
+		expiry := time.NewTimer(time.Until(valid))
+		defer expiry.Stop()
+		next := time.NewTimer(ttl / 3)
+		defer next.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-expiry.C:
+				return errors.New("the lease ran out before a renewal succeeded")
+			case <-next.C:
+			}
+			start := time.Now()
+			// refresh runs aside, so that the expiry is noticed on time even
+			// if the client does not honour the deadline.
+			done := make(chan error, 1)
+			rctx, cancel := context.WithDeadline(ctx, valid)
+			go func() { done <- refresh(rctx) }()
+			select {
+			case <-ctx.Done():
+				cancel()
+				return nil
+			case <-expiry.C:
+				cancel()
+				return errors.New("the lease ran out while a renewal was pending")
+			case err := <-done:
+				cancel()
+				switch {
+				case err == nil:
+					valid = start.Add(ttl - drift(ttl))
+					expiry.Reset(time.Until(valid))
+					next.Reset(ttl / 3)
+				case errors.Is(err, ErrNotHeld):
+					return fmt.Errorf("renewal: %w", err)
+				default:
+					next.Reset(ttl / 10)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,578 @@
+package lock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io"
+	"log"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/go-zookeeper/zk"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/lock"
+	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// ttl is the lease of the expiring backends in these tests, and
+// zkSession the ZooKeeper session timeout: short, so that expiry tests are
+// quick, and long against the watchdog's renewal every ttl/3.
+const (
+	ttl       = 2 * time.Second
+	zkSession = 2 * time.Second
+	// wait bounds every wait for something that must happen; a test that
+	// reaches it has failed.
+	wait = time.Minute
+)
+
+// client is one lock client with connections of its own, as one instance
+// of the shop has. Its traffic goes through proxies, so that a test can
+// pause it (as SIGSTOP would) or kill it.
+type client struct {
+	lock.Locker
+	proxies []*testinfra.Proxy
+}
+
+func (c *client) pause() {
+	for _, p := range c.proxies {
+		p.Pause()
+	}
+}
+
+func (c *client) resume() {
+	for _, p := range c.proxies {
+		p.Resume()
+	}
+}
+
+func (c *client) cut() {
+	for _, p := range c.proxies {
+		p.Cut()
+	}
+}
+
+// backend is one lock store under test. setup starts or finds its servers
+// and returns a constructor of independent clients.
+type backend struct {
+	name string
+	// expires: a holder that stops answering loses the lock after a TTL
+	// or session timeout. Local leases never expire.
+	expires bool
+	// lease is how long a silent holder keeps the lock.
+	lease time.Duration
+	setup func(t *testing.T) func(t *testing.T) *client
+}
+
+var backends = []backend{
+	{name: "local", lease: 100 * time.Millisecond, setup: func(t *testing.T) func(*testing.T) *client {
+		l := lock.NewLocal() // one process: every client shares its mutexes
+		return func(*testing.T) *client { return &client{Locker: l} }
+	}},
+	{name: "redis", expires: true, lease: ttl, setup: func(t *testing.T) func(*testing.T) *client {
+		ns := testinfra.Redis(t)
+		return func(t *testing.T) *client {
+			c, p := redisClient(t, ns.Addr)
+			return &client{Locker: lock.NewRedis(c, &lock.RedisOptions{TTL: ttl, Prefix: ns.Prefix}), proxies: []*testinfra.Proxy{p}}
+		}
+	}},
+	{name: "redlock", expires: true, lease: ttl, setup: func(t *testing.T) func(*testing.T) *client {
+		var masters []string
+		for range 3 {
+			masters = append(masters, testinfra.StartRedis(t).Addr())
+		}
+		return func(t *testing.T) *client {
+			cl := &client{}
+			var nodes []lock.RedisClient
+			for _, addr := range masters {
+				c, p := redisClient(t, addr)
+				nodes = append(nodes, c)
+				cl.proxies = append(cl.proxies, p)
+			}
+			var err error
+			// A generous node timeout: the test machine may be slow.
+			cl.Locker, err = lock.NewRedlock(nodes, &lock.RedisOptions{TTL: ttl, NodeTimeout: 500 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return cl
+		}
+	}},
+	{name: "zookeeper", expires: true, lease: zkSession, setup: func(t *testing.T) func(*testing.T) *client {
+		// A private server: its short tick allows sessions short enough
+		// for the expiry tests.
+		addr := testinfra.StartZooKeeper(t).Addr()
+		return func(t *testing.T) *client {
+			conn, p := zkConn(t, addr, nil)
+			z, err := lock.NewZooKeeper(conn, &lock.ZooKeeperOptions{Root: "/locks"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &client{Locker: z, proxies: []*testinfra.Proxy{p}}
+		}
+	}},
+	{name: "dbtable", expires: true, lease: ttl, setup: func(t *testing.T) func(*testing.T) *client {
+		dsn := testinfra.MySQL(t)
+		testinfra.ShopDB(t, dsn) // the locks table
+		return func(t *testing.T) *client {
+			cfg, err := mysql.ParseDSN(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := testinfra.StartProxy(t, cfg.Addr)
+			cfg.Addr = p.Addr()
+			sqlDB, err := sql.Open("mysql", cfg.FormatDSN())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sqlDB.Close() })
+			return &client{Locker: lock.NewDBTable(sqlDB, &lock.DBTableOptions{TTL: ttl}), proxies: []*testinfra.Proxy{p}}
+		}
+	}},
+}
+
+// redisClient connects to addr through a proxy of its own.
+func redisClient(t *testing.T, addr string) (*redis.Client, *testinfra.Proxy) {
+	p := testinfra.StartProxy(t, addr)
+	// ContextTimeoutEnabled lets a deadline reach the socket, so that a
+	// paused client's calls end with their ctx.
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return c, p
+}
+
+// zkConn connects to addr through a proxy of its own, with a zkSession
+// timeout. onEvent, if not nil, sees every event the client receives.
+func zkConn(t *testing.T, addr string, onEvent func(zk.Event)) (*zk.Conn, *testinfra.Proxy) {
+	p := testinfra.StartProxy(t, addr)
+	opts := []func(*zk.Conn){zk.WithLogger(log.New(io.Discard, "", 0))}
+	if onEvent != nil {
+		opts = append(opts, zk.WithEventCallback(onEvent))
+	}
+	conn, _, err := zk.Connect([]string{p.Addr()}, zkSession, func(c *zk.Conn) {
+		for _, o := range opts {
+			o(c)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn, p
+}
+
+// property is one promise every backend keeps.
+type property struct {
+	name string
+	// expiring: only for backends whose leases expire.
+	expiring bool
+	test     func(t *testing.T, b backend, newClient func(*testing.T) *client)
+}
+
+var properties = []property{
+	{"MutualExclusion", false, testMutualExclusion},
+	{"TryAcquireFailsFast", false, testTryAcquire},
+	{"AcquireEndsWithCtx", false, testAcquireCancelled},
+	{"TokensIncrease", false, testTokensIncrease},
+	{"Reentrancy", false, testReentrancy},
+	{"WatchdogKeepsLongSection", false, testWatchdog},
+	{"PausedHolderIsFenced", true, testPausedHolder},
+	{"CrashedHolderFrees", true, testCrashedHolder},
+}
+
+func TestMain(m *testing.M) {
+	// The proxies' cuts make the MySQL driver log each dropped connection.
+	mysql.SetLogger(log.New(io.Discard, "", 0))
+	os.Exit(m.Run())
+}
+
+// TestLocks runs every property against every backend, on real servers.
+func TestLocks(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			newClient := b.setup(t)
+			for _, p := range properties {
+				if p.expiring && !b.expires {
+					continue
+				}
+				t.Run(p.name, func(t *testing.T) {
+					t.Parallel()
+					p.test(t, b, newClient)
+				})
+			}
+		})
+	}
+}
+
+// lockName is a lock name of the test's own.
+func lockName(t *testing.T) string {
+	return "test:" + strings.ReplaceAll(t.Name(), "/", ".")
+}
+
+func acquire(t *testing.T, c *client, name string) *lock.Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	defer cancel()
+	l, err := c.Acquire(ctx, name)
+	if err != nil {
+		t.Fatalf("acquire %s: %v", name, err)
+	}
+	return l
+}
+
+func release(t *testing.T, l *lock.Lease) {
+	t.Helper()
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatalf("release %s: %v", l.Name(), err)
+	}
+}
+
+// wantLocked checks that another holder has the lock: TryAcquire fails with
+// ErrLocked. The ctx has a long deadline, so a TryAcquire that waited
+// instead of failing would end with the deadline, not ErrLocked.
+func wantLocked(t *testing.T, c *client, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	defer cancel()
+	l, err := c.TryAcquire(ctx, name)
+	if err == nil {
+		l.Release(ctx)
+		t.Fatalf("TryAcquire %s succeeded while another holder had the lock", name)
+	}
+	if !errors.Is(err, lock.ErrLocked) {
+		t.Fatalf("TryAcquire %s: %v, want ErrLocked", name, err)
+	}
+}
+
+// wantFree checks that the lock is free: TryAcquire succeeds at once.
+func wantFree(t *testing.T, c *client, name string) {
+	t.Helper()
+	l, err := c.TryAcquire(t.Context(), name)
+	if err != nil {
+		t.Fatalf("TryAcquire %s on a free lock: %v", name, err)
+	}
+	release(t, l)
+}
+
+// testMutualExclusion: clients with connections of their own take the same
+// lock from many goroutines, all released at once. A resource checked
+// inside the critical section is never held by two, and the tokens, in the
+// order the sections ran, strictly increase.
+func testMutualExclusion(t *testing.T, _ backend, newClient func(*testing.T) *client) {
+	const clients, goroutines, rounds = 4, 4, 4
+	name := lockName(t)
+	var (
+		inside atomic.Int32
+		mu     sync.Mutex
+		tokens []int64
+		gate   = make(chan struct{})
+		wg     sync.WaitGroup
+	)
+	for range clients {
+		c := newClient(t)
+		for range goroutines {
+			wg.Go(func() {
+				<-gate
+				for range rounds {
+					ctx, cancel := context.WithTimeout(t.Context(), wait)
+					l, err := c.Acquire(ctx, name)
+					cancel()
+					if err != nil {
+						t.Errorf("acquire: %v", err)
+						return
+					}
+					if n := inside.Add(1); n != 1 {
+						t.Errorf("%d holders inside the critical section at once", n)
+					}
+					mu.Lock()
+					tokens = append(tokens, l.Token())
+					mu.Unlock()
+					time.Sleep(time.Millisecond) // work, so that others pile up
+					inside.Add(-1)
+					if err := l.Release(t.Context()); err != nil {
+						t.Errorf("release: %v", err)
+					}
+				}
+			})
+		}
+	}
+	close(gate)
+	wg.Wait()
+	if len(tokens) != clients*goroutines*rounds {
+		t.Fatalf("%d critical sections ran, want %d", len(tokens), clients*goroutines*rounds)
+	}
+	if !slices.IsSorted(tokens) || len(slices.Compact(slices.Clone(tokens))) != len(tokens) {
+		t.Errorf("tokens do not strictly increase in the order the sections ran: %v", tokens)
+	}
+}
+
+// testTryAcquire: TryAcquire fails with ErrLocked while the lock is held,
+// rather than wait, and leaves nothing that would block the next holder.
+func testTryAcquire(t *testing.T, _ backend, newClient func(*testing.T) *client) {
+	a, b := newClient(t), newClient(t)
+	name := lockName(t)
+	l := acquire(t, a, name)
+	wantLocked(t, b, name)
+	release(t, l)
+	wantFree(t, b, name)
+}
+
+// testAcquireCancelled: Acquire returns when its ctx ends, with the ctx's
+// error, and leaves nothing behind: once the holder releases, the lock is
+// free at once.
+func testAcquireCancelled(t *testing.T, _ backend, newClient func(*testing.T) *client) {
+	a, b, c := newClient(t), newClient(t), newClient(t)
+	name := lockName(t)
+	l := acquire(t, a, name)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if got, err := b.Acquire(ctx, name); !errors.Is(err, context.DeadlineExceeded) {
+		if err == nil {
+			got.Release(t.Context())
+		}
+		t.Fatalf("Acquire on a held lock with a short ctx: %v, want DeadlineExceeded", err)
+	}
+	release(t, l)
+	wantFree(t, c, name)
+}
+
+// testTokensIncrease: each acquisition's token exceeds the last, whichever
+// client takes it, including a client that connects later.
+func testTokensIncrease(t *testing.T, _ backend, newClient func(*testing.T) *client) {
+	clients := []*client{newClient(t), newClient(t)}
+	name := lockName(t)
+	var last int64
+	for i := range 10 {
+		if i == 5 {
+			clients = append(clients, newClient(t))
+		}
+		l := acquire(t, clients[i%len(clients)], name)
+		if l.Token() <= last {
+			t.Errorf("acquisition %d: token %d after %d", i, l.Token(), last)
+		}
+		last = l.Token()
+		release(t, l)
+	}
+}
+
+// testReentrancy: a holder that carries its lease in the ctx takes the lock
+// again at once, keeps it until it has released as often as it acquired,
+// and cannot release it a time too many, not even from under the next
+// holder.
+func testReentrancy(t *testing.T, _ backend, newClient func(*testing.T) *client) {
+	a, b, c := newClient(t), newClient(t), newClient(t)
+	name := lockName(t)
+	outer := acquire(t, a, name)
+	ctx, cancel := lock.WithLease(t.Context(), outer)
+	defer cancel()
+	inner, err := a.TryAcquire(ctx, name)
+	if err != nil {
+		t.Fatalf("re-entering: %v", err)
+	}
+	if inner != outer {
+		t.Fatalf("re-entering returned another lease")
+	}
+	release(t, inner)
+	wantLocked(t, b, name) // one acquisition is still held
+	release(t, outer)
+	next := acquire(t, b, name)
+	if err := outer.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("releasing once more than acquired: %v, want ErrNotHeld", err)
+	}
+	wantLocked(t, c, name) // next still holds it
+	release(t, next)
+}
+
+// testWatchdog: a critical section five leases long keeps the lock
+// throughout, without losing its lease, and releases it as its owner.
+func testWatchdog(t *testing.T, b backend, newClient func(*testing.T) *client) {
+	a, other := newClient(t), newClient(t)
+	name := lockName(t)
+	l := acquire(t, a, name)
+	for end := time.Now().Add(5 * b.lease); time.Now().Before(end); time.Sleep(b.lease / 4) {
+		wantLocked(t, other, name)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("lease lost during a long critical section: %v", err)
+	}
+	release(t, l)
+}
+
+// testPausedHolder: a holder paused past its lease (its traffic frozen, as
+// SIGSTOP would) loses the lock to the next holder. When it wakes, its
+// write is refused by the fence, its release is refused as it no longer
+// owns the lock, and it learns that it lost the lease.
+func testPausedHolder(t *testing.T, _ backend, newClient func(*testing.T) *client) {
+	a, b, c := newClient(t), newClient(t), newClient(t)
+	name := lockName(t)
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
+	const sku = "paused"
+	if err := stock.Reset(t.Context(), gdb, sku, 10); err != nil {
+		t.Fatal(err)
+	}
+	take := func(token int64) error {
+		return stock.Fenced(t.Context(), gdb, sku, -1, token, func(*gorm.DB) error { return nil })
+	}
+
+	stale := acquire(t, a, name)
+	a.pause()
+	fresh := acquire(t, b, name) // once the paused holder's lease has run out
+	if fresh.Token() <= stale.Token() {
+		t.Fatalf("the next holder's token %d is not above the paused holder's %d", fresh.Token(), stale.Token())
+	}
+	if err := take(fresh.Token()); err != nil {
+		t.Fatalf("the holder's write: %v", err)
+	}
+	a.resume()
+	if err := take(stale.Token()); !errors.Is(err, stock.ErrFenced) {
+		t.Errorf("the paused holder's write: %v, want ErrFenced", err)
+	}
+	it, err := stock.Get(t.Context(), gdb, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Available != 9 {
+		t.Errorf("available %d after one fenced sale of 10, want 9", it.Available)
+	}
+
+	select {
+	case <-stale.Lost():
+		if !errors.Is(stale.Err(), lock.ErrLost) {
+			t.Errorf("the paused holder's lease ended with %v, want ErrLost", stale.Err())
+		}
+	case <-time.After(wait):
+		t.Fatal("the paused holder's lease was not lost")
+	}
+	if err := stale.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("the paused holder's release: %v, want ErrNotHeld", err)
+	}
+	wantLocked(t, c, name) // the release did not free the next holder's lock
+	release(t, fresh)
+}
+
+// testCrashedHolder: a holder whose machine dies without a word keeps the
+// lock only until its lease runs out.
+func testCrashedHolder(t *testing.T, _ backend, newClient func(*testing.T) *client) {
+	a, b := newClient(t), newClient(t)
+	name := lockName(t)
+	crashed := acquire(t, a, name)
+	a.cut()
+	next := acquire(t, b, name)
+	if next.Token() <= crashed.Token() {
+		t.Errorf("token %d after the crashed holder's %d", next.Token(), crashed.Token())
+	}
+	release(t, next)
+}
+
+// TestZooKeeperNoHerd queues 20 waiters, each on a connection of its own,
+// behind a holder, and hands the lock down the queue. Each release must
+// wake one waiter: the watch events that the waiters still queued receive,
+// counted on their connections, stay at zero.
+func TestZooKeeperNoHerd(t *testing.T) {
+	t.Parallel()
+	const waiters = 20
+	ns := testinfra.ZooKeeper(t)
+	name := "herd"
+	newLocker := func(onEvent func(zk.Event)) (*lock.ZooKeeper, *zk.Conn) {
+		conn, _ := zkConn(t, ns.Addrs[0], onEvent)
+		z, err := lock.NewZooKeeper(conn, &lock.ZooKeeperOptions{Root: ns.Root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return z, conn
+	}
+	holder, observer := newLocker(nil)
+	first := acquire(t, &client{Locker: holder}, name)
+
+	var (
+		events   [waiters]atomic.Int32
+		conns    [waiters]*zk.Conn
+		acquired = make(chan int)
+		leases   [waiters]*lock.Lease
+	)
+	for i := range waiters {
+		var z *lock.ZooKeeper
+		z, conns[i] = newLocker(func(ev zk.Event) {
+			if ev.Type != zk.EventSession && ev.Type != zk.EventNotWatching {
+				events[i].Add(1)
+			}
+		})
+		go func() {
+			ctx, cancel := context.WithTimeout(t.Context(), wait)
+			defer cancel()
+			l, err := z.Acquire(ctx, name)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			leases[i] = l
+			acquired <- i
+		}()
+	}
+	// Every waiter has its node in the queue.
+	for deadline := time.Now().Add(wait); ; time.Sleep(10 * time.Millisecond) {
+		children, _, err := observer.Children(ns.Root + "/" + name)
+		if err == nil && len(children) == waiters+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiters did not queue: %v %v", children, err)
+		}
+	}
+
+	queued := make(map[int]bool)
+	for i := range waiters {
+		queued[i] = true
+	}
+	release(t, first)
+	woken := 0
+	for range waiters {
+		i := <-acquired
+		if leases[i] == nil {
+			t.FailNow()
+		}
+		delete(queued, i)
+		// Its predecessor's deletion, unless that came before its watch.
+		if n := events[i].Load(); n > 1 {
+			t.Errorf("waiter %d was woken by %d watch events", i, n)
+		}
+		woken += int(events[i].Load())
+		// A round trip on each connection: ZooKeeper sends a client its
+		// watch events before the answer to any later request.
+		for j := range queued {
+			if _, err := conns[j].Sync("/"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for j := range queued {
+			if n := events[j].Load(); n != 0 {
+				t.Errorf("waiter %d, still queued, received %d watch events: a release woke more than one waiter", j, n)
+			}
+		}
+		if t.Failed() {
+			return
+		}
+		release(t, leases[i])
+	}
+	t.Logf("%d releases; the queued waiters received %d watch events in all", waiters+1, woken)
+}
+
+// TestRedlockNeedsThreeMasters: Redlock refuses to run without a majority
+// that can survive the loss of a master.
+func TestRedlockNeedsThreeMasters(t *testing.T) {
+	t.Parallel()
+	nodes := []lock.RedisClient{redis.NewClient(&redis.Options{}), redis.NewClient(&redis.Options{})}
+	if _, err := lock.NewRedlock(nodes, nil); err == nil {
+		t.Fatal("NewRedlock with 2 masters: no error")
+	}
+}

@@ -1,0 +1,49 @@
+package mistakes
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/stock"
+)
+
+// BareLease is a correct Redis lock in every way but two: nothing renews
+// its lease while the holder works (no watchdog), and it hands out no
+// fencing token for the holder's writes. A holder paused past the TTL (a
+// GC pause, swap, SIGSTOP) wakes up still believing it holds the lock, and
+// writes what it computed before the pause over the work of the holder
+// that came after it: a lost update, here an oversell.
+//
+// A watchdog alone does not fix it, since a paused process cannot renew.
+// The fix is the fencing token: lock.Redis hands one out with every lease,
+// and stock.Fenced refuses a write whose token is older than the last.
+type BareLease struct{ owned }
+
+var _ Lock = (*BareLease)(nil)
+
+// NewBareLease returns the mistake on key.
+func NewBareLease(client *redis.Client, key string, ttl time.Duration) *BareLease {
+	return &BareLease{newOwned(client, key, ttl)}
+}
+
+var compareAndDelete = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`)
+
+// Unlock implements Lock, checking the owner: that part is right.
+func (l *BareLease) Unlock(ctx context.Context) error {
+	return compareAndDelete.Run(ctx, l.client, []string{l.key}, l.value).Err()
+}
+
+// WriteUnfenced is the write of a holder that trusts its lease: it sets the
+// stock it computed from its earlier read and runs fn, in one transaction,
+// with nothing that could tell a stale holder from the current one.
+func WriteUnfenced(ctx context.Context, gdb *gorm.DB, sku string, available int, fn stock.Fn) error {
+	return gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec(`UPDATE stock_items SET available = ? WHERE sku = ?`, available, sku).Error; err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}

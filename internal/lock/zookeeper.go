@@ -1,0 +1,217 @@
+package lock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// ZooKeeperOptions configures ZooKeeper. A nil *ZooKeeperOptions is valid.
+type ZooKeeperOptions struct {
+	// Root is the znode under which each lock name gets a node. Default
+	// "/stockguard/locks".
+	Root string
+}
+
+// ZooKeeper locks with the recipe of seeds 000 and 003 and of Curator's
+// InterProcessMutex: each contender creates an ephemeral sequential znode
+// under Root/<name>, and holds the lock while its node has the lowest
+// sequence number. A waiter watches only the node just before its own, so a
+// release wakes one waiter, not all of them (no herd).
+//
+// Unlike go-zookeeper's own zk.Lock, waiting ends with the ctx, and a
+// contender that stops waiting deletes its node. The calls to ZooKeeper
+// themselves do not take a ctx; the connection's own timeouts bound them.
+//
+// The lease lasts as long as the ZooKeeper session: there is no TTL to
+// renew, the client's heartbeats keep it. When the session expires, its
+// nodes are deleted and Lost is closed. The fencing token is the czxid of
+// the node: ZooKeeper's transaction id of its creation, which grows with
+// every write to the ensemble, so it orders acquisitions of the same name
+// even if the parent node is deleted and sequence numbers start again.
+type ZooKeeper struct {
+	locker
+	conn *zk.Conn
+	root string
+}
+
+var _ Locker = (*ZooKeeper)(nil)
+
+var zkACL = zk.WorldACL(zk.PermAll)
+
+// NewZooKeeper returns a Locker on an open ZooKeeper connection. The
+// connection's session timeout is the lease: how long the lock outlives a
+// holder that stops answering.
+func NewZooKeeper(conn *zk.Conn, opts *ZooKeeperOptions) (*ZooKeeper, error) {
+	root := "/stockguard/locks"
+	if opts != nil && opts.Root != "" {
+		root = opts.Root
+	}
+	if !strings.HasPrefix(root, "/") || strings.HasSuffix(root, "/") || path.Clean(root) != root {
+		return nil, fmt.Errorf("lock: zookeeper root %q is not a clean absolute path", root)
+	}
+	z := &ZooKeeper{conn: conn, root: root}
+	z.locker = remote(z)
+	return z, nil
+}
+
+// lockPrefix names the contenders' nodes: <dir>/_c_<guid>-lock-<sequence>.
+const lockPrefix = "lock-"
+
+func (z *ZooKeeper) grant(ctx context.Context, name string, wait bool) (grant, error) {
+	dir := z.root + "/" + url.PathEscape(name)
+	node, err := z.create(dir)
+	if err != nil {
+		return grant{}, err
+	}
+	g, err := z.await(ctx, dir, node, wait)
+	if err != nil {
+		// Leave nothing behind. If this fails, the node goes with the
+		// session.
+		_ = z.conn.Delete(node, -1)
+		return grant{}, err
+	}
+	return g, nil
+}
+
+// create adds this contender's node to the queue of dir, creating the
+// parent nodes if needed. The protected create finds its node again if the
+// connection drops before the reply.
+func (z *ZooKeeper) create(dir string) (string, error) {
+	for attempt := 0; ; attempt++ {
+		node, err := z.conn.CreateProtectedEphemeralSequential(dir+"/"+lockPrefix, nil, zkACL)
+		if !errors.Is(err, zk.ErrNoNode) || attempt == 2 {
+			return node, err
+		}
+		if err := z.makeDirs(dir); err != nil {
+			return "", err
+		}
+	}
+}
+
+// makeDirs creates the root and, as a container node that the server
+// removes once it is empty, the lock's own dir.
+func (z *ZooKeeper) makeDirs(dir string) error {
+	parts := strings.Split(dir, "/")[1:]
+	p := ""
+	for i, part := range parts {
+		p += "/" + part
+		var err error
+		if i == len(parts)-1 {
+			_, err = z.conn.CreateContainer(p, nil, zk.FlagContainer, zkACL)
+		} else {
+			_, err = z.conn.Create(p, nil, zk.FlagPersistent, zkACL)
+		}
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("zookeeper: create %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// await waits until node is the first in dir's queue.
+func (z *ZooKeeper) await(ctx context.Context, dir, node string, wait bool) (grant, error) {
+	for {
+		children, _, err := z.conn.Children(dir)
+		if err != nil {
+			return grant{}, err
+		}
+		prev, err := predecessor(children, path.Base(node))
+		if err != nil {
+			return grant{}, err
+		}
+		if prev == "" {
+			return z.hold(node)
+		}
+		if !wait {
+			return grant{}, ErrLocked
+		}
+		// A data watch, as Curator sets: unlike an exists watch, it is not
+		// left behind when the node is already gone.
+		_, _, deleted, err := z.conn.GetW(dir + "/" + prev)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return grant{}, err
+		}
+		select {
+		case ev := <-deleted:
+			if ev.Err != nil {
+				return grant{}, ev.Err // the session expired or the connection closed
+			}
+		case <-ctx.Done():
+			return grant{}, context.Cause(ctx)
+		}
+	}
+}
+
+// hold makes the grant of the node that is first in its queue. A watch on
+// the node itself tells when it is gone: deleted with its session, or by
+// hand.
+func (z *ZooKeeper) hold(node string) (grant, error) {
+	_, stat, changed, err := z.conn.GetW(node)
+	if err != nil {
+		return grant{}, err
+	}
+	return grant{
+		token: stat.Czxid,
+		release: func(context.Context) error {
+			err := z.conn.Delete(node, -1)
+			if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrSessionExpired) {
+				return ErrNotHeld
+			}
+			return err
+		},
+		keep: func(ctx context.Context) error {
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case ev := <-changed:
+					if ev.Err != nil {
+						return fmt.Errorf("zookeeper session: %w", ev.Err)
+					}
+					if ev.Type == zk.EventNodeDeleted {
+						return errors.New("zookeeper: lock node deleted")
+					}
+				}
+				var err error
+				if _, _, changed, err = z.conn.GetW(node); err != nil {
+					return fmt.Errorf("zookeeper: lock node: %w", err)
+				}
+			}
+		},
+	}, nil
+}
+
+// predecessor returns the node just before me in the queue, by sequence
+// number, or "" if me is first.
+func predecessor(children []string, me string) (string, error) {
+	seq := func(name string) int64 {
+		_, digits, ok := strings.Cut(name, lockPrefix)
+		n, err := strconv.ParseInt(digits, 10, 64)
+		if !ok || err != nil {
+			return -1 // not a contender's node
+		}
+		return n
+	}
+	children = slices.DeleteFunc(children, func(c string) bool { return seq(c) < 0 })
+	slices.SortFunc(children, func(a, b string) int { return cmp.Compare(seq(a), seq(b)) })
+	i := slices.Index(children, me)
+	switch {
+	case i < 0:
+		return "", fmt.Errorf("zookeeper: own node %s is gone: %w", me, zk.ErrNoNode)
+	case i == 0:
+		return "", nil
+	}
+	return children[i-1], nil
+}

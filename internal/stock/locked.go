@@ -1,0 +1,124 @@
+package stock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/lock"
+)
+
+// Locker is what the lock strategies need of a lock: any backend of
+// internal/lock.
+type Locker interface {
+	Acquire(ctx context.Context, name string) (*lock.Lease, error)
+}
+
+// LockName is the name under which the lock strategies lock sku.
+func LockName(sku string) string { return "stock:" + sku }
+
+// Locked is every lock strategy (local, redis, redlock, zookeeper,
+// dbtable): the same composition, whatever the lock.
+//
+//  1. Acquire the lock on the SKU.
+//  2. Fenced: read, check and write the stock under the lease's fencing
+//     token, and run fn, in one transaction.
+//  3. Release the lock.
+//
+// The lock keeps buyers of one SKU from interleaving. The fence keeps a
+// holder that lost its lock without knowing it (paused past its TTL, cut
+// off from its session) from writing over the holder that came after it.
+type Locked struct {
+	db     *gorm.DB
+	locker Locker
+}
+
+// NewLocked returns the lock strategy on locker.
+func NewLocked(gdb *gorm.DB, locker Locker) *Locked {
+	return &Locked{db: gdb, locker: locker}
+}
+
+// releaseTimeout bounds a release, which runs even when the request's ctx
+// has ended.
+const releaseTimeout = 5 * time.Second
+
+// Adjust implements the strategy.
+func (s *Locked) Adjust(ctx context.Context, sku string, delta int, fn Fn) error {
+	lease, err := s.locker.Acquire(ctx, LockName(sku))
+	if err != nil {
+		// Whether the wait ran out or the lock server is down, nothing was
+		// taken: the buyer may try again.
+		return fmt.Errorf("%w: acquire: %w", ErrBusy, err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		// A failed release leaves the lock to expire; what was committed
+		// stands, fenced.
+		_ = lease.Release(rctx)
+	}()
+	// Stop, rather than commit, once the lease is known to be lost.
+	held, cancel := lock.WithLease(ctx, lease)
+	defer cancel()
+	return Fenced(held, s.db, sku, delta, lease.Token(), fn)
+}
+
+// Fenced applies delta to sku's stock and runs fn in one transaction, as
+// the holder of a lock on the SKU whose fencing token is token. It returns
+// ErrFenced, having changed nothing, once a holder with a newer token has
+// claimed the SKU.
+//
+// Tokens are compared with <=, so that the holder of a token may write more
+// than once (a re-entered lease); a stale holder's token is always lower,
+// since each acquisition's token is higher than all before it.
+func Fenced(ctx context.Context, gdb *gorm.DB, sku string, delta int, token int64, fn Fn) error {
+	if err := claim(ctx, gdb, sku, token); err != nil {
+		return busyIfDone(ctx, err)
+	}
+	return transact(ctx, gdb, func(tx *gorm.DB) error {
+		it, err := Get(ctx, tx, sku)
+		if err != nil {
+			return err
+		}
+		if it.Available+delta < 0 {
+			return fmt.Errorf("%w: %s", ErrSoldOut, sku)
+		}
+		res := tx.Exec(`UPDATE stock_items SET available = ?, fence = ?, version = version + 1, updated_at = ?
+			WHERE sku = ? AND fence <= ?`, it.Available+delta, token, now(), sku, token)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return fmt.Errorf("%w: %s: token %d", ErrFenced, sku, token)
+		}
+		return fn(tx)
+	})
+}
+
+// claim raises sku's fence to token before the stock is read, in a
+// statement of its own. A fenced write alone would leave a gap: a stale
+// holder that writes after the new holder has read, but before it has
+// written, still gets in, and the new holder then writes from a stale read.
+// Once the new token is claimed, the stale holder's write is refused
+// whenever it comes, and the new holder reads after it. Claiming in the
+// transaction instead would hold the row lock until commit: the row lock
+// would then do the lock's job, and hide whether the lock works.
+func claim(ctx context.Context, gdb *gorm.DB, sku string, token int64) error {
+	res := gdb.WithContext(ctx).Exec(`UPDATE stock_items SET fence = ? WHERE sku = ? AND fence <= ?`, token, sku, token)
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected > 0 {
+		return nil
+	}
+	it, err := Get(ctx, gdb, sku) // no row changed: missing, fenced, or claimed already
+	if err != nil {
+		return err
+	}
+	if it.Fence != token {
+		return fmt.Errorf("%w: %s: token %d, fence %d", ErrFenced, sku, token, it.Fence)
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/lock"
+	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// TestFenced: a write under a token is refused, with nothing changed, once
+// a higher token has claimed the SKU; the same token may write again (a
+// re-entered lease); a reset starts the fence again.
+func TestFenced(t *testing.T) {
+	t.Parallel()
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
+	const sku = "fenced"
+	if err := stock.Reset(t.Context(), gdb, sku, 10); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	take := func(token int64) error {
+		return stock.Fenced(t.Context(), gdb, sku, -1, token, func(*gorm.DB) error { ran++; return nil })
+	}
+	steps := []struct {
+		token int64
+		want  error
+	}{
+		{5, nil},
+		{5, nil},             // the same holder again
+		{4, stock.ErrFenced}, // a holder from before
+		{9, nil},             // the next holder
+		{5, stock.ErrFenced}, // the first one, woken late
+		{10, nil}, {11, nil}, {12, nil}, {13, nil}, {14, nil}, {15, nil}, {16, nil},
+		{17, stock.ErrSoldOut}, // 10 units sold
+	}
+	for i, s := range steps {
+		if err := take(s.token); !errors.Is(err, s.want) || (s.want == nil && err != nil) {
+			t.Fatalf("step %d, token %d: %v, want %v", i, s.token, err, s.want)
+		}
+	}
+	it, err := stock.Get(t.Context(), gdb, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Available != 0 || ran != 10 || it.Fence != 17 {
+		t.Errorf("available %d, %d orders, fence %d; want 0, 10, 17 (a sold-out attempt claims too)", it.Available, ran, it.Fence)
+	}
+	if err := stock.Fenced(t.Context(), gdb, "nope", -1, 1, nil); !errors.Is(err, stock.ErrNotFound) {
+		t.Errorf("unknown SKU: %v, want ErrNotFound", err)
+	}
+	if err := stock.Reset(t.Context(), gdb, sku, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := take(1); err != nil {
+		t.Errorf("after a reset, token 1: %v", err)
+	}
+}
+
+// TestLockServerDown: with the lock's Redis stopped, an order is busy (503,
+// retry) and takes nothing.
+func TestLockServerDown(t *testing.T) {
+	t.Parallel()
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
+	if err := stock.Reset(t.Context(), gdb, "down", 3); err != nil {
+		t.Fatal(err)
+	}
+	srv := testinfra.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	guard := stock.NewLocked(gdb, lock.NewRedis(rdb, nil))
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	err := guard.Adjust(ctx, "down", -1, func(*gorm.DB) error { return nil })
+	if !errors.Is(err, stock.ErrBusy) {
+		t.Fatalf("Adjust with the lock server down = %v, want ErrBusy", err)
+	}
+	if it, err := stock.Get(t.Context(), gdb, "down"); err != nil || it.Available != 3 {
+		t.Errorf("available %d (%v), want 3", it.Available, err)
+	}
+}

@@ -1,0 +1,135 @@
+package testinfra
+
+import (
+	"net"
+	"sync"
+	"testing"
+)
+
+// Proxy is a TCP proxy between one client and a real server, for the
+// faults that happen to a client rather than to the server. Everything the
+// client sends through it stands for one process: Pause freezes that
+// process's traffic, as SIGSTOP or a long GC pause would, while the server
+// and every other client carry on; Cut kills it, as a crash of its machine
+// would, without the goodbye (QUIT, closeSession) a clean exit sends.
+type Proxy struct {
+	target string
+	ln     net.Listener
+
+	mu      sync.Mutex
+	running chan struct{} // closed while traffic flows; open while paused
+	cut     bool
+	conns   []net.Conn
+}
+
+// StartProxy listens on a free loopback port and forwards every connection
+// to target. It is closed at cleanup.
+func StartProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("testinfra: proxy: %v", err)
+	}
+	p := &Proxy{target: target, ln: ln, running: make(chan struct{})}
+	close(p.running)
+	t.Cleanup(func() {
+		ln.Close()
+		p.Cut()
+	})
+	go p.accept()
+	return p
+}
+
+// Addr returns the address clients dial instead of the server's.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Pause holds every byte in both directions until Resume. Connections stay
+// open; new ones are accepted and held too.
+func (p *Proxy) Pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.running:
+		p.running = make(chan struct{})
+	default: // paused already
+	}
+}
+
+// Resume lets the held bytes and all later ones through.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.running:
+	default:
+		close(p.running)
+	}
+}
+
+// Cut closes every connection, abruptly, and refuses new ones from now on.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	select {
+	case <-p.running:
+	default:
+		close(p.running) // unblock the copiers, which then find their conns closed
+	}
+}
+
+func (p *Proxy) accept() {
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return // closed at cleanup
+		}
+		go p.serve(client)
+	}
+}
+
+func (p *Proxy) serve(client net.Conn) {
+	server, err := net.Dial("tcp", p.target)
+	if err != nil {
+		client.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.cut {
+		p.mu.Unlock()
+		client.Close()
+		server.Close()
+		return
+	}
+	p.conns = append(p.conns, client, server)
+	p.mu.Unlock()
+	go p.copy(server, client)
+	go p.copy(client, server)
+}
+
+// copy forwards src to dst, holding each chunk while the proxy is paused.
+// When either side ends, it closes both.
+func (p *Proxy) copy(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			running := p.running
+			p.mu.Unlock()
+			<-running
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return // EOF, or a connection closed by Cut or by either end
+		}
+	}
+}
