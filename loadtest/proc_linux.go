@@ -1,7 +1,9 @@
 package loadtest
 
 import (
-	"os"
+	"fmt"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -11,10 +13,10 @@ func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
-// peakRSS returns the largest resident set of the exited process.
-func peakRSS(ps *os.ProcessState) int64 {
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss << 10 // KiB on Linux
-	}
-	return 0
+// peakRSS returns the largest resident set the running process pid has
+// had (VmHWM). Not rusage's ru_maxrss: on Linux a child's count starts from
+// the RSS of the parent it was forked from, the bench itself.
+func peakRSS(pid int) int64 {
+	kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(keyOf(fmt.Sprintf("/proc/%d/status", pid), "VmHWM:")), " kB"), 10, 64)
+	return kb << 10
 }

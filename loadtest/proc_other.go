@@ -2,12 +2,9 @@
 
 package loadtest
 
-import (
-	"os"
-	"syscall"
-)
+import "syscall"
 
 func sysProcAttr() *syscall.SysProcAttr { return nil }
 
-// peakRSS is not measured here: rusage units differ between systems.
-func peakRSS(*os.ProcessState) int64 { return 0 }
+// peakRSS is not measured here.
+func peakRSS(pid int) int64 { return 0 }

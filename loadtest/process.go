@@ -118,9 +118,11 @@ func (c *child) readLog(r io.Reader, addr chan<- string) {
 // stop ends the child gracefully, or kills it after a grace period, and
 // returns what it used.
 func (c *child) stop() Usage {
+	var rss int64
 	select {
 	case <-c.exited:
 	default:
+		rss = peakRSS(c.cmd.Process.Pid)
 		if c.cmd.Process.Signal(syscall.SIGTERM) != nil {
 			c.cmd.Process.Kill()
 		}
@@ -132,7 +134,7 @@ func (c *child) stop() Usage {
 		}
 	}
 	ps := c.cmd.ProcessState
-	return Usage{PeakRSSBytes: peakRSS(ps), CPUSeconds: (ps.UserTime() + ps.SystemTime()).Seconds()}
+	return Usage{PeakRSSBytes: rss, CPUSeconds: (ps.UserTime() + ps.SystemTime()).Seconds()}
 }
 
 // err explains a failed exit; the shop exits 0 on SIGTERM. Call it only
