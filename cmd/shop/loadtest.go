@@ -58,19 +58,9 @@ func (f *loadFlags) parse(args []string) error {
 	if f.fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", f.fs.Arg(0))
 	}
-	f.plan.Strategies = list(f.strategies)
+	f.plan.Strategies = config.List(f.strategies)
 	f.plan.Steady.Concurrency = f.plan.Burst.Concurrency
 	return nil
-}
-
-func list(s string) []string {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 const demoUsage = `usage: shop demo [flags]
@@ -88,7 +78,7 @@ func demo(ctx context.Context, args []string, getenv config.Getenv, stdout, stde
 		return err
 	}
 	progress, done := newProgress(stderr)
-	d := loadtest.Demo{Plan: f.plan, MySQL: f.mysql, Redis: f.redis, Redlock: list(f.redlock), ZK: list(f.zk),
+	d := loadtest.Demo{Plan: f.plan, MySQL: f.mysql, Redis: f.redis, Redlock: config.List(f.redlock), ZK: config.List(f.zk),
 		Getenv: getenv, Progress: progress}
 	rep, err := d.Run(ctx)
 	done()
@@ -113,7 +103,7 @@ func bench(ctx context.Context, args []string, getenv config.Getenv, stdout, std
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	b.Plan, b.MySQL, b.Redis, b.Redlock, b.ZK = f.plan, f.mysql, f.redis, list(f.redlock), list(f.zk)
+	b.Plan, b.MySQL, b.Redis, b.Redlock, b.ZK = f.plan, f.mysql, f.redis, config.List(f.redlock), config.List(f.zk)
 	progress, done := newProgress(stderr)
 	b.Progress = progress
 	rep, err := b.Run(ctx)

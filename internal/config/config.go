@@ -78,7 +78,7 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	c.ZKAddrs, c.RedlockAddrs = list(zk), list(redlock)
+	c.ZKAddrs, c.RedlockAddrs = List(zk), List(redlock)
 	for _, a := range []struct{ name, addr string }{{"SHOP_HTTP_ADDR", c.HTTPAddr}, {"SHOP_DEBUG_ADDR", c.DebugAddr}, {"SHOP_REDIS_ADDR", c.RedisAddr}} {
 		if a.addr == "" && a.name == "SHOP_DEBUG_ADDR" {
 			continue
@@ -129,8 +129,8 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 	return c, nil
 }
 
-// list splits a comma-separated list, dropping empty items.
-func list(s string) []string {
+// List splits a comma-separated list, dropping empty items.
+func List(s string) []string {
 	var items []string
 	for _, a := range strings.Split(s, ",") {
 		if a = strings.TrimSpace(a); a != "" {
