@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: test fuzz lint services-up services-down build
+.PHONY: test fuzz lint services-up services-down build bench
 
 FUZZTIME ?= 10s
 
@@ -30,3 +30,21 @@ services-down:
 
 build:
 	$(GO) build -o bin/shop ./cmd/shop
+
+# The Go benchmarks, then `shop bench` against the same services, and three
+# throwaway redis-servers on REDLOCK_PORTS as Redlock's independent masters.
+# Figures and reports land in reports/ (git-ignored): go-bench.txt,
+# bench.txt, bench.json and bench.html. BENCHFLAGS go to shop bench.
+BENCHFLAGS    ?= --rate 200 --duration 10s
+REDLOCK_PORTS ?= 6380 6381 6382
+bench: services-up build
+	mkdir -p reports
+	set -eo pipefail; eval "$$(scripts/services.sh env)"; \
+	dir=$$(mktemp -d); addrs=; \
+	trap 'for p in $(REDLOCK_PORTS); do redis-cli -p $$p shutdown nosave >/dev/null 2>&1 || true; done; rm -rf "$$dir"' EXIT; \
+	for p in $(REDLOCK_PORTS); do \
+		redis-server --bind 127.0.0.1 --port $$p --save '' --appendonly no --dir "$$dir" --daemonize yes --pidfile "$$dir/$$p.pid" >/dev/null; \
+		addrs=$$addrs$${addrs:+,}127.0.0.1:$$p; \
+	done; \
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./... | tee reports/go-bench.txt; \
+	bin/shop bench --redlock "$$addrs" $(BENCHFLAGS) --json reports/bench.json --html reports/bench.html | tee reports/bench.txt

@@ -1,5 +1,8 @@
 // Package loadtest drives the shop with buyers and audits the outcome from
-// the database.
+// the database: the load generator (Burst, Steady), the audit (AuditSKU),
+// `shop demo` (Demo, in process on embedded servers), `shop bench` (Bench,
+// child processes beside raw baselines) and their reports, as text, JSON
+// and one offline HTML page.
 package loadtest
 
 import (

@@ -2,6 +2,8 @@
 //
 //	shop serve     run the HTTP API
 //	shop migrate   create the database schema and exit
+//	shop demo      show every strategy under a flash sale, with nothing installed
+//	shop bench     measure every strategy against real servers
 package main
 
 import (
@@ -29,6 +31,8 @@ const usage = `usage: shop <command> [flags]
 commands:
   serve     run the HTTP API
   migrate   create the database schema and exit
+  demo      show every strategy under a flash sale, with nothing installed
+  bench     measure every strategy against real servers, with a report
 
 Run 'shop <command> -h' for the flags of a command. Every flag can also be
 set by its SHOP_* environment variable; a flag wins over the variable.
@@ -55,6 +59,10 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		return serve(ctx, args, getenv, stderr)
 	case "migrate":
 		return migrate(ctx, args, getenv, stderr)
+	case "demo":
+		return demo(ctx, args, getenv, stdout, stderr)
+	case "bench":
+		return bench(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

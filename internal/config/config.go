@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/stockguard/shop/internal/db"
 )
 
 // Config is everything `shop serve` needs.
@@ -55,7 +57,7 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 	fs.SetOutput(usage)
 	fs.StringVar(&c.HTTPAddr, "http", env("SHOP_HTTP_ADDR", ":8080"), "public HTTP listen address (SHOP_HTTP_ADDR)")
 	fs.StringVar(&c.DebugAddr, "debug", env("SHOP_DEBUG_ADDR", "127.0.0.1:6060"), "pprof listen address, empty to disable (SHOP_DEBUG_ADDR)")
-	fs.StringVar(&c.MySQLDSN, "mysql", env("SHOP_MYSQL_DSN", ""), "MySQL DSN, user:pass@tcp(host:port)/db (SHOP_MYSQL_DSN)")
+	fs.StringVar(&c.MySQLDSN, "mysql", env("SHOP_MYSQL_DSN", ""), "MySQL DSN, user:pass@tcp(host:port)/db, or sqlite:FILE for an embedded database (SHOP_MYSQL_DSN)")
 	fs.StringVar(&c.RedisAddr, "redis", env("SHOP_REDIS_ADDR", "127.0.0.1:6379"), "Redis address (SHOP_REDIS_ADDR)")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", env("SHOP_REDIS_PREFIX", "shop:"), "prefix of every Redis key the shop writes (SHOP_REDIS_PREFIX)")
 	fs.StringVar(&zk, "zk", env("SHOP_ZK_ADDRS", ""), "ZooKeeper addresses, comma-separated (SHOP_ZK_ADDRS)")
@@ -76,7 +78,7 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	c.ZKAddrs, c.RedlockAddrs = list(zk), list(redlock)
+	c.ZKAddrs, c.RedlockAddrs = List(zk), List(redlock)
 	for _, a := range []struct{ name, addr string }{{"SHOP_HTTP_ADDR", c.HTTPAddr}, {"SHOP_DEBUG_ADDR", c.DebugAddr}, {"SHOP_REDIS_ADDR", c.RedisAddr}} {
 		if a.addr == "" && a.name == "SHOP_DEBUG_ADDR" {
 			continue
@@ -102,7 +104,7 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 	}
 	if c.MySQLDSN == "" {
 		bad("SHOP_MYSQL_DSN is required, e.g. shop:shop@tcp(127.0.0.1:3306)/shop")
-	} else if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
+	} else if err := db.CheckDSN(c.MySQLDSN); err != nil {
 		bad("SHOP_MYSQL_DSN: %v", err)
 	}
 	if !slices.Contains(strategies, c.Strategy) {
@@ -127,8 +129,8 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 	return c, nil
 }
 
-// list splits a comma-separated list, dropping empty items.
-func list(s string) []string {
+// List splits a comma-separated list, dropping empty items.
+func List(s string) []string {
 	var items []string
 	for _, a := range strings.Split(s, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -200,8 +202,12 @@ func (c Config) LogValue() slog.Value {
 	)
 }
 
-// MaskDSN hides the password in a MySQL DSN.
+// MaskDSN hides the password in a MySQL DSN. An SQLite DSN is a file name,
+// shown as it is.
 func MaskDSN(dsn string) string {
+	if strings.HasPrefix(dsn, db.SQLitePrefix) {
+		return dsn
+	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return mask(dsn)

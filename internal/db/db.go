@@ -1,112 +1,69 @@
-// Package db opens the shop's MySQL database, creates its schema, and
-// classifies driver errors so that the stores above can translate them.
+// Package db opens the shop's database, creates its schema, and classifies
+// driver errors so that the stores above can translate them.
+//
+// Two dialects are supported. MySQL (or MariaDB) is the real one. SQLite,
+// named by a DSN that starts with "sqlite:", is embedded and needs no
+// server, so that `shop demo` runs with nothing but Go. Everything that
+// differs between them lives in this package: mysql.go and sqlite.go.
 package db
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )
 
-// Open connects to the MySQL or MariaDB server named by dsn and checks that
-// it answers. Times are read and written in UTC.
+// SQLitePrefix marks a DSN as an SQLite file: "sqlite:/path/to/shop.db".
+const SQLitePrefix = "sqlite:"
+
+// Open connects to the database named by dsn and checks that it answers.
+// Times are read and written in UTC.
 func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("db: %w", err)
+	if path, ok := strings.CutPrefix(dsn, SQLitePrefix); ok {
+		return openSQLite(ctx, path)
 	}
-	cfg.ParseTime = true
-	cfg.Loc = time.UTC
-	gdb, err := gorm.Open(gormmysql.New(gormmysql.Config{DSN: cfg.FormatDSN()}), &gorm.Config{
-		Logger:                 logger.Discard,
-		SkipDefaultTransaction: true,
-		NowFunc:                func() time.Time { return time.Now().UTC() },
-	})
-	if err != nil {
-		return nil, fmt.Errorf("db: %w", err)
-	}
-	sqlDB, err := gdb.DB()
-	if err != nil {
-		return nil, fmt.Errorf("db: %w", err)
-	}
-	// A flash sale is a burst on one row: more connections only queue on
-	// its row lock, so a modest pool serves best.
-	sqlDB.SetMaxOpenConns(64)
-	sqlDB.SetMaxIdleConns(64)
-	sqlDB.SetConnMaxLifetime(5 * time.Minute)
-	if err := sqlDB.PingContext(ctx); err != nil {
-		sqlDB.Close()
-		return nil, fmt.Errorf("db: %s: %w", cfg.Addr, err)
-	}
-	return gdb, nil
+	return openMySQL(ctx, dsn)
 }
 
-// Close closes the connection pool.
+// CheckDSN reports what is wrong with dsn, without connecting.
+func CheckDSN(dsn string) error {
+	if path, ok := strings.CutPrefix(dsn, SQLitePrefix); ok {
+		if path == "" {
+			return fmt.Errorf("%s needs a file name, e.g. %s/tmp/shop.db", SQLitePrefix, SQLitePrefix)
+		}
+		return nil
+	}
+	return checkMySQL(dsn)
+}
+
+// IsSQLite reports whether gdb is an SQLite database.
+func IsSQLite(gdb *gorm.DB) bool { return gdb.Dialector.Name() == "sqlite" }
+
+// Close closes the connection pools.
 func Close(gdb *gorm.DB) error {
 	sqlDB, err := gdb.DB()
 	if err != nil {
 		return err
 	}
+	if reads, ok := readPools.LoadAndDelete(sqlDB); ok {
+		return errors.Join(reads.(*sql.DB).Close(), sqlDB.Close())
+	}
 	return sqlDB.Close()
-}
-
-// schema is idempotent and runs on MySQL 8 and MariaDB 10.11. Both enforce
-// the CHECK; the fence column only grows (see internal/lock).
-var schema = []string{
-	`CREATE TABLE IF NOT EXISTS stock_items (
-		sku        VARCHAR(64) NOT NULL PRIMARY KEY,
-		initial    INT NOT NULL,
-		available  INT NOT NULL,
-		version    BIGINT NOT NULL DEFAULT 0,
-		fence      BIGINT NOT NULL DEFAULT 0,
-		updated_at DATETIME(6) NOT NULL,
-		CONSTRAINT stock_items_available_nonnegative CHECK (available >= 0)
-	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
-	`CREATE TABLE IF NOT EXISTS orders (
-		id              BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
-		sku             VARCHAR(64) NOT NULL,
-		user_id         VARCHAR(64) NOT NULL,
-		quantity        INT NOT NULL,
-		status          VARCHAR(16) NOT NULL,
-		idempotency_key VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL,
-		created_at      DATETIME(6) NOT NULL,
-		refunded_at     DATETIME(6) NULL,
-		refund_key      VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL,
-		UNIQUE KEY orders_user_key (user_id, idempotency_key),
-		KEY orders_user_sku (user_id, sku, id),
-		KEY orders_sku (sku)
-	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
-	// One row per user and SKU with the units of their live orders: the
-	// per-user limit is checked on it inside the order transaction, under
-	// its row lock.
-	`CREATE TABLE IF NOT EXISTS user_purchases (
-		user_id VARCHAR(64) NOT NULL,
-		sku     VARCHAR(64) NOT NULL,
-		units   INT NOT NULL,
-		PRIMARY KEY (user_id, sku),
-		KEY user_purchases_sku (sku)
-	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
-	// The dbtable lock (internal/lock): a row per held lock. The token is
-	// the fencing token; AUTO_INCREMENT never repeats one, even after a
-	// restart (MySQL 8, MariaDB 10.2.4 and later).
-	`CREATE TABLE IF NOT EXISTS locks (
-		token      BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
-		name       VARCHAR(191) NOT NULL,
-		owner      VARCHAR(64) CHARACTER SET ascii NOT NULL,
-		expires_at DATETIME(6) NOT NULL,
-		UNIQUE KEY locks_name (name)
-	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 }
 
 // Migrate creates the schema if it is missing. Several instances may run it
 // at once.
 func Migrate(ctx context.Context, gdb *gorm.DB) error {
+	schema := mysqlSchema
+	if IsSQLite(gdb) {
+		schema = sqliteSchema
+	}
 	for _, stmt := range schema {
 		if err := gdb.WithContext(ctx).Exec(stmt).Error; err != nil {
 			return fmt.Errorf("db: migrate: %w", err)
@@ -115,22 +72,44 @@ func Migrate(ctx context.Context, gdb *gorm.DB) error {
 	return nil
 }
 
-// MySQL error numbers the stores act on.
-const (
-	errDuplicate       = 1062
-	errLockWaitTimeout = 1205
-	errDeadlock        = 1213
-)
-
-// IsRetryable reports whether err is a deadlock or lock-wait timeout: the
-// transaction was rolled back and may be run again.
-func IsRetryable(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == errDeadlock || me.Number == errLockWaitTimeout)
-}
+// IsRetryable reports whether err means the transaction was rolled back for
+// contention (a deadlock, a lock-wait timeout, a busy database) and may be
+// run again.
+func IsRetryable(err error) bool { return mysqlRetryable(err) || sqliteRetryable(err) }
 
 // IsDuplicate reports whether err is a unique-key violation.
-func IsDuplicate(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == errDuplicate
+func IsDuplicate(err error) bool { return mysqlDuplicate(err) || sqliteDuplicate(err) }
+
+// open opens a GORM database on d with the shop's settings and a pool of
+// conns connections.
+func open(d gorm.Dialector, conns int) (*gorm.DB, *sql.DB, error) {
+	gdb, err := gorm.Open(d, &gorm.Config{
+		Logger:                 logger.Discard,
+		SkipDefaultTransaction: true,
+		NowFunc:                func() time.Time { return time.Now().UTC() },
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("db: %w", err)
+	}
+	sqlDB, err := gdb.DB()
+	if err != nil {
+		return nil, nil, fmt.Errorf("db: %w", err)
+	}
+	sqlDB.SetMaxOpenConns(conns)
+	sqlDB.SetMaxIdleConns(conns)
+	sqlDB.SetConnMaxLifetime(5 * time.Minute)
+	return gdb, sqlDB, nil
+}
+
+// ping checks that a freshly opened pool answers, and closes it if not.
+func ping(ctx context.Context, gdb *gorm.DB, what string) (*gorm.DB, error) {
+	sqlDB, err := gdb.DB()
+	if err != nil {
+		return nil, fmt.Errorf("db: %w", err)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("db: %s: %w", what, err)
+	}
+	return gdb, nil
 }

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/stockguard/shop/internal/app"
+	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/loadtest"
+)
+
+// loadFlags are the flags demo and bench share.
+type loadFlags struct {
+	plan                      loadtest.Plan
+	strategies                string
+	mysql, redis, redlock, zk string
+	jsonFile, htmlFile        string
+	fs                        *flag.FlagSet
+}
+
+func newLoadFlags(name string, getenv config.Getenv, stderr io.Writer, usage string) *loadFlags {
+	f := &loadFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	fs := f.fs
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	p := &f.plan
+	fs.IntVar(&p.Stock, "stock", 100, "units on sale in a burst (S)")
+	fs.IntVar(&p.Burst.Buyers, "buyers", 2000, "buyers in a burst, one unit each (D)")
+	fs.IntVar(&p.Burst.Concurrency, "concurrency", 0, "requests in flight at most; 0 sends every buyer of a burst at once")
+	fs.IntVar(&p.Instances, "instances", 3, "shop instances per strategy (K), requests go round robin")
+	fs.Float64Var(&p.Steady.Rate, "rate", 0, "after each burst, buyers per second at a steady rate; 0 skips it")
+	fs.DurationVar(&p.Steady.Duration, "duration", 10*time.Second, "how long the steady rate runs")
+	fs.StringVar(&f.strategies, "strategies", "", "comma-separated strategies to run; empty runs all: "+strings.Join(app.Names(), ", "))
+	fs.StringVar(&f.mysql, "mysql", getenv("SHOP_MYSQL_DSN"), "MySQL DSN (SHOP_MYSQL_DSN)")
+	fs.StringVar(&f.redis, "redis", getenv("SHOP_REDIS_ADDR"), "Redis address (SHOP_REDIS_ADDR)")
+	fs.StringVar(&f.redlock, "redlock", getenv("SHOP_REDLOCK_ADDRS"), "Redlock masters, comma-separated (SHOP_REDLOCK_ADDRS)")
+	fs.StringVar(&f.zk, "zk", getenv("SHOP_ZK_ADDRS"), "ZooKeeper servers, comma-separated (SHOP_ZK_ADDRS)")
+	fs.StringVar(&f.jsonFile, "json", "", "also write every figure as JSON to this file")
+	fs.StringVar(&f.htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
+	return f
+}
+
+func (f *loadFlags) parse(args []string) error {
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", f.fs.Arg(0))
+	}
+	f.plan.Strategies = config.List(f.strategies)
+	f.plan.Steady.Concurrency = f.plan.Burst.Concurrency
+	return nil
+}
+
+const demoUsage = `usage: shop demo [flags]
+
+Runs a flash sale against every strategy, in this process, and prints what
+the database says was sold. Servers that are not configured are embedded:
+SQLite for MySQL, miniredis for Redis and the Redlock masters. ZooKeeper
+cannot be embedded; without --zk its strategies are skipped.
+
+`
+
+func demo(ctx context.Context, args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
+	f := newLoadFlags("demo", getenv, stderr, demoUsage)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	progress, done := newProgress(stderr)
+	d := loadtest.Demo{Plan: f.plan, MySQL: f.mysql, Redis: f.redis, Redlock: config.List(f.redlock), ZK: config.List(f.zk),
+		Getenv: getenv, Progress: progress}
+	rep, err := d.Run(ctx)
+	done()
+	return f.write(rep, err, "shop demo", args, stdout)
+}
+
+const benchUsage = `usage: shop bench [flags]
+
+Measures every strategy against real servers: first the baselines, raw
+loops on one hot row or key with no HTTP, then, for each strategy, K child
+'shop serve' processes under a burst and, with --rate, a steady load.
+
+`
+
+func bench(ctx context.Context, args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
+	f := newLoadFlags("bench", getenv, stderr, benchUsage)
+	bin, _ := os.Executable()
+	var b loadtest.Bench
+	f.fs.StringVar(&b.Bin, "bin", bin, "the shop binary to run as 'serve'")
+	f.fs.DurationVar(&b.Baseline, "baseline", 3*time.Second, "how long each baseline loops; 0 skips them")
+	f.fs.StringVar(&b.ZKRoot, "zk-root", "/stockguard-bench", "znode under which the ZooKeeper baseline works")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	b.Plan, b.MySQL, b.Redis, b.Redlock, b.ZK = f.plan, f.mysql, f.redis, config.List(f.redlock), config.List(f.zk)
+	progress, done := newProgress(stderr)
+	b.Progress = progress
+	rep, err := b.Run(ctx)
+	done()
+	return f.write(rep, err, "shop bench", args, stdout)
+}
+
+// write prints the report and writes the files asked for, even when the run
+// stopped early, so that what was measured is kept.
+func (f *loadFlags) write(rep *loadtest.Report, err error, cmd string, args []string, stdout io.Writer) error {
+	if rep == nil {
+		return err
+	}
+	rep.Command = strings.Join(append([]string{cmd}, args...), " ")
+	errs := []error{err, rep.WriteText(stdout)}
+	for _, out := range []struct {
+		file  string
+		write func(io.Writer) error
+	}{{f.jsonFile, rep.WriteJSON}, {f.htmlFile, rep.WriteHTML}} {
+		if out.file != "" {
+			errs = append(errs, writeFile(out.file, out.write))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func writeFile(name string, write func(io.Writer) error) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	return errors.Join(write(f), f.Close())
+}
+
+// bar shows progress on a terminal.
+type bar struct{ *progressbar.ProgressBar }
+
+// newProgress returns a progress bar on stderr if it is a terminal, else
+// nil, and the function that clears it.
+func newProgress(stderr io.Writer) (loadtest.Progress, func()) {
+	f, ok := stderr.(*os.File)
+	if !ok {
+		return nil, func() {}
+	}
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return nil, func() {}
+	}
+	b := progressbar.NewOptions(-1, progressbar.OptionSetWriter(f), progressbar.OptionClearOnFinish(),
+		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("answers"),
+		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30), progressbar.OptionSetPredictTime(false))
+	return bar{b}, func() { b.Finish() }
+}
+
+func (b bar) Begin(total int)      { b.ChangeMax(total) }
+func (b bar) Describe(what string) { b.ProgressBar.Describe(fmt.Sprintf("%-24s", what)) }
+func (b bar) Add()                 { b.ProgressBar.Add(1) }

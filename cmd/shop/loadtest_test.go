@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stockguard/shop/internal/app"
+	"github.com/stockguard/shop/internal/testinfra"
+	"github.com/stockguard/shop/loadtest"
+)
+
+// TestLoadFlagErrors: demo and bench refuse a bad plan before they start
+// anything, with an error that says what is wrong.
+func TestLoadFlagErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no stock", []string{"--stock", "0"}, "stock must be at least 1 unit"},
+		{"fewer buyers than stock", []string{"--stock", "100", "--buyers", "99"}, "buyers (99) must be at least the stock (100)"},
+		{"unknown strategy", []string{"--strategies", "atomic,magic"}, `unknown strategy "magic"`},
+		{"no instances", []string{"--instances", "0"}, "instances must be at least 1"},
+		{"rate too short", []string{"--rate", "10", "--duration", "10ms"}, "sends no buyers"},
+		{"stray argument", []string{"now"}, `unexpected argument "now"`},
+	}
+	for _, cmd := range []string{"demo", "bench"} {
+		for _, tt := range tests {
+			t.Run(cmd+" "+tt.name, func(t *testing.T) {
+				t.Parallel()
+				env := map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_REDIS_ADDR": "127.0.0.1:1"}
+				err := run(t.Context(), append([]string{cmd}, tt.args...), func(k string) string { return env[k] }, io.Discard, io.Discard)
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("err = %v, want it to mention %q", err, tt.want)
+				}
+			})
+		}
+	}
+	t.Run("bench without servers", func(t *testing.T) {
+		t.Parallel()
+		err := run(t.Context(), []string{"bench"}, func(string) string { return "" }, io.Discard, io.Discard)
+		for _, want := range []string{"bench needs a MySQL server", "bench needs a Redis server"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("err = %v, want it to say %q", err, want)
+			}
+		}
+	})
+}
+
+// TestNamedStrategyNeedsItsServer: a strategy named on the command line
+// whose server is not configured is an error, not a silent skip.
+func TestNamedStrategyNeedsItsServer(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ cmd, need string }{{"demo", "zookeeper"}, {"bench", "redlock"}, {"bench", "zookeeper"}} {
+		i := slices.IndexFunc(app.Strategies, func(s app.Strategy) bool { return slices.Contains(s.Needs, tt.need) })
+		if i < 0 {
+			continue // no strategy needs it yet
+		}
+		name := app.Strategies[i].Name
+		env := map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_REDIS_ADDR": "127.0.0.1:1"}
+		err := run(t.Context(), []string{tt.cmd, "--strategies", name}, func(k string) string { return env[k] }, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "strategy "+name+" needs") {
+			t.Errorf("%s --strategies %s without %s: err = %v, want it to say what is missing", tt.cmd, name, tt.need, err)
+		}
+	}
+}
+
+// TestBench runs a small bench on real servers, with this test binary as
+// the shop's child processes, and checks the report it writes.
+func TestBench(t *testing.T) {
+	// Not parallel: t.Setenv reaches the children, which TestMain turns
+	// into the shop.
+	t.Setenv("SHOP_TEST_CHILD", "1")
+	redis := testinfra.Redis(t)
+	t.Setenv("SHOP_REDIS_PREFIX", redis.Prefix)
+	zk := testinfra.ZooKeeper(t)
+	dir := t.TempDir()
+	jsonFile, htmlFile := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.html")
+	args := []string{"bench", "--bin", os.Args[0], "--mysql", testinfra.MySQL(t), "--redis", redis.Addr,
+		"--zk", strings.Join(zk.Addrs, ","), "--zk-root", zk.Root, "--stock", "10", "--buyers", "60", "--instances", "2",
+		"--baseline", "200ms", "--rate", "40", "--duration", "500ms", "--json", jsonFile, "--html", htmlFile}
+	var stdout strings.Builder
+	if err := run(t.Context(), args, func(string) string { return "" }, &stdout, io.Discard); err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+
+	var rep loadtest.Report
+	data, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var baselines []string
+	for _, b := range rep.Baselines {
+		baselines = append(baselines, b.Key)
+		if b.Ordered == 0 || b.Errors != 0 {
+			t.Errorf("baseline %s: %d operations, %d errors", b.Key, b.Ordered, b.Errors)
+		}
+	}
+	if want := []string{"sql-atomic", "sql-for-update", "redis-lua", "redis-lock", "zookeeper-lock"}; !slices.Equal(baselines, want) {
+		t.Errorf("baselines %v, want %v", baselines, want)
+	}
+	for _, r := range rep.Results {
+		if r.Skipped != "" {
+			continue
+		}
+		if r.Burst == nil || r.Steady == nil || r.Error != "" {
+			t.Errorf("%s did not run: %s", r.Strategy, r.Error)
+			continue
+		}
+		if r.Baseline == "" || r.Fraction <= 0 {
+			t.Errorf("%s: no fraction of a baseline", r.Strategy)
+		}
+		if len(r.Usage) != 2 || r.Usage[0].PeakRSSBytes <= 0 || r.Usage[0].CPUSeconds <= 0 {
+			t.Errorf("%s: usage %+v, want the peak RSS and CPU of 2 instances", r.Strategy, r.Usage)
+		}
+		if r.Strategy == "none" || r.Strategy == "local" {
+			continue // unguarded across instances: they may oversell
+		}
+		for _, ph := range []*loadtest.Phase{r.Burst, r.Steady} {
+			if ph.Audit.Oversold != 0 || ph.Audit.Undersold != 0 || len(ph.Problems) != 0 {
+				t.Errorf("%s: audit %+v, problems %q", r.Strategy, ph.Audit, ph.Problems)
+			}
+		}
+	}
+	html, err := os.ReadFile(htmlFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<svg", "Oversold units", "Baselines"} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("the HTML report lacks %q", want)
+		}
+	}
+	if !strings.Contains(stdout.String(), "sql-for-update") {
+		t.Errorf("the table lacks the baselines:\n%s", stdout.String())
+	}
+}

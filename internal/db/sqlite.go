@@ -1,0 +1,152 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+
+	"github.com/glebarez/go-sqlite"
+	gormsqlite "github.com/glebarez/sqlite"
+	"gorm.io/gorm"
+)
+
+// openSQLite opens the SQLite file at path, creating it if needed.
+//
+// SQLite has one writer at a time, so the settings serve a burst of
+// writers: WAL lets readers run beside the writer, and busy_timeout makes a
+// writer wait its turn rather than fail.
+func openSQLite(ctx context.Context, path string) (*gorm.DB, error) {
+	dsn := path + "?" + url.Values{
+		"_pragma":      {"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(NORMAL)"},
+		"_time_format": {"sqlite"},
+	}.Encode()
+	// Writers queue on one lock: a few connections keep them queueing in
+	// the pool, which is fair, rather than in SQLite's sleeping busy loop.
+	gdb, sqlDB, err := open(gormsqlite.Open(dsn), 4)
+	if err != nil {
+		return nil, err
+	}
+	reads, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("db: %w", err)
+	}
+	reads.SetMaxOpenConns(8)
+	reads.SetMaxIdleConns(8)
+	readPools.Store(sqlDB, reads)
+	if err := consistentReads(gdb, reads); err != nil {
+		Close(gdb)
+		return nil, fmt.Errorf("db: %w", err)
+	}
+	return ping(ctx, gdb, path)
+}
+
+// readPools maps an SQLite pool to the pool its consistent reads use, for
+// Close.
+var readPools sync.Map // *sql.DB → *sql.DB
+
+// consistentReads gives SQLite the reads of MySQL's InnoDB, which the
+// strategies were written against.
+//
+// A plain SELECT in an InnoDB transaction is a consistent read: it takes no
+// lock, and a later write does not check that what it read still holds. So
+// a read, check and write in a transaction guarded by a lock that does not
+// hold (none, local across instances) loses updates there and oversells.
+// In an SQLite transaction the same read would bind the transaction to its
+// snapshot: the write would fail with SQLITE_BUSY_SNAPSHOT and be retried
+// from a fresh read, and SQLite would hide the very bug the demo shows. So
+// here a plain SELECT (Find, Take, First) in a transaction reads the last
+// committed rows on a connection of its own. It does not see the
+// transaction's own writes; Raw and Scan still run in the transaction.
+//
+// SELECT … FOR UPDATE stays in the transaction. SQLite has no row locks,
+// and GORM drops the clause, so the transaction first takes SQLite's write
+// lock, its one lock, with a write that changes nothing: as with BEGIN
+// IMMEDIATE, the row is then held until commit, and so is every other.
+func consistentReads(gdb *gorm.DB, reads *sql.DB) error {
+	const saved = "db:tx"
+	err := gdb.Callback().Query().Before("gorm:query").Register("db:consistent_read", func(tx *gorm.DB) {
+		if _, inTx := tx.Statement.ConnPool.(gorm.TxCommitter); !inTx || tx.Error != nil {
+			return
+		}
+		if _, forUpdate := tx.Statement.Clauses["FOR"]; forUpdate {
+			_, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, "DELETE FROM "+tx.Statement.Quote(tx.Statement.Table)+" WHERE 0")
+			tx.AddError(err)
+			return
+		}
+		tx.Statement.Settings.Store(saved, tx.Statement.ConnPool)
+		tx.Statement.ConnPool = reads
+	})
+	if err != nil {
+		return err
+	}
+	return gdb.Callback().Query().After("gorm:query").Register("db:consistent_read_end", func(tx *gorm.DB) {
+		if pool, ok := tx.Statement.Settings.LoadAndDelete(saved); ok {
+			tx.Statement.ConnPool = pool.(gorm.ConnPool)
+		}
+	})
+}
+
+// sqliteSchema is mysqlSchema in SQLite's words: the same tables, columns,
+// keys and CHECK.
+var sqliteSchema = []string{
+	`CREATE TABLE IF NOT EXISTS stock_items (
+		sku        TEXT NOT NULL PRIMARY KEY,
+		initial    INTEGER NOT NULL,
+		available  INTEGER NOT NULL,
+		version    INTEGER NOT NULL DEFAULT 0,
+		fence      INTEGER NOT NULL DEFAULT 0,
+		updated_at DATETIME NOT NULL,
+		CONSTRAINT stock_items_available_nonnegative CHECK (available >= 0)
+	)`,
+	`CREATE TABLE IF NOT EXISTS orders (
+		id              INTEGER PRIMARY KEY AUTOINCREMENT,
+		sku             TEXT NOT NULL,
+		user_id         TEXT NOT NULL,
+		quantity        INTEGER NOT NULL,
+		status          TEXT NOT NULL,
+		idempotency_key TEXT NULL,
+		created_at      DATETIME NOT NULL,
+		refunded_at     DATETIME NULL,
+		refund_key      TEXT NULL,
+		CONSTRAINT orders_user_key UNIQUE (user_id, idempotency_key)
+	)`,
+	`CREATE INDEX IF NOT EXISTS orders_user_sku ON orders (user_id, sku, id)`,
+	`CREATE INDEX IF NOT EXISTS orders_sku ON orders (sku)`,
+	`CREATE TABLE IF NOT EXISTS user_purchases (
+		user_id TEXT NOT NULL,
+		sku     TEXT NOT NULL,
+		units   INTEGER NOT NULL,
+		PRIMARY KEY (user_id, sku)
+	)`,
+	`CREATE INDEX IF NOT EXISTS user_purchases_sku ON user_purchases (sku)`,
+	`CREATE TABLE IF NOT EXISTS locks (
+		token      INTEGER PRIMARY KEY AUTOINCREMENT,
+		name       TEXT NOT NULL,
+		owner      TEXT NOT NULL,
+		expires_at DATETIME NOT NULL,
+		CONSTRAINT locks_name UNIQUE (name)
+	)`,
+}
+
+// SQLite result codes the stores act on; extended codes carry the primary
+// code in their low byte.
+const (
+	sqliteBusy             = 5
+	sqliteLocked           = 6
+	sqliteConstraintPK     = 1555
+	sqliteConstraintUnique = 2067
+)
+
+func sqliteRetryable(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && (se.Code()&0xff == sqliteBusy || se.Code()&0xff == sqliteLocked)
+}
+
+func sqliteDuplicate(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && (se.Code() == sqliteConstraintUnique || se.Code() == sqliteConstraintPK)
+}

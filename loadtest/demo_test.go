@@ -1,0 +1,114 @@
+package loadtest_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stockguard/shop/internal/app"
+	"github.com/stockguard/shop/internal/testinfra"
+	"github.com/stockguard/shop/loadtest"
+)
+
+// oversells lists the strategies that must oversell, with the fewest
+// instances at which they do: that is what the demo teaches.
+var oversells = map[string]int{
+	"none":  1, // no guard at all
+	"local": 2, // a mutex guards one process only
+}
+
+// rounds is how many bursts a strategy that must oversell has to show it:
+// a race shows in most bursts, not in every one.
+const rounds = 5
+
+// TestDemo runs the demo as `shop demo` does with nothing configured, only
+// smaller, and checks what the database says was sold.
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	for _, instances := range []int{3, 1} {
+		t.Run(fmt.Sprint(instances, " instances"), func(t *testing.T) {
+			t.Parallel()
+			checkDemo(t, loadtest.Demo{Plan: loadtest.Plan{Instances: instances, Stock: 20, Burst: loadtest.Burst{Buyers: 200}}}, false)
+		})
+	}
+}
+
+// TestDemoOnRealServers runs the demo as it runs with SHOP_* set: on MySQL,
+// Redis and ZooKeeper, every strategy.
+func TestDemoOnRealServers(t *testing.T) {
+	t.Parallel()
+	redis := testinfra.Redis(t)
+	checkDemo(t, loadtest.Demo{
+		Plan:   loadtest.Plan{Instances: 3, Stock: 20, Burst: loadtest.Burst{Buyers: 200}},
+		MySQL:  testinfra.MySQL(t),
+		Redis:  redis.Addr,
+		ZK:     testinfra.ZooKeeper(t).Addrs,
+		Getenv: func(key string) string { return map[string]string{"SHOP_REDIS_PREFIX": redis.Prefix}[key] },
+	}, true)
+}
+
+// checkDemo runs d and checks that every strategy ran, or was skipped for
+// want of ZooKeeper (zk false) or of MySQL, and sold what the demo must
+// show it sells.
+func checkDemo(t *testing.T, d loadtest.Demo, zk bool) {
+	t.Helper()
+	rep, err := d.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rep.Backends[0].What, map[bool]string{true: "MySQL", false: "SQLite"}[d.MySQL != ""]; !strings.HasPrefix(got, want) {
+		t.Errorf("database %q, want %s", got, want)
+	}
+	if got, want := len(rep.Results), len(app.Strategies); got != want {
+		t.Errorf("%d results for %d strategies", got, want)
+	}
+	for _, r := range rep.Results {
+		s, err := app.Lookup(r.Strategy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch min, mustOversell := oversells[r.Strategy]; {
+		case r.Skipped != "":
+			if (zk || !slices.Contains(s.Needs, "zookeeper")) && (d.MySQL != "" || !s.NotOnSQLite) {
+				t.Errorf("%s skipped: %s; only what needs ZooKeeper, or MySQL, may be", r.Strategy, r.Skipped)
+			}
+		case r.Burst == nil:
+			t.Errorf("%s did not run: %s", r.Strategy, r.Error)
+		case mustOversell && d.Plan.Instances >= min && d.MySQL == "" && s.OnSQLite != "":
+			// Its note says why SQLite shows the broken guard otherwise.
+			if r.Burst.Audit.Oversold == 0 && r.Burst.Busy == 0 {
+				t.Errorf("%s on %d instances on SQLite: neither oversold nor fenced away busy", r.Strategy, d.Plan.Instances)
+			}
+		case mustOversell && d.Plan.Instances >= min:
+			if !oversold(t, d, r) {
+				t.Errorf("%s on %d instances did not oversell in %d bursts; the demo must show it", r.Strategy, d.Plan.Instances, rounds)
+			}
+		default:
+			if a := r.Burst.Audit; a.Oversold != 0 || a.Undersold != 0 || r.Verdict() != "PASS" {
+				t.Errorf("%s on %d instances: oversold %d, undersold %d, verdict %s, problems %q; want 0, 0, PASS",
+					r.Strategy, d.Plan.Instances, a.Oversold, a.Undersold, r.Verdict(), r.Burst.Problems)
+			}
+		}
+	}
+}
+
+// oversold reports whether r, or one of the bursts of its strategy run
+// again up to rounds in all, oversold and failed for it.
+func oversold(t *testing.T, d loadtest.Demo, r loadtest.Result) bool {
+	t.Helper()
+	d.Plan.Strategies = []string{r.Strategy}
+	for round := 1; ; round++ {
+		if r.Burst != nil && r.Burst.Audit.Oversold > 0 && r.Verdict() == "FAIL" {
+			return true
+		}
+		if round == rounds {
+			return false
+		}
+		rep, err := d.Run(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = rep.Results[0]
+	}
+}

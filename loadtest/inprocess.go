@@ -1,0 +1,72 @@
+package loadtest
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/stockguard/shop/internal/app"
+	"github.com/stockguard/shop/internal/config"
+)
+
+// InProcess returns a Launcher that runs each instance inside this process
+// as its own app.App: its own connection pools, its own strategy state (a
+// `local` mutex is not shared), and its own HTTP listener on a loopback
+// port. getenv supplies the rest of the configuration, as for `shop serve`.
+func InProcess(getenv config.Getenv) Launcher {
+	return func(ctx context.Context, strategy string, instances int) (Fleet, error) {
+		token := rand.Text()
+		args := []string{"--http", "127.0.0.1:0", "--debug", "", "--strategy", strategy, "--admin-token", token}
+		cfg, err := config.Load(args, getenv, app.Names(), io.Discard)
+		if err != nil {
+			return Fleet{}, err
+		}
+		f := Fleet{Shop: Shop{AdminToken: token}}
+		var stops []func() error
+		f.Stop = func() ([]Usage, error) {
+			var errs []error
+			for _, stop := range stops {
+				errs = append(errs, stop())
+			}
+			return nil, errors.Join(errs...)
+		}
+		for range instances {
+			url, stop, err := serveInProcess(ctx, cfg)
+			if err != nil {
+				_, stopErr := f.Stop()
+				return Fleet{}, errors.Join(err, stopErr)
+			}
+			f.URLs = append(f.URLs, url)
+			stops = append(stops, stop)
+		}
+		return f, nil
+	}
+}
+
+func serveInProcess(ctx context.Context, cfg config.Config) (url string, stop func() error, err error) {
+	a, err := app.New(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return "", nil, errors.Join(err, a.Close())
+	}
+	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	stop = func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return errors.Join(srv.Shutdown(ctx), a.Close())
+	}
+	url = "http://" + ln.Addr().String()
+	if err := waitReady(ctx, url); err != nil {
+		return "", nil, errors.Join(err, stop())
+	}
+	return url, stop, nil
+}

@@ -1,0 +1,340 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Outcome is how the shop answered one buyer.
+type Outcome int
+
+// The outcomes, by status and, for a 409, by problem type.
+const (
+	Ordered      Outcome = iota // 201
+	SoldOut                     // 409 sold-out
+	LimitReached                // 409 limit-reached
+	Busy                        // 503: nothing was decided, the buyer may retry
+	Failed                      // anything else, transport errors included
+)
+
+var outcomeNames = [...]string{"ordered", "sold-out", "limit-reached", "busy", "error"}
+
+func (o Outcome) String() string { return outcomeNames[o] }
+
+// Classify maps an answer to its outcome.
+func Classify(status int, problemType string) Outcome {
+	switch {
+	case status == http.StatusCreated:
+		return Ordered
+	case status == http.StatusConflict && problemType == "sold-out":
+		return SoldOut
+	case status == http.StatusConflict && problemType == "limit-reached":
+		return LimitReached
+	case status == http.StatusServiceUnavailable:
+		return Busy
+	}
+	return Failed
+}
+
+// Shop is the shop under load: one or more instances of one deployment.
+type Shop struct {
+	URLs       []string // base URLs; buyers go to them round robin
+	AdminToken string   // for resetting the stock
+}
+
+// Burst releases Buyers buyers at once through a start gate, each with its
+// own user and Idempotency-Key, buying one unit.
+type Burst struct {
+	Buyers int `json:"buyers"`
+	// Concurrency caps the requests in flight; 0 sends all buyers at once.
+	Concurrency int `json:"concurrency"`
+}
+
+// Steady sends buyers at a fixed rate for a duration. Each latency is
+// measured from when its request was due, not from when it was sent, so a
+// stalled shop shows in the figures instead of slowing the load down
+// (no coordinated omission).
+type Steady struct {
+	Rate        float64       `json:"rate"` // buyers per second
+	Duration    time.Duration `json:"duration_ns"`
+	Concurrency int           `json:"concurrency"` // requests in flight at most; 0 means 256
+}
+
+// Buyers returns how many buyers s sends.
+func (s Steady) Buyers() int { return int(s.Rate * s.Duration.Seconds()) }
+
+// Stats is what the buyers saw. The audit, not these counts, decides what
+// was sold.
+type Stats struct {
+	Requests     int     `json:"requests"`
+	Ordered      int     `json:"ordered"`
+	SoldOut      int     `json:"sold_out"`
+	LimitReached int     `json:"limit_reached"`
+	Busy         int     `json:"busy"`
+	Errors       int     `json:"errors"`
+	FirstError   string  `json:"first_error,omitempty"`
+	Seconds      float64 `json:"seconds"`        // from release to the last answer
+	Throughput   float64 `json:"throughput_rps"` // answers per second
+	Latency      Latency `json:"latency_ms"`
+	Acked        []int64 `json:"-"` // ids of the orders answered with 201
+}
+
+// Latency percentiles, in milliseconds.
+type Latency struct {
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p99_9"`
+	Max  float64 `json:"max"`
+}
+
+// Latencies from 1µs to a minute, to 3 significant digits.
+const (
+	minLatency = 1
+	maxLatency = int64(time.Minute / time.Microsecond)
+	sigDigits  = 3
+)
+
+// Run sends the burst to sku. progress, if not nil, is called after every
+// answer.
+func (b Burst) Run(ctx context.Context, shop Shop, sku string, progress func()) (Stats, error) {
+	if b.Buyers < 1 {
+		return Stats{}, fmt.Errorf("loadtest: a burst needs at least 1 buyer, not %d", b.Buyers)
+	}
+	workers := b.Concurrency
+	if workers <= 0 || workers > b.Buyers {
+		workers = b.Buyers
+	}
+	return fire(ctx, shop, sku, b.Buyers, workers, nil, progress)
+}
+
+// Run sends the steady load to sku.
+func (s Steady) Run(ctx context.Context, shop Shop, sku string, progress func()) (Stats, error) {
+	n := s.Buyers()
+	if s.Rate <= 0 || n < 1 {
+		return Stats{}, fmt.Errorf("loadtest: rate %g/s for %s sends no buyers", s.Rate, s.Duration)
+	}
+	workers := s.Concurrency
+	if workers <= 0 {
+		workers = 256
+	}
+	interval := time.Duration(float64(time.Second) / s.Rate)
+	return fire(ctx, shop, sku, n, min(workers, n), func(start time.Time, i int) time.Time {
+		return start.Add(time.Duration(i) * interval)
+	}, progress)
+}
+
+// tally is one worker's share of the stats.
+type tally struct {
+	counts [len(outcomeNames)]int
+	acked  []int64
+	err    string
+	hist   *hdrhistogram.PackedHistogram // sparse: a worker may see few values
+}
+
+// fire sends n buyers through workers goroutines released together. With
+// due set, buyer i is sent at due(start, i) and its latency counts from then.
+func fire(ctx context.Context, shop Shop, sku string, n, workers int, due func(time.Time, int) time.Time, progress func()) (Stats, error) {
+	if len(shop.URLs) == 0 {
+		return Stats{}, fmt.Errorf("loadtest: no shop URLs")
+	}
+	client := newClient(workers)
+	defer client.CloseIdleConnections()
+	run := rand.Text()[:8] // users are unique to this run
+	stats := drive(workers, func(t *tally, start time.Time, i int) bool {
+		if i >= n || ctx.Err() != nil {
+			return false
+		}
+		sent := time.Now()
+		if due != nil {
+			if sent = due(start, i); !sleepUntil(ctx, sent) {
+				return false
+			}
+		}
+		b := buyer{user: fmt.Sprintf("buyer-%s-%d", run, i), key: rand.Text(), url: shop.URLs[i%len(shop.URLs)]}
+		out, id, err := b.buy(ctx, client, sku)
+		t.record(sent, out, err)
+		if out == Ordered {
+			t.acked = append(t.acked, id)
+		}
+		if progress != nil {
+			progress()
+		}
+		return true
+	})
+	if err := ctx.Err(); err != nil {
+		return Stats{}, fmt.Errorf("loadtest: %w", err)
+	}
+	return stats, nil
+}
+
+// drive releases workers goroutines at once through a start gate. Each
+// calls job with its own tally and the next index, until job returns false.
+func drive(workers int, job func(t *tally, start time.Time, i int) bool) Stats {
+	var next atomic.Int64
+	var start time.Time
+	gate := make(chan struct{})
+	tallies := make([]tally, workers)
+	var wg sync.WaitGroup
+	for w := range tallies {
+		t := &tallies[w]
+		t.hist = hdrhistogram.NewPacked(minLatency, maxLatency, sigDigits)
+		wg.Go(func() {
+			<-gate
+			for job(t, start, int(next.Add(1)-1)) {
+			}
+		})
+	}
+	start = time.Now()
+	close(gate)
+	wg.Wait()
+	return merge(tallies, time.Since(start))
+}
+
+// record counts one answer that took from sent until now.
+func (t *tally) record(sent time.Time, out Outcome, err error) {
+	t.hist.RecordValue(min(time.Since(sent).Microseconds(), maxLatency))
+	t.counts[out]++
+	if err != nil && t.err == "" {
+		t.err = err.Error()
+	}
+}
+
+func merge(tallies []tally, elapsed time.Duration) Stats {
+	s := Stats{Seconds: elapsed.Seconds()}
+	hist := hdrhistogram.New(minLatency, maxLatency, sigDigits)
+	var counts [len(outcomeNames)]int
+	for _, t := range tallies {
+		for o, c := range t.counts {
+			counts[o] += c
+		}
+		s.Acked = append(s.Acked, t.acked...)
+		if s.FirstError == "" {
+			s.FirstError = t.err
+		}
+		t.hist.MergeInto(hist)
+	}
+	s.Ordered, s.SoldOut, s.LimitReached, s.Busy, s.Errors = counts[Ordered], counts[SoldOut], counts[LimitReached], counts[Busy], counts[Failed]
+	s.Requests = int(hist.TotalCount())
+	if elapsed > 0 {
+		s.Throughput = float64(s.Requests) / elapsed.Seconds()
+	}
+	ms := func(q float64) float64 { return float64(hist.ValueAtPercentile(q)) / 1000 }
+	s.Latency = Latency{P50: ms(50), P90: ms(90), P99: ms(99), P999: ms(99.9), Max: float64(hist.Max()) / 1000}
+	return s
+}
+
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return true
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// newClient returns a client that keeps a connection per worker.
+func newClient(workers int) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = workers
+	t.MaxIdleConnsPerHost = workers
+	return &http.Client{Transport: t, Timeout: time.Minute}
+}
+
+type buyer struct{ user, key, url string }
+
+// buy places one order for one unit and classifies the answer. It returns
+// the order id on a 201, and an error that explains any Failed outcome.
+func (b buyer) buy(ctx context.Context, client *http.Client, sku string) (Outcome, int64, error) {
+	body, _ := json.Marshal(map[string]any{"sku": sku, "user_id": b.user, "quantity": 1})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url+"/api/v1/orders", bytes.NewReader(body))
+	if err != nil {
+		return Failed, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", b.key)
+	resp, err := client.Do(req)
+	if err != nil {
+		return Failed, 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return Failed, 0, err
+	}
+	var answer struct {
+		ID   int64  `json:"id"`
+		Type string `json:"type"`
+	}
+	json.Unmarshal(data, &answer) // a body that is not JSON leaves both empty
+	out := Classify(resp.StatusCode, answer.Type)
+	switch {
+	case out == Ordered && answer.ID < 1:
+		return Failed, 0, fmt.Errorf("201 without an order id: %.200s", data)
+	case out == Failed:
+		return Failed, 0, fmt.Errorf("%s: %.200s", resp.Status, data)
+	}
+	return out, answer.ID, nil
+}
+
+// Reset sets sku's stock to quantity and deletes its orders, through the
+// admin API of the first instance.
+func (s Shop) Reset(ctx context.Context, sku string, quantity int) error {
+	body := fmt.Sprintf(`{"quantity":%d}`, quantity)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.URLs[0]+"/api/v1/stock/"+sku, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+s.AdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("loadtest: reset stock: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+		return fmt.Errorf("loadtest: reset stock: %s: %s", resp.Status, data)
+	}
+	return nil
+}
+
+// waitReady polls url's /readyz until it answers 200 or ctx ends.
+func waitReady(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("%s", resp.Status)
+		}
+		if !sleepUntil(ctx, time.Now().Add(50*time.Millisecond)) {
+			return fmt.Errorf("loadtest: %s not ready: %w", url, err)
+		}
+	}
+}

@@ -1,0 +1,241 @@
+package loadtest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/db"
+)
+
+// Report is everything one demo or bench run measured.
+type Report struct {
+	Kind      string           `json:"kind"`              // "demo" or "bench"
+	Command   string           `json:"command,omitempty"` // how it was run
+	Started   time.Time        `json:"started"`
+	Seconds   float64          `json:"seconds"`
+	Machine   Machine          `json:"machine"`
+	Backends  []Backend        `json:"backends"`
+	Plan      Plan             `json:"plan"`
+	Baselines []BaselineResult `json:"baselines,omitempty"`
+	Results   []Result         `json:"results"`
+}
+
+// Machine is where the run happened.
+type Machine struct {
+	OS   string `json:"os"`
+	Arch string `json:"arch"`
+	CPUs int    `json:"cpus"`
+	CPU  string `json:"cpu,omitempty"` // model name, where known
+	Go   string `json:"go"`
+}
+
+// Backend says what served one role, e.g. the database.
+type Backend struct {
+	Role string `json:"role"`
+	What string `json:"what"`
+}
+
+func newReport(kind string, p Plan) *Report {
+	return &Report{
+		Kind:    kind,
+		Started: time.Now().UTC(),
+		Plan:    p,
+		Machine: Machine{OS: osName(), Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), CPU: cpuModel(), Go: runtime.Version()},
+	}
+}
+
+func (r *Report) finish() { r.Seconds = time.Since(r.Started).Seconds() }
+
+// osName is PRETTY_NAME from os-release where there is one, else GOOS.
+func osName() string {
+	if v := keyOf("/etc/os-release", "PRETTY_NAME="); v != "" {
+		return strings.Trim(v, `"`)
+	}
+	return runtime.GOOS
+}
+
+func cpuModel() string {
+	_, v, _ := strings.Cut(keyOf("/proc/cpuinfo", "model name"), ":")
+	return strings.TrimSpace(v)
+}
+
+// keyOf returns the rest of the first line of file that starts with prefix.
+func keyOf(file, prefix string) string {
+	f, err := os.Open(file)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// openDB opens and migrates the shop's database, for the audit, and names
+// its server and version.
+func openDB(ctx context.Context, dsn string) (gdb *gorm.DB, what string, err error) {
+	if gdb, err = db.Open(ctx, dsn); err != nil {
+		return nil, "", err
+	}
+	var version string
+	if db.IsSQLite(gdb) {
+		err = gdb.WithContext(ctx).Raw(`SELECT sqlite_version()`).Row().Scan(&version)
+		what = "SQLite " + version + " (embedded, pure Go, WAL, file in a temporary directory)"
+	} else {
+		err = gdb.WithContext(ctx).Raw(`SELECT VERSION()`).Row().Scan(&version)
+		what = "MySQL " + version
+	}
+	if err == nil {
+		err = db.Migrate(ctx, gdb)
+	}
+	if err != nil {
+		return nil, "", errors.Join(err, db.Close(gdb))
+	}
+	return gdb, what, nil
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes the report as plain-text tables.
+func (r *Report) WriteText(w io.Writer) error {
+	p := r.Plan
+	fmt.Fprintf(w, "%s: %d units, %d buyers", r.Kind, p.Stock, p.Burst.Buyers)
+	if p.Burst.Concurrency > 0 {
+		fmt.Fprintf(w, " (%d in flight)", p.Burst.Concurrency)
+	}
+	fmt.Fprintf(w, ", %d shop instance(s) per strategy\n", p.Instances)
+	fmt.Fprintf(w, "machine: %s, %s/%s, %d CPUs %s, %s\n", r.Machine.OS, runtime.GOOS, r.Machine.Arch, r.Machine.CPUs, r.Machine.CPU, r.Machine.Go)
+	for _, b := range r.Backends {
+		fmt.Fprintf(w, "%s: %s\n", b.Role, b.What)
+	}
+	fmt.Fprintln(w)
+	if len(r.Baselines) > 0 {
+		writeBaselines(w, r.Baselines)
+		fmt.Fprintln(w)
+	}
+	writeBursts(w, r.Results)
+	if p.Steady.Rate > 0 {
+		fmt.Fprintf(w, "\nsteady: %g buyers/s for %s, stock for every buyer, latency from when each request was due\n", p.Steady.Rate, p.Steady.Duration)
+		writeSteady(w, r.Results)
+	}
+	var problems []string
+	for _, res := range r.Results {
+		for _, ph := range []*Phase{res.Burst, res.Steady} {
+			if ph != nil {
+				for _, pr := range ph.Problems {
+					problems = append(problems, res.Strategy+": "+pr)
+				}
+			}
+		}
+		if res.Error != "" {
+			problems = append(problems, res.Strategy+": "+res.Error)
+		}
+	}
+	if len(problems) > 0 {
+		fmt.Fprintln(w, "\nwhy FAIL (from the database audit and the answers):")
+		for _, pr := range problems {
+			fmt.Fprintln(w, "  "+pr)
+		}
+	}
+	fmt.Fprintf(w, "\ntook %.1fs\n", r.Seconds)
+	return nil
+}
+
+func writeBursts(w io.Writer, results []Result) {
+	bench := false
+	for _, r := range results {
+		bench = bench || r.Baseline != "" || len(r.Usage) > 0
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "strategy\tinst\torders\toversold\tundersold\tstock left\treq/s\t"
+	if bench {
+		head += "of base\t"
+	}
+	head += "p50 ms\tp99 ms\tbusy\terrors\t"
+	if bench {
+		head += "RSS MB\tCPU s\t"
+	}
+	fmt.Fprintln(tw, leftAlign("strategy", results)+head[len("strategy"):]+"verdict\t  note")
+	for _, r := range results {
+		row := fmt.Sprintf("%s\t%d\t", leftAlign(r.Strategy, results), r.Instances)
+		note := r.Note
+		if b := r.Burst; b != nil {
+			a := b.Audit
+			row += fmt.Sprintf("%d\t%d\t%d\t%d\t%.0f\t", a.Orders, a.Oversold, a.Undersold, a.Available, b.Throughput)
+			if bench {
+				row += percent(r.Fraction) + "\t"
+			}
+			row += fmt.Sprintf("%.1f\t%.1f\t%d\t%d\t", b.Latency.P50, b.Latency.P99, b.Busy, b.Errors)
+		} else {
+			row += strings.Repeat("-\t", 9)
+			note = r.Skipped + r.Error
+		}
+		if bench {
+			rss, cpu := totalUsage(r.Usage)
+			row += fmt.Sprintf("%.0f\t%.1f\t", rss, cpu)
+		}
+		if note != "" {
+			note = "  " + note
+		}
+		fmt.Fprintln(tw, row+r.Verdict()+"\t"+note)
+	}
+	tw.Flush()
+}
+
+func writeSteady(w io.Writer, results []Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, leftAlign("strategy", results)+"\treq/s\torders\toversold\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tbusy\terrors\tverdict\t")
+	for _, r := range results {
+		if s := r.Steady; s != nil {
+			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%s\t\n", leftAlign(r.Strategy, results), s.Throughput, s.Audit.Orders,
+				s.Audit.Oversold, s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.P999, s.Latency.Max, s.Busy, s.Errors, r.Verdict())
+		}
+	}
+	tw.Flush()
+}
+
+// totalUsage returns the largest peak RSS of the instances, in MiB, and
+// their CPU time together, in seconds.
+func totalUsage(us []Usage) (rssMB, cpu float64) {
+	for _, u := range us {
+		rssMB, cpu = max(rssMB, float64(u.PeakRSSBytes)/(1<<20)), cpu+u.CPUSeconds
+	}
+	return rssMB, cpu
+}
+
+// leftAlign pads name to the longest strategy name, so that it reads left
+// aligned in a right-aligned table.
+func leftAlign(name string, results []Result) string {
+	width := len("strategy")
+	for _, r := range results {
+		width = max(width, len(r.Strategy))
+	}
+	return fmt.Sprintf("%-*s", width, name)
+}
+
+func percent(f float64) string {
+	if f == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*f)
+}
