@@ -54,8 +54,7 @@ var Strategies = []Strategy{
 	{Name: "pessimistic", New: func(b Backends, _ config.Config) (order.Guard, error) { return stock.NewPessimistic(b.DB), nil },
 		OnSQLite: "FOR UPDATE takes SQLite's one write lock, as BEGIN IMMEDIATE does: SQLite has no row locks"},
 	{Name: "optimistic", New: func(b Backends, _ config.Config) (order.Guard, error) { return stock.NewOptimistic(b.DB), nil }},
-	{Name: "local", New: locked(func(Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil }),
-		OnSQLite: "in one process on SQLite the race lasts microseconds, so the fence mostly turns the losers away busy; on MySQL (--mysql) it oversells"},
+	{Name: "local", New: locked(func(Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil })},
 	{Name: "redis", Needs: []string{"redis"}, New: locked(func(b Backends, cfg config.Config) (stock.Locker, error) {
 		return lock.NewRedis(b.Redis, lockOptions(cfg)), nil
 	})},
