@@ -20,13 +20,12 @@ import (
 // one unit and records the order row with it.
 func ExampleAtomic() {
 	ctx := context.Background()
-	gdb, err := db.Open(ctx, os.Getenv("SHOP_MYSQL_DSN"))
-	if err != nil {
-		fmt.Println(err)
+	gdb, ok := exampleDB(ctx)
+	if !ok {
 		return
 	}
 	guard := stock.NewAtomic(gdb)
-	err = guard.Adjust(ctx, "phone", -1, func(tx *gorm.DB) error {
+	err := guard.Adjust(ctx, "phone", -1, func(tx *gorm.DB) error {
 		return tx.Exec(`INSERT INTO orders (sku, user_id, quantity, status, created_at) VALUES ('phone', 'alice', 1, 'created', NOW(6))`).Error
 	})
 	switch {
@@ -44,12 +43,11 @@ func ExampleAtomic() {
 func ExampleOptimistic() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	gdb, err := db.Open(ctx, os.Getenv("SHOP_MYSQL_DSN"))
-	if err != nil {
-		fmt.Println(err)
+	gdb, ok := exampleDB(ctx)
+	if !ok {
 		return
 	}
-	err = stock.NewOptimistic(gdb).Adjust(ctx, "phone", -2, func(*gorm.DB) error { return nil })
+	err := stock.NewOptimistic(gdb).Adjust(ctx, "phone", -2, func(*gorm.DB) error { return nil })
 	fmt.Println(err)
 }
 
@@ -57,12 +55,11 @@ func ExampleOptimistic() {
 // whole transaction; a refund is a positive delta.
 func ExamplePessimistic() {
 	ctx := context.Background()
-	gdb, err := db.Open(ctx, os.Getenv("SHOP_MYSQL_DSN"))
-	if err != nil {
-		fmt.Println(err)
+	gdb, ok := exampleDB(ctx)
+	if !ok {
 		return
 	}
-	err = stock.NewPessimistic(gdb).Adjust(ctx, "phone", +1, func(*gorm.DB) error { return nil })
+	err := stock.NewPessimistic(gdb).Adjust(ctx, "phone", +1, func(*gorm.DB) error { return nil })
 	fmt.Println(err)
 }
 
@@ -71,12 +68,11 @@ func ExamplePessimistic() {
 // that happen.
 func ExampleNone() {
 	ctx := context.Background()
-	gdb, err := db.Open(ctx, os.Getenv("SHOP_MYSQL_DSN"))
-	if err != nil {
-		fmt.Println(err)
+	gdb, ok := exampleDB(ctx)
+	if !ok {
 		return
 	}
-	err = stock.NewNone(gdb).Adjust(ctx, "phone", -1, func(*gorm.DB) error { return nil })
+	err := stock.NewNone(gdb).Adjust(ctx, "phone", -1, func(*gorm.DB) error { return nil })
 	fmt.Println(err)
 }
 
@@ -87,16 +83,25 @@ func ExampleNone() {
 func ExampleLocked() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	gdb, err := db.Open(ctx, os.Getenv("SHOP_MYSQL_DSN"))
-	if err != nil {
-		fmt.Println(err)
+	gdb, ok := exampleDB(ctx)
+	if !ok {
 		return
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("SHOP_REDIS_ADDR")})
 	defer rdb.Close()
 	guard := stock.NewLocked(gdb, lock.NewRedis(rdb, &lock.RedisOptions{TTL: 10 * time.Second}))
-	err = guard.Adjust(ctx, "phone", -1, func(*gorm.DB) error { return nil })
+	err := guard.Adjust(ctx, "phone", -1, func(*gorm.DB) error { return nil })
 	if errors.Is(err, stock.ErrFenced) || errors.Is(err, stock.ErrBusy) {
 		fmt.Println("busy: nothing changed, try again")
 	}
+}
+
+// exampleDB opens the shop's database named by SHOP_MYSQL_DSN.
+func exampleDB(ctx context.Context) (*gorm.DB, bool) {
+	gdb, err := db.Open(ctx, os.Getenv("SHOP_MYSQL_DSN"))
+	if err != nil {
+		fmt.Println(err)
+		return nil, false
+	}
+	return gdb, true
 }
