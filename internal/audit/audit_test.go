@@ -1,16 +1,16 @@
-package loadtest_test
+package audit_test
 
 import (
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/testinfra"
-	"github.com/stockguard/shop/loadtest"
 )
 
-func TestAuditSKU(t *testing.T) {
+func TestSKU(t *testing.T) {
 	t.Parallel()
 	gdb := testinfra.ShopDB(t, db.SQLitePrefix+filepath.Join(t.TempDir(), "shop.db"))
 	// 5 units, 3 live orders and a refunded one, and 2 units left although
@@ -27,11 +27,11 @@ func TestAuditSKU(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, err := loadtest.AuditSKU(t.Context(), gdb, "phone", 4, []int64{1, 2, 3, 3, 99})
+	a, err := audit.SKU(t.Context(), gdb, "phone", 4, []int64{1, 2, 3, 3, 99})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := loadtest.Audit{SKU: "phone", Initial: 5, Available: 2, Orders: 3, Sold: 3, Undersold: 2, LostAcks: 1}
+	want := audit.Audit{SKU: "phone", Initial: 5, Available: 2, Orders: 3, Sold: 3, Undersold: 2, LostAcks: 1}
 	if a != want {
 		t.Errorf("audit %+v\nwant  %+v", a, want)
 	}

@@ -1,9 +1,9 @@
-// Package loadtest drives the shop with buyers and audits the outcome from
-// the database: the load generator (Burst, Steady), the audit (AuditSKU),
-// `shop demo` (Demo, in process on embedded servers), `shop bench` (Bench,
-// child processes beside raw baselines) and their reports, as text, JSON
-// and one offline HTML page.
-package loadtest
+// Package audit reads the shop's invariants from the database: stock
+// conserved, never negative, not oversold, not undersold, no duplicate
+// order for one Idempotency-Key, and a row for every acknowledged order.
+// Every figure comes from stock_items and orders, never from what a client
+// counted.
+package audit
 
 import (
 	"context"
@@ -53,10 +53,10 @@ func (a Audit) Violations() []string {
 	return v
 }
 
-// AuditSKU reads sku's stock and orders. soldOut is how many buyers were
+// SKU reads sku's stock and orders. soldOut is how many buyers were
 // told the SKU was sold out; acked holds the ids of the orders the clients
 // were sent a 201 for.
-func AuditSKU(ctx context.Context, db *gorm.DB, sku string, soldOut int, acked []int64) (Audit, error) {
+func SKU(ctx context.Context, db *gorm.DB, sku string, soldOut int, acked []int64) (Audit, error) {
 	a := Audit{SKU: sku}
 	db = db.WithContext(ctx)
 	err := db.Raw(`SELECT initial, available FROM stock_items WHERE sku = ?`, sku).Row().Scan(&a.Initial, &a.Available)
