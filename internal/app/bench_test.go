@@ -3,9 +3,7 @@ package app_test
 import (
 	"crypto/rand"
 	"fmt"
-	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,25 +11,9 @@ import (
 	"testing"
 
 	"github.com/stockguard/shop/internal/app"
-	"github.com/stockguard/shop/internal/config"
-	"github.com/stockguard/shop/internal/testinfra"
+	"github.com/stockguard/shop/internal/strategy"
+	"github.com/stockguard/shop/internal/strategy/strategytest"
 )
-
-// servers starts, for a strategy's needs, the servers beyond MySQL and
-// returns the SHOP_* settings that name them.
-var servers = map[string]func(b *testing.B) map[string]string{
-	"zookeeper": func(b *testing.B) map[string]string {
-		zk := testinfra.ZooKeeper(b)
-		return map[string]string{"SHOP_ZK_ADDRS": strings.Join(zk.Addrs, ","), "SHOP_ZK_ROOT": zk.Root}
-	},
-	"redlock": func(b *testing.B) map[string]string {
-		var addrs []string
-		for range 3 { // independent masters: private servers
-			addrs = append(addrs, testinfra.StartRedis(b).Addr())
-		}
-		return map[string]string{"SHOP_REDLOCK_ADDRS": strings.Join(addrs, ",")}
-	},
-}
 
 // BenchmarkOrder places one order at a time through the shop's handler, in
 // process and without a network, under every strategy on real MySQL and
@@ -39,21 +21,10 @@ var servers = map[string]func(b *testing.B) map[string]string{
 // API and its Idempotency-Key. Buyers never contend for long: this is the
 // cost of one order, where `shop bench` measures a burst.
 func BenchmarkOrder(b *testing.B) {
-	redis := testinfra.Redis(b)
-	dsn := testinfra.MySQL(b)
-	for _, s := range app.Strategies {
-		env := map[string]string{"SHOP_MYSQL_DSN": dsn, "SHOP_REDIS_ADDR": redis.Addr, "SHOP_REDIS_PREFIX": redis.Prefix,
-			"SHOP_STRATEGY": s.Name, "SHOP_ADMIN_TOKEN": "bench", "SHOP_DEBUG_ADDR": "127.0.0.1:0"}
-		for _, need := range s.Needs {
-			if start, ok := servers[need]; ok {
-				maps.Copy(env, start(b))
-			}
-		}
-		cfg, err := config.Load(nil, func(k string) string { return env[k] }, app.Names(), io.Discard)
-		if err != nil {
-			b.Fatal(err)
-		}
-		shop, err := app.New(b.Context(), cfg, slog.New(slog.DiscardHandler))
+	for _, s := range strategy.All() {
+		env := strategytest.Env(b, s)
+		env["SHOP_ADMIN_TOKEN"] = "bench"
+		shop, err := app.New(b.Context(), strategytest.Load(b, env), slog.New(slog.DiscardHandler))
 		if err != nil {
 			b.Fatal(err)
 		}

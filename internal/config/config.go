@@ -1,6 +1,7 @@
 // Package config reads the shop's one Config from SHOP_* environment
 // variables and command-line flags (flags win), validates it, and masks its
-// secrets when it is logged.
+// secrets when it is logged. `shop serve`, `shop demo` and `shop bench` all
+// read it here, from one table of settings.
 package config
 
 import (
@@ -42,43 +43,143 @@ type Config struct {
 // Getenv looks up one environment variable, as os.Getenv does.
 type Getenv func(string) string
 
+// setting is one SHOP_* variable and the flag that overrides it.
+type setting struct {
+	env, flag, def, usage string
+	// server marks the address of a server: demo and bench take it as a
+	// flag too, and there it has no built-in default, because empty means
+	// that the server is to be embedded or done without.
+	server bool
+	set    func(c *Config, v string) error // parses v into c
+	get    func(c Config) string           // formats it back
+}
+
+// strategyUsage is filled in with the names of the strategies.
+const strategyUsage = "stock strategy: %s"
+
+// settings is every setting, in the order `shop serve -h` lists them.
+var settings = [...]setting{
+	str("SHOP_HTTP_ADDR", "http", ":8080", "public HTTP listen address", func(c *Config) *string { return &c.HTTPAddr }),
+	str("SHOP_DEBUG_ADDR", "debug", "127.0.0.1:6060", "pprof listen address, empty to disable", func(c *Config) *string { return &c.DebugAddr }),
+	server(str("SHOP_MYSQL_DSN", "mysql", "", "MySQL DSN, user:pass@tcp(host:port)/db, or sqlite:FILE for an embedded database", func(c *Config) *string { return &c.MySQLDSN })),
+	server(str("SHOP_REDIS_ADDR", "redis", "127.0.0.1:6379", "Redis address", func(c *Config) *string { return &c.RedisAddr })),
+	str("SHOP_REDIS_PREFIX", "redis-prefix", "shop:", "prefix of every Redis key the shop writes", func(c *Config) *string { return &c.RedisPrefix }),
+	server(list("SHOP_ZK_ADDRS", "zk", "ZooKeeper addresses, comma-separated", func(c *Config) *[]string { return &c.ZKAddrs })),
+	str("SHOP_ZK_ROOT", "zk-root", "/stockguard/locks", "znode under which the zookeeper strategy keeps its locks", func(c *Config) *string { return &c.ZKRoot }),
+	server(list("SHOP_REDLOCK_ADDRS", "redlock", "independent Redis masters for the redlock strategy, comma-separated, at least 3", func(c *Config) *[]string { return &c.RedlockAddrs })),
+	str("SHOP_STRATEGY", "strategy", "atomic", strategyUsage, func(c *Config) *string { return &c.Strategy }),
+	str("SHOP_ADMIN_TOKEN", "admin-token", "", "bearer token for the admin endpoints; empty refuses them", func(c *Config) *string { return &c.AdminToken }),
+	dur("SHOP_LOCK_TTL", "lock-ttl", "10s", 100*time.Millisecond, "lease TTL of the distributed locks", func(c *Config) *time.Duration { return &c.LockTTL }),
+	dur("SHOP_REQUEST_TIMEOUT", "request-timeout", "10s", 10*time.Millisecond, "deadline of one API request", func(c *Config) *time.Duration { return &c.RequestTimeout }),
+	dur("SHOP_IDEMPOTENCY_TTL", "idempotency-ttl", "24h", time.Second, "how long a response is kept for replay under its Idempotency-Key", func(c *Config) *time.Duration { return &c.IdempotencyTTL }),
+	{env: "SHOP_PER_USER_LIMIT", flag: "per-user-limit", def: "0", usage: "most units of one SKU a user may hold; 0 means no limit",
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return fmt.Errorf("%q is not a whole number of units, 0 or more", v)
+			}
+			c.PerUserLimit = n
+			return nil
+		},
+		get: func(c Config) string { return strconv.Itoa(c.PerUserLimit) }},
+}
+
+func str(env, flag, def, usage string, field func(*Config) *string) setting {
+	return setting{env: env, flag: flag, def: def, usage: usage,
+		set: func(c *Config, v string) error { *field(c) = v; return nil },
+		get: func(c Config) string { return *field(&c) }}
+}
+
+func list(env, flag, usage string, field func(*Config) *[]string) setting {
+	return setting{env: env, flag: flag, usage: usage,
+		set: func(c *Config, v string) error { *field(c) = List(v); return nil },
+		get: func(c Config) string { return strings.Join(*field(&c), ",") }}
+}
+
+func dur(env, flag, def string, min time.Duration, usage string, field func(*Config) *time.Duration) setting {
+	return setting{env: env, flag: flag, def: def, usage: usage,
+		set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%q is not a duration such as 10s or 500ms", v)
+			}
+			if d < min {
+				return fmt.Errorf("%s is below the minimum %s", d, min)
+			}
+			*field(c) = d
+			return nil
+		},
+		get: func(c Config) string { return field(&c).String() }}
+}
+
+func server(s setting) setting { s.server = true; return s }
+
 // Load builds a Config from defaults, then the environment, then args, and
 // validates it. strategies lists the names the caller can build.
 func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (Config, error) {
-	env := func(key, def string) string {
-		if v := getenv(key); v != "" {
-			return v
-		}
-		return def
-	}
-	var c Config
-	var zk, redlock, ttl, timeout, idemTTL, limit string
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(usage)
-	fs.StringVar(&c.HTTPAddr, "http", env("SHOP_HTTP_ADDR", ":8080"), "public HTTP listen address (SHOP_HTTP_ADDR)")
-	fs.StringVar(&c.DebugAddr, "debug", env("SHOP_DEBUG_ADDR", "127.0.0.1:6060"), "pprof listen address, empty to disable (SHOP_DEBUG_ADDR)")
-	fs.StringVar(&c.MySQLDSN, "mysql", env("SHOP_MYSQL_DSN", ""), "MySQL DSN, user:pass@tcp(host:port)/db, or sqlite:FILE for an embedded database (SHOP_MYSQL_DSN)")
-	fs.StringVar(&c.RedisAddr, "redis", env("SHOP_REDIS_ADDR", "127.0.0.1:6379"), "Redis address (SHOP_REDIS_ADDR)")
-	fs.StringVar(&c.RedisPrefix, "redis-prefix", env("SHOP_REDIS_PREFIX", "shop:"), "prefix of every Redis key the shop writes (SHOP_REDIS_PREFIX)")
-	fs.StringVar(&zk, "zk", env("SHOP_ZK_ADDRS", ""), "ZooKeeper addresses, comma-separated (SHOP_ZK_ADDRS)")
-	fs.StringVar(&c.ZKRoot, "zk-root", env("SHOP_ZK_ROOT", "/stockguard/locks"), "znode under which the zookeeper strategy keeps its locks (SHOP_ZK_ROOT)")
-	fs.StringVar(&redlock, "redlock", env("SHOP_REDLOCK_ADDRS", ""), "independent Redis masters for the redlock strategy, comma-separated, at least 3 (SHOP_REDLOCK_ADDRS)")
-	fs.StringVar(&c.Strategy, "strategy", env("SHOP_STRATEGY", "atomic"), "stock strategy: "+strings.Join(strategies, ", ")+" (SHOP_STRATEGY)")
-	fs.StringVar(&c.AdminToken, "admin-token", env("SHOP_ADMIN_TOKEN", ""), "bearer token for the admin endpoints; empty refuses them (SHOP_ADMIN_TOKEN)")
-	fs.StringVar(&ttl, "lock-ttl", env("SHOP_LOCK_TTL", "10s"), "lease TTL of the distributed locks (SHOP_LOCK_TTL)")
-	fs.StringVar(&timeout, "request-timeout", env("SHOP_REQUEST_TIMEOUT", "10s"), "deadline of one API request (SHOP_REQUEST_TIMEOUT)")
-	fs.StringVar(&idemTTL, "idempotency-ttl", env("SHOP_IDEMPOTENCY_TTL", "24h"), "how long a response is kept for replay under its Idempotency-Key (SHOP_IDEMPOTENCY_TTL)")
-	fs.StringVar(&limit, "per-user-limit", env("SHOP_PER_USER_LIMIT", "0"), "most units of one SKU a user may hold; 0 means no limit (SHOP_PER_USER_LIMIT)")
+	read := Flags(fs, getenv, strategies, false)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	c, err := read()
+	if err == nil {
+		err = c.Validate(strategies)
+	}
+	return c, err
+}
 
+// Flags registers the settings as flags on fs, each defaulting to its SHOP_*
+// variable, else to its built-in default. With serversOnly, as for demo and
+// bench, only the server addresses become flags, and they default to their
+// variables alone: empty means the server is not configured. The settings
+// that are not flags take their variable or default.
+//
+// The returned function reads the settings once fs is parsed, and reports
+// every value that does not parse; Validate checks the rest.
+func Flags(fs *flag.FlagSet, getenv Getenv, strategies []string, serversOnly bool) func() (Config, error) {
+	raw := make([]string, len(settings))
+	for i, s := range settings {
+		raw[i] = s.def
+		if serversOnly && s.server {
+			raw[i] = ""
+		}
+		if v := getenv(s.env); v != "" {
+			raw[i] = v
+		}
+		if serversOnly && !s.server {
+			continue
+		}
+		usage := s.usage
+		if usage == strategyUsage {
+			usage = fmt.Sprintf(usage, strings.Join(strategies, ", "))
+		}
+		fs.StringVar(&raw[i], s.flag, raw[i], usage+" ("+s.env+")")
+	}
+	return func() (Config, error) {
+		var c Config
+		var errs []error
+		for i, s := range settings {
+			if err := s.set(&c, raw[i]); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", s.env, err))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+		return c, nil
+	}
+}
+
+// Validate reports every setting of c that is missing or wrong. strategies
+// lists the names the caller can build.
+func (c Config) Validate(strategies []string) error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	c.ZKAddrs, c.RedlockAddrs = List(zk), List(redlock)
 	for _, a := range []struct{ name, addr string }{{"SHOP_HTTP_ADDR", c.HTTPAddr}, {"SHOP_DEBUG_ADDR", c.DebugAddr}, {"SHOP_REDIS_ADDR", c.RedisAddr}} {
 		if a.addr == "" && a.name == "SHOP_DEBUG_ADDR" {
 			continue
@@ -110,23 +211,19 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 	if !slices.Contains(strategies, c.Strategy) {
 		bad("SHOP_STRATEGY: unknown strategy %q, want one of %s", c.Strategy, strings.Join(strategies, ", "))
 	}
-	var err error
-	if c.LockTTL, err = duration(ttl, 100*time.Millisecond); err != nil {
-		bad("SHOP_LOCK_TTL: %v", err)
-	}
-	if c.RequestTimeout, err = duration(timeout, 10*time.Millisecond); err != nil {
-		bad("SHOP_REQUEST_TIMEOUT: %v", err)
-	}
-	if c.IdempotencyTTL, err = duration(idemTTL, time.Second); err != nil {
-		bad("SHOP_IDEMPOTENCY_TTL: %v", err)
-	}
-	if c.PerUserLimit, err = strconv.Atoi(limit); err != nil || c.PerUserLimit < 0 {
-		bad("SHOP_PER_USER_LIMIT: %q is not a whole number of units, 0 or more", limit)
-	}
 	if err := errors.Join(errs...); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+		return fmt.Errorf("config: %w", err)
 	}
-	return c, nil
+	return nil
+}
+
+// Environ returns c as SHOP_* variables, for a child `shop serve`.
+func (c Config) Environ() []string {
+	env := make([]string, len(settings))
+	for i, s := range settings {
+		env[i] = s.env + "=" + s.get(c)
+	}
+	return env
 }
 
 // List splits a comma-separated list, dropping empty items.
@@ -140,66 +237,20 @@ func List(s string) []string {
 	return items
 }
 
-// MinRedlockMasters is the fewest masters Redlock can use: with fewer, a
-// majority cannot survive the loss of one.
-const MinRedlockMasters = 3
-
-// Require checks that c configures the servers a strategy needs beyond
-// MySQL: "redis", "redlock" or "zookeeper".
-func (c Config) Require(strategy string, needs []string) error {
-	var errs []error
-	for _, need := range needs {
-		switch need {
-		case "redis":
-			// SHOP_REDIS_ADDR always has a value.
-		case "redlock":
-			if len(c.RedlockAddrs) < MinRedlockMasters {
-				errs = append(errs, fmt.Errorf("strategy %s needs SHOP_REDLOCK_ADDRS: at least %d independent Redis masters, got %d",
-					strategy, MinRedlockMasters, len(c.RedlockAddrs)))
-			}
-		case "zookeeper":
-			if len(c.ZKAddrs) == 0 {
-				errs = append(errs, fmt.Errorf("strategy %s needs SHOP_ZK_ADDRS", strategy))
-			}
-		default:
-			errs = append(errs, fmt.Errorf("strategy %s needs %q, which no setting provides", strategy, need))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	return nil
-}
-
-func duration(s string, min time.Duration) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration such as 10s or 500ms", s)
-	}
-	if d < min {
-		return 0, fmt.Errorf("%s is below the minimum %s", d, min)
-	}
-	return d, nil
-}
-
 // LogValue masks the admin token and the database password.
 func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("http_addr", c.HTTPAddr),
-		slog.String("debug_addr", c.DebugAddr),
-		slog.String("mysql_dsn", MaskDSN(c.MySQLDSN)),
-		slog.String("redis_addr", c.RedisAddr),
-		slog.String("redis_prefix", c.RedisPrefix),
-		slog.String("zk_addrs", strings.Join(c.ZKAddrs, ",")),
-		slog.String("zk_root", c.ZKRoot),
-		slog.String("redlock_addrs", strings.Join(c.RedlockAddrs, ",")),
-		slog.String("strategy", c.Strategy),
-		slog.String("admin_token", mask(c.AdminToken)),
-		slog.Duration("lock_ttl", c.LockTTL),
-		slog.Duration("request_timeout", c.RequestTimeout),
-		slog.Duration("idempotency_ttl", c.IdempotencyTTL),
-		slog.Int("per_user_limit", c.PerUserLimit),
-	)
+	attrs := make([]slog.Attr, len(settings))
+	for i, s := range settings {
+		v := s.get(c)
+		switch s.env {
+		case "SHOP_MYSQL_DSN":
+			v = MaskDSN(v)
+		case "SHOP_ADMIN_TOKEN":
+			v = mask(v)
+		}
+		attrs[i] = slog.String(strings.ToLower(strings.TrimPrefix(s.env, "SHOP_")), v)
+	}
+	return slog.GroupValue(attrs...)
 }
 
 // MaskDSN hides the password in a MySQL DSN. An SQLite DSN is a file name,

@@ -1,9 +1,12 @@
 package config_test
 
 import (
+	"flag"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stockguard/shop/internal/config"
 )
@@ -47,38 +50,49 @@ func TestRedlockAddrs(t *testing.T) {
 	}
 }
 
-// TestRequire: a strategy that needs a server the config does not name is a
-// config error that names the setting.
-func TestRequire(t *testing.T) {
+// TestEnvironRoundTrip: a Config written out as SHOP_* variables, as bench
+// hands it to its children, reads back the same.
+func TestEnvironRoundTrip(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name     string
-		env      map[string]string
-		strategy string
-		needs    []string
-		err      string
-	}{
-		{"mysql only", map[string]string{}, "atomic", nil, ""},
-		{"redis has a default", map[string]string{}, "redis", []string{"redis"}, ""},
-		{"redlock unset", map[string]string{}, "redlock", []string{"redlock"}, "strategy redlock needs SHOP_REDLOCK_ADDRS: at least 3"},
-		{"redlock with two", map[string]string{"SHOP_REDLOCK_ADDRS": "a:1,b:2"}, "redlock", []string{"redlock"}, "got 2"},
-		{"redlock with three", map[string]string{"SHOP_REDLOCK_ADDRS": "a:1,b:2,c:3"}, "redlock", []string{"redlock"}, ""},
-		{"zookeeper unset", map[string]string{}, "zookeeper", []string{"zookeeper"}, "strategy zookeeper needs SHOP_ZK_ADDRS"},
-		{"zookeeper set", map[string]string{"SHOP_ZK_ADDRS": "zk:2181"}, "zookeeper", []string{"zookeeper"}, ""},
+	want, err := load(t, map[string]string{"SHOP_REDLOCK_ADDRS": "a:1,b:2,c:3", "SHOP_ZK_ADDRS": "zk:2181",
+		"SHOP_LOCK_TTL": "1500ms", "SHOP_PER_USER_LIMIT": "2", "SHOP_ADMIN_TOKEN": "t", "SHOP_DEBUG_ADDR": ""})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c, err := load(t, tt.env)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = c.Require(tt.strategy, tt.needs)
-			switch {
-			case tt.err == "" && err != nil:
-				t.Errorf("Require: %v", err)
-			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
-				t.Errorf("Require: %v, want it to mention %q", err, tt.err)
-			}
-		})
+	env := map[string]string{}
+	for _, kv := range want.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	got, err := load(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read back %+v\nwant      %+v", got, want)
+	}
+}
+
+// TestServerFlags: demo and bench take the server addresses as flags that
+// default to their variables alone, so that an unset server stays empty
+// (embedded, or done without) rather than taking serve's default; the rest
+// of the Config comes from the variables and defaults as for serve.
+func TestServerFlags(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"SHOP_ZK_ADDRS": "zk:2181", "SHOP_LOCK_TTL": "3s"}
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	read := config.Flags(fs, func(k string) string { return env[k] }, strategies, true)
+	if err := fs.Parse([]string{"--redlock", "a:1,b:2,c:3"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RedisAddr != "" || c.MySQLDSN != "" || len(c.RedlockAddrs) != 3 || len(c.ZKAddrs) != 1 || c.LockTTL != 3*time.Second || c.RedisPrefix != "shop:" {
+		t.Errorf("config %+v", c)
+	}
+	if fs.Lookup("strategy") != nil || fs.Lookup("http") != nil {
+		t.Error("demo's flags include serve's own")
 	}
 }
