@@ -12,7 +12,7 @@ import (
 
 // A burst of 10 buyers against a shop with 3 units: every buyer gets an
 // answer, classified by status and problem type. What was really sold is
-// for AuditSKU to say, from the database.
+// for package audit to say, from the database.
 func ExampleBurst_Run() {
 	var mu sync.Mutex
 	stock, id := 3, 0

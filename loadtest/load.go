@@ -202,6 +202,27 @@ func drive(workers int, job func(t *tally, start time.Time, i int) bool) Stats {
 	return merge(tallies, time.Since(start))
 }
 
+// Loop calls op from workers goroutines released together, over and over
+// until d has passed or ctx ends, and reports its throughput and latency:
+// Ordered counts the calls that returned nil, Errors the others. The bench
+// loops its raw ceilings with it.
+func Loop(ctx context.Context, workers int, d time.Duration, op func(context.Context) error) Stats {
+	deadline := time.Now().Add(d)
+	return drive(workers, func(t *tally, _ time.Time, _ int) bool {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		sent := time.Now()
+		err := op(ctx)
+		out := Ordered
+		if err != nil {
+			out = Failed
+		}
+		t.record(sent, out, err)
+		return true
+	})
+}
+
 // record counts one answer that took from sent until now.
 func (t *tally) record(sent time.Time, out Outcome, err error) {
 	t.hist.RecordValue(min(time.Since(sent).Microseconds(), maxLatency))
@@ -316,8 +337,8 @@ func (s Shop) Reset(ctx context.Context, sku string, quantity int) error {
 	return nil
 }
 
-// waitReady polls url's /readyz until it answers 200 or ctx ends.
-func waitReady(ctx context.Context, url string) error {
+// WaitReady polls url's /readyz until it answers 200 or ctx ends.
+func WaitReady(ctx context.Context, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {

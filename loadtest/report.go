@@ -2,9 +2,7 @@ package loadtest
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,9 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"gorm.io/gorm"
-
-	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/audit"
 )
 
 // Report is everything one demo or bench run measured.
@@ -46,7 +42,61 @@ type Backend struct {
 	What string `json:"what"`
 }
 
-func newReport(kind string, p Plan) *Report {
+// Result is one strategy's run.
+type Result struct {
+	Strategy  string `json:"strategy"`
+	Instances int    `json:"instances"`
+	// Note says how the strategy runs here when that differs from its
+	// design, such as pessimistic on SQLite.
+	Note    string  `json:"note,omitempty"`
+	Skipped string  `json:"skipped,omitempty"` // why it did not run
+	Error   string  `json:"error,omitempty"`   // why it did not finish
+	Burst   *Phase  `json:"burst,omitempty"`
+	Steady  *Phase  `json:"steady,omitempty"`
+	Usage   []Usage `json:"usage,omitempty"` // per instance
+	// Baseline names the raw loop that bounds this strategy's throughput,
+	// and Fraction is the burst's throughput over the loop's.
+	Baseline string  `json:"baseline,omitempty"`
+	Fraction float64 `json:"fraction_of_baseline,omitempty"`
+}
+
+// Phase is one load and its audit.
+type Phase struct {
+	Stats
+	Audit audit.Audit `json:"audit"`
+	// Problems lists the broken invariants, the failed requests, and
+	// buyers sent away busy while stock was left; any makes the verdict
+	// FAIL.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Verdict is PASS, FAIL or SKIP.
+func (r Result) Verdict() string {
+	switch {
+	case r.Skipped != "":
+		return "SKIP"
+	case r.Error != "", r.Burst == nil, len(r.Burst.Problems) > 0, r.Steady != nil && len(r.Steady.Problems) > 0:
+		return "FAIL"
+	}
+	return "PASS"
+}
+
+// Usage is what one shop process used over its life.
+type Usage struct {
+	PeakRSSBytes int64   `json:"peak_rss_bytes"`
+	CPUSeconds   float64 `json:"cpu_seconds"` // user + system
+}
+
+// BaselineResult is one raw loop of the bench (see Loop).
+type BaselineResult struct {
+	Key     string `json:"key"`
+	Name    string `json:"name"`
+	Workers int    `json:"workers"`
+	Stats          // Ordered counts the operations done, Errors the failed
+}
+
+// NewReport starts the report of a demo or bench run of p.
+func NewReport(kind string, p Plan) *Report {
 	return &Report{
 		Kind:    kind,
 		Started: time.Now().UTC(),
@@ -55,7 +105,8 @@ func newReport(kind string, p Plan) *Report {
 	}
 }
 
-func (r *Report) finish() { r.Seconds = time.Since(r.Started).Seconds() }
+// Finish records how long the run took.
+func (r *Report) Finish() { r.Seconds = time.Since(r.Started).Seconds() }
 
 // osName is PRETTY_NAME from os-release where there is one, else GOOS.
 func osName() string {
@@ -84,29 +135,6 @@ func keyOf(file, prefix string) string {
 		}
 	}
 	return ""
-}
-
-// openDB opens and migrates the shop's database, for the audit, and names
-// its server and version.
-func openDB(ctx context.Context, dsn string) (gdb *gorm.DB, what string, err error) {
-	if gdb, err = db.Open(ctx, dsn); err != nil {
-		return nil, "", err
-	}
-	var version string
-	if db.IsSQLite(gdb) {
-		err = gdb.WithContext(ctx).Raw(`SELECT sqlite_version()`).Row().Scan(&version)
-		what = "SQLite " + version + " (embedded, pure Go, WAL, file in a temporary directory)"
-	} else {
-		err = gdb.WithContext(ctx).Raw(`SELECT VERSION()`).Row().Scan(&version)
-		what = "MySQL " + version
-	}
-	if err == nil {
-		err = db.Migrate(ctx, gdb)
-	}
-	if err != nil {
-		return nil, "", errors.Join(err, db.Close(gdb))
-	}
-	return gdb, what, nil
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -238,4 +266,13 @@ func percent(f float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f%%", 100*f)
+}
+
+func writeBaselines(w io.Writer, baselines []BaselineResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "baseline\tworkers\tops/s\tp50 ms\tp99 ms\terrors\t  one operation")
+	for _, b := range baselines {
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%d\t  %s\n", b.Key, b.Workers, b.Throughput, b.Latency.P50, b.Latency.P99, b.Errors, b.Name)
+	}
+	tw.Flush()
 }

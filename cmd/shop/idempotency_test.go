@@ -15,9 +15,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/stockguard/shop/internal/app"
+	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/strategy"
+	"github.com/stockguard/shop/internal/strategy/strategytest"
 	"github.com/stockguard/shop/internal/testinfra"
-	"github.com/stockguard/shop/loadtest"
 )
 
 // shop is a `shop serve` child process with its own database and Redis
@@ -99,9 +100,9 @@ func storm(t *testing.T, n int, url string, key, body func(i int) string) []repl
 }
 
 // audit checks every invariant of DESIGN.md from the database.
-func (s *shop) audit(t *testing.T, sku string, soldOut int, acked []int64) loadtest.Audit {
+func (s *shop) audit(t *testing.T, sku string, soldOut int, acked []int64) audit.Audit {
 	t.Helper()
-	a, err := loadtest.AuditSKU(t.Context(), s.db, sku, soldOut, acked)
+	a, err := audit.SKU(t.Context(), s.db, sku, soldOut, acked)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +311,7 @@ func TestRefundStorm(t *testing.T) {
 // test can tell.
 func TestPerUserLimit(t *testing.T) {
 	t.Parallel()
-	burst := func(t *testing.T, env ...string) (loadtest.Audit, map[string]int) {
+	burst := func(t *testing.T, env ...string) (audit.Audit, map[string]int) {
 		s := newShop(t, env...)
 		s.reset(t, "limit", 100)
 		replies := storm(t, 200, s.base+"/api/v1/orders", func(i int) string { return fmt.Sprint("k-", i) }, constant(`{"sku":"limit","user_id":"greedy","quantity":1}`))
@@ -332,41 +333,16 @@ func TestPerUserLimit(t *testing.T) {
 		}
 		t.Logf("with no limit: %d orders for one user", a.Orders)
 	})
-	for _, strategy := range app.Strategies {
-		t.Run(strategy.Name, func(t *testing.T) {
+	for _, s := range strategy.All() {
+		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
 			// A deadline far above what 200 queued requests of one user
 			// take on a loaded machine: the test is about the limit, and a
 			// request that ran out of time (503 busy) would tell nothing.
-			a, answers := burst(t, append(strategyEnv(t, strategy), "SHOP_PER_USER_LIMIT=1", "SHOP_REQUEST_TIMEOUT=2m")...)
+			a, answers := burst(t, append(strategytest.Environ(strategytest.NeedsEnv(t, s)), "SHOP_PER_USER_LIMIT=1", "SHOP_REQUEST_TIMEOUT=2m")...)
 			if a.Orders != 1 || a.Sold != 1 || answers["201"] != 1 || answers["409limit-reached"] != 199 {
 				t.Errorf("%d orders, %d sold, answers %v; want 1 order and 199 limit-reached", a.Orders, a.Sold, answers)
 			}
 		})
 	}
-}
-
-// strategyEnv configures a shop for strategy, with the servers it needs
-// beyond the MySQL and Redis that newShop gives every shop: three Redis
-// processes of the test's own for Redlock, a root of its own on ZooKeeper.
-func strategyEnv(t *testing.T, s app.Strategy) []string {
-	t.Helper()
-	env := []string{"SHOP_STRATEGY=" + s.Name}
-	for _, need := range s.Needs {
-		switch need {
-		case "redis":
-		case "redlock":
-			var masters []string
-			for range 3 {
-				masters = append(masters, testinfra.StartRedis(t).Addr())
-			}
-			env = append(env, "SHOP_REDLOCK_ADDRS="+strings.Join(masters, ","))
-		case "zookeeper":
-			ns := testinfra.ZooKeeper(t)
-			env = append(env, "SHOP_ZK_ADDRS="+strings.Join(ns.Addrs, ","), "SHOP_ZK_ROOT="+ns.Root)
-		default:
-			t.Fatalf("strategy %s needs %s, which this test cannot provide", s.Name, need)
-		}
-	}
-	return env
 }

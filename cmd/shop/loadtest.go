@@ -12,18 +12,19 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
-	"github.com/stockguard/shop/internal/app"
 	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/sale"
+	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/loadtest"
 )
 
 // loadFlags are the flags demo and bench share.
 type loadFlags struct {
-	plan                      loadtest.Plan
-	strategies                string
-	mysql, redis, redlock, zk string
-	jsonFile, htmlFile        string
-	fs                        *flag.FlagSet
+	plan               loadtest.Plan
+	strategies         string
+	config             func() (config.Config, error) // the shop's, once parsed
+	jsonFile, htmlFile string
+	fs                 *flag.FlagSet
 }
 
 func newLoadFlags(name string, getenv config.Getenv, stderr io.Writer, usage string) *loadFlags {
@@ -41,26 +42,24 @@ func newLoadFlags(name string, getenv config.Getenv, stderr io.Writer, usage str
 	fs.IntVar(&p.Instances, "instances", 3, "shop instances per strategy (K), requests go round robin")
 	fs.Float64Var(&p.Steady.Rate, "rate", 0, "after each burst, buyers per second at a steady rate; 0 skips it")
 	fs.DurationVar(&p.Steady.Duration, "duration", 10*time.Second, "how long the steady rate runs")
-	fs.StringVar(&f.strategies, "strategies", "", "comma-separated strategies to run; empty runs all: "+strings.Join(app.Names(), ", "))
-	fs.StringVar(&f.mysql, "mysql", getenv("SHOP_MYSQL_DSN"), "MySQL DSN (SHOP_MYSQL_DSN)")
-	fs.StringVar(&f.redis, "redis", getenv("SHOP_REDIS_ADDR"), "Redis address (SHOP_REDIS_ADDR)")
-	fs.StringVar(&f.redlock, "redlock", getenv("SHOP_REDLOCK_ADDRS"), "Redlock masters, comma-separated (SHOP_REDLOCK_ADDRS)")
-	fs.StringVar(&f.zk, "zk", getenv("SHOP_ZK_ADDRS"), "ZooKeeper servers, comma-separated (SHOP_ZK_ADDRS)")
+	fs.StringVar(&f.strategies, "strategies", "", "comma-separated strategies to run; empty runs all: "+strings.Join(strategy.Names(), ", "))
+	f.config = config.Flags(fs, getenv, strategy.Names(), true)
 	fs.StringVar(&f.jsonFile, "json", "", "also write every figure as JSON to this file")
 	fs.StringVar(&f.htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
 	return f
 }
 
-func (f *loadFlags) parse(args []string) error {
+// parse parses args and returns the shop's configuration.
+func (f *loadFlags) parse(args []string) (config.Config, error) {
 	if err := f.fs.Parse(args); err != nil {
-		return err
+		return config.Config{}, err
 	}
 	if f.fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", f.fs.Arg(0))
+		return config.Config{}, fmt.Errorf("unexpected argument %q", f.fs.Arg(0))
 	}
 	f.plan.Strategies = config.List(f.strategies)
 	f.plan.Steady.Concurrency = f.plan.Burst.Concurrency
-	return nil
+	return f.config()
 }
 
 const demoUsage = `usage: shop demo [flags]
@@ -74,13 +73,12 @@ cannot be embedded; without --zk its strategies are skipped.
 
 func demo(ctx context.Context, args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
 	f := newLoadFlags("demo", getenv, stderr, demoUsage)
-	if err := f.parse(args); err != nil {
+	cfg, err := f.parse(args)
+	if err != nil {
 		return err
 	}
 	progress, done := newProgress(stderr)
-	d := loadtest.Demo{Plan: f.plan, MySQL: f.mysql, Redis: f.redis, Redlock: config.List(f.redlock), ZK: config.List(f.zk),
-		Getenv: getenv, Progress: progress}
-	rep, err := d.Run(ctx)
+	rep, err := sale.Demo{Plan: f.plan, Config: cfg, Progress: progress}.Run(ctx)
 	done()
 	return f.write(rep, err, "shop demo", args, stdout)
 }
@@ -96,14 +94,15 @@ loops on one hot row or key with no HTTP, then, for each strategy, K child
 func bench(ctx context.Context, args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
 	f := newLoadFlags("bench", getenv, stderr, benchUsage)
 	bin, _ := os.Executable()
-	var b loadtest.Bench
+	var b sale.Bench
 	f.fs.StringVar(&b.Bin, "bin", bin, "the shop binary to run as 'serve'")
 	f.fs.DurationVar(&b.Baseline, "baseline", 3*time.Second, "how long each baseline loops; 0 skips them")
 	f.fs.StringVar(&b.ZKRoot, "zk-root", "/stockguard-bench", "znode under which the ZooKeeper baseline works")
-	if err := f.parse(args); err != nil {
+	var err error
+	if b.Config, err = f.parse(args); err != nil {
 		return err
 	}
-	b.Plan, b.MySQL, b.Redis, b.Redlock, b.ZK = f.plan, f.mysql, f.redis, config.List(f.redlock), config.List(f.zk)
+	b.Plan = f.plan
 	progress, done := newProgress(stderr)
 	b.Progress = progress
 	rep, err := b.Run(ctx)
@@ -143,7 +142,7 @@ type bar struct{ *progressbar.ProgressBar }
 
 // newProgress returns a progress bar on stderr if it is a terminal, else
 // nil, and the function that clears it.
-func newProgress(stderr io.Writer) (loadtest.Progress, func()) {
+func newProgress(stderr io.Writer) (sale.Progress, func()) {
 	f, ok := stderr.(*os.File)
 	if !ok {
 		return nil, func() {}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stockguard/shop/internal/app"
+	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/testinfra"
 	"github.com/stockguard/shop/loadtest"
 )
@@ -57,12 +57,16 @@ func TestLoadFlagErrors(t *testing.T) {
 // whose server is not configured is an error, not a silent skip.
 func TestNamedStrategyNeedsItsServer(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct{ cmd, need string }{{"demo", "zookeeper"}, {"bench", "redlock"}, {"bench", "zookeeper"}} {
-		i := slices.IndexFunc(app.Strategies, func(s app.Strategy) bool { return slices.Contains(s.Needs, tt.need) })
+	all := strategy.All()
+	for _, tt := range []struct {
+		cmd  string
+		need strategy.Need
+	}{{"demo", strategy.ZooKeeper}, {"bench", strategy.Redlock}, {"bench", strategy.ZooKeeper}} {
+		i := slices.IndexFunc(all, func(s strategy.Strategy) bool { return slices.Contains(s.Needs, tt.need) })
 		if i < 0 {
 			continue // no strategy needs it yet
 		}
-		name := app.Strategies[i].Name
+		name := all[i].Name
 		env := map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_REDIS_ADDR": "127.0.0.1:1"}
 		err := run(t.Context(), []string{tt.cmd, "--strategies", name}, func(k string) string { return env[k] }, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "strategy "+name+" needs") {
@@ -78,7 +82,6 @@ func TestBench(t *testing.T) {
 	// into the shop.
 	t.Setenv("SHOP_TEST_CHILD", "1")
 	redis := testinfra.Redis(t)
-	t.Setenv("SHOP_REDIS_PREFIX", redis.Prefix)
 	zk := testinfra.ZooKeeper(t)
 	dir := t.TempDir()
 	jsonFile, htmlFile := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.html")
@@ -86,7 +89,8 @@ func TestBench(t *testing.T) {
 		"--zk", strings.Join(zk.Addrs, ","), "--zk-root", zk.Root, "--stock", "10", "--buyers", "60", "--instances", "2",
 		"--baseline", "200ms", "--rate", "40", "--duration", "500ms", "--json", jsonFile, "--html", htmlFile}
 	var stdout strings.Builder
-	if err := run(t.Context(), args, func(string) string { return "" }, &stdout, io.Discard); err != nil {
+	getenv := func(k string) string { return map[string]string{"SHOP_REDIS_PREFIX": redis.Prefix}[k] }
+	if err := run(t.Context(), args, getenv, &stdout, io.Discard); err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}
 

@@ -24,6 +24,7 @@ import (
 	"github.com/stockguard/shop/internal/app"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/strategy"
 )
 
 const usage = `usage: shop <command> [flags]
@@ -73,7 +74,7 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 }
 
 func migrate(ctx context.Context, args []string, getenv config.Getenv, stderr io.Writer) error {
-	cfg, err := config.Load(args, getenv, app.Names(), stderr)
+	cfg, err := config.Load(args, getenv, strategy.Names(), stderr)
 	if err != nil {
 		return err
 	}
@@ -90,7 +91,7 @@ func migrate(ctx context.Context, args []string, getenv config.Getenv, stderr io
 const shutdownTimeout = 15 * time.Second
 
 func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.Writer) error {
-	cfg, err := config.Load(args, getenv, app.Names(), stderr)
+	cfg, err := config.Load(args, getenv, strategy.Names(), stderr)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/shop/internal/sale"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
@@ -48,9 +48,8 @@ func startShop(t *testing.T, env ...string) (string, *exec.Cmd) {
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
-				addr <- line.Addr
+			if a, ok := sale.ListenAddr(sc.Bytes()); ok {
+				addr <- a
 			}
 			t.Log(sc.Text())
 		}
@@ -153,7 +152,7 @@ func TestConfigErrors(t *testing.T) {
 		{"tiny ttl", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_LOCK_TTL": "1ms"}, "below the minimum"},
 		{"bad addr", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_HTTP_ADDR": "8080"}, "SHOP_HTTP_ADDR"},
 		{"bad zk", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_ZK_ADDRS": "zk1"}, "SHOP_ZK_ADDRS"},
-		{"zookeeper without servers", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_STRATEGY": "zookeeper"}, "strategy zookeeper needs SHOP_ZK_ADDRS"},
+		{"zookeeper without servers", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_STRATEGY": "zookeeper"}, "strategy zookeeper needs a ZooKeeper server (--zk or SHOP_ZK_ADDRS)"},
 		{"redlock with one master", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_STRATEGY": "redlock", "SHOP_REDLOCK_ADDRS": "r1:6379"}, "strategy redlock needs SHOP_REDLOCK_ADDRS: at least 3"},
 	}
 	for _, tt := range tests {

@@ -4,22 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log"
+	"log/slog"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/go-zookeeper/zk"
-	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/stockguard/shop/internal/app"
-	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/strategy"
+	"github.com/stockguard/shop/internal/strategy/strategytest"
 	"github.com/stockguard/shop/internal/testinfra"
-	"github.com/stockguard/shop/loadtest"
 )
 
 const (
@@ -31,78 +27,41 @@ const (
 // strategy.
 func newService(t *testing.T, strategy string) (*order.Service, *gorm.DB) {
 	t.Helper()
-	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
-	return instances(t, gdb, strategy)(), gdb
+	newShop, gdb := instances(t, strategy)
+	return newShop(), gdb
 }
 
-// instances returns a constructor of shop instances on gdb guarded by the
-// named strategy. The instances share the real servers the strategy needs
-// beyond MySQL, in a namespace of this test's own: a key prefix on the
-// shared Redis, three Redis processes of its own for Redlock, a root on the
-// shared ZooKeeper. Each instance has connections and locks of its own, as
-// a separate process would.
-func instances(t *testing.T, gdb *gorm.DB, strategy string) func() *order.Service {
+// instances returns a constructor of shop instances guarded by the named
+// strategy, on a fresh database, also returned for the audit. The instances
+// share the real servers the strategy needs, in a namespace of this test's
+// own (see strategytest). Each instance opens connections and locks of its
+// own, as a separate process would.
+func instances(t *testing.T, name string) (func() *order.Service, *gorm.DB) {
 	t.Helper()
-	s, err := app.Lookup(strategy)
+	s, err := strategy.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		cfg       config.Config
-		redisAddr string
-		masters   []string
-		zkAddrs   []string
-	)
-	for _, need := range s.Needs {
-		switch need {
-		case "redis":
-			ns := testinfra.Redis(t)
-			redisAddr, cfg.RedisPrefix = ns.Addr, ns.Prefix
-		case "redlock":
-			for range 3 {
-				masters = append(masters, testinfra.StartRedis(t).Addr())
-			}
-		case "zookeeper":
-			ns := testinfra.ZooKeeper(t)
-			zkAddrs, cfg.ZKRoot = ns.Addrs, ns.Root
-		default:
-			t.Fatalf("strategy %s needs %q, which this test cannot provide", strategy, need)
-		}
-	}
+	cfg := strategytest.Config(t, s)
+	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	return func() *order.Service {
-		b := app.Backends{DB: gdb}
-		if redisAddr != "" {
-			b.Redis = redisClient(t, redisAddr)
+		b, err := strategy.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, addr := range masters {
-			b.Redlock = append(b.Redlock, redisClient(t, addr))
-		}
-		if zkAddrs != nil {
-			conn, _, err := zk.Connect(zkAddrs, 10*time.Second, zk.WithLogger(log.New(io.Discard, "", 0)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(conn.Close)
-			b.ZooKeeper = conn
-		}
+		t.Cleanup(func() { b.Close() })
 		guard, err := s.New(b, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return order.NewService(gdb, guard, nil)
-	}
-}
-
-func redisClient(t *testing.T, addr string) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
-	return c
+		return order.NewService(b.DB, guard, nil)
+	}, gdb
 }
 
 // burst sets the stock of sku to units, releases buyers at once through a
 // start gate, and audits the result from the database. Every buyer must
 // buy or be told the stock is sold out.
-func burst(t *testing.T, svc *order.Service, gdb *gorm.DB, sku string) loadtest.Audit {
+func burst(t *testing.T, svc *order.Service, gdb *gorm.DB, sku string) audit.Audit {
 	t.Helper()
 	a, failed := burstOn(t, gdb, sku, svc)
 	if len(failed) > 0 {
@@ -113,7 +72,7 @@ func burst(t *testing.T, svc *order.Service, gdb *gorm.DB, sku string) loadtest.
 
 // burstOn is burst with the buyers spread round robin over the instances,
 // and the buyers' other errors returned.
-func burstOn(t *testing.T, gdb *gorm.DB, sku string, instances ...*order.Service) (loadtest.Audit, []error) {
+func burstOn(t *testing.T, gdb *gorm.DB, sku string, instances ...*order.Service) (audit.Audit, []error) {
 	t.Helper()
 	ctx := t.Context()
 	if _, err := instances[0].ResetStock(ctx, sku, units); err != nil {
@@ -145,7 +104,7 @@ func burstOn(t *testing.T, gdb *gorm.DB, sku string, instances ...*order.Service
 	}
 	close(gate)
 	wg.Wait()
-	a, err := loadtest.AuditSKU(context.WithoutCancel(ctx), gdb, sku, soldOut, acked)
+	a, err := audit.SKU(context.WithoutCancel(ctx), gdb, sku, soldOut, acked)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,14 +122,13 @@ const distributed = 3
 // one (dbtable's lock needs no more than MySQL, and local is only correct
 // in one process).
 func TestContract(t *testing.T) {
-	for _, s := range app.Strategies {
+	for _, s := range strategy.All() {
 		if s.Name == "none" {
 			continue // TestNoneOversells
 		}
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
-			newShop := instances(t, gdb, s.Name)
+			newShop, gdb := instances(t, s.Name)
 			shops := []*order.Service{newShop()}
 			for len(s.Needs) > 0 && len(shops) < distributed {
 				shops = append(shops, newShop())
@@ -216,8 +174,7 @@ func TestNoneOversells(t *testing.T) {
 func TestLocalOversellsAcrossInstances(t *testing.T) {
 	t.Parallel()
 	const processes, rounds = 4, 5
-	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
-	newShop := instances(t, gdb, "local")
+	newShop, gdb := instances(t, "local")
 	var shops []*order.Service
 	for range processes {
 		shops = append(shops, newShop())

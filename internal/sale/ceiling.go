@@ -1,4 +1,4 @@
-package loadtest
+package sale
 
 import (
 	"context"
@@ -6,28 +6,27 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"path"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/stockguard/shop/internal/app"
 	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/strategy"
+	"github.com/stockguard/shop/loadtest"
 )
 
-// Probe is one raw operation on a backend, with no HTTP and no framework:
+// probe is one raw operation on a backend, with no HTTP and no framework:
 // database/sql, go-redis and go-zookeeper calls only. Looped, it shows the
 // most the backend can do on one hot key on this machine, the ceiling of
 // every strategy that runs through it.
-type Probe struct {
-	Key  string // short name, e.g. "sql-atomic"
+type probe struct {
+	Key  strategy.Ceiling
 	Name string // what one operation is
 	// Workers loop at once. Lock probes have 1: only one holder proceeds at
 	// a time, so the loop is the fastest hand-over of one lock.
@@ -39,36 +38,14 @@ type Probe struct {
 // enough to queue on the hot row or key, as a burst does.
 const probeWorkers = 32
 
-// BaselineResult is one probe's loop.
-type BaselineResult struct {
-	Key     string `json:"key"`
-	Name    string `json:"name"`
-	Workers int    `json:"workers"`
-	Stats          // Ordered counts the operations done, Errors the failed
+// measure loops p for d.
+func (p probe) measure(ctx context.Context, d time.Duration) loadtest.BaselineResult {
+	return loadtest.BaselineResult{Key: string(p.Key), Name: p.Name, Workers: p.Workers, Stats: loadtest.Loop(ctx, p.Workers, d, p.Do)}
 }
 
-// Measure loops p for d and reports its throughput and latency.
-func (p Probe) Measure(ctx context.Context, d time.Duration) BaselineResult {
-	deadline := time.Now().Add(d)
-	stats := drive(p.Workers, func(t *tally, _ time.Time, _ int) bool {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false
-		}
-		sent := time.Now()
-		err := p.Do(ctx)
-		out := Ordered
-		if err != nil {
-			out = Failed
-		}
-		t.record(sent, out, err)
-		return true
-	})
-	return BaselineResult{Key: p.Key, Name: p.Name, Workers: p.Workers, Stats: stats}
-}
-
-// ProbeServers are the servers to probe; each probe runs only where its
+// probeServers are the servers to probe; each probe runs only where its
 // server is given.
-type ProbeServers struct {
+type probeServers struct {
 	DB          *gorm.DB // MySQL, with the shop's schema
 	Redis       string   // address
 	RedisPrefix string   // probe keys start with it
@@ -76,9 +53,9 @@ type ProbeServers struct {
 	ZKRoot      string // probe znodes go below it; created if missing
 }
 
-// Probes returns the probes for the servers given. close removes what they
+// ceilings returns the probes for the servers given. close removes what they
 // created.
-func Probes(ctx context.Context, s ProbeServers) (probes []Probe, close func() error, err error) {
+func ceilings(ctx context.Context, s probeServers) (probes []probe, close func() error, err error) {
 	var closers []func() error
 	close = func() error {
 		var errs []error
@@ -96,7 +73,7 @@ func Probes(ctx context.Context, s ProbeServers) (probes []Probe, close func() e
 	if s.DB != nil {
 		sku := "baseline-" + tag
 		if err := stock.Reset(ctx, s.DB, sku, math.MaxInt32); err != nil {
-			return nil, nil, fmt.Errorf("loadtest: probe stock: %w", err)
+			return nil, nil, fmt.Errorf("sale: probe stock: %w", err)
 		}
 		closers = append(closers, func() error { return forget(context.Background(), s.DB, sku) })
 		sqlDB, err := s.DB.DB()
@@ -112,19 +89,19 @@ func Probes(ctx context.Context, s ProbeServers) (probes []Probe, close func() e
 			return errors.Join(rdb.Del(context.Background(), keys...).Err(), rdb.Close())
 		})
 		if err := rdb.Set(ctx, keys[0], math.MaxInt64/2, 0).Err(); err != nil {
-			return nil, nil, fmt.Errorf("loadtest: probe redis: %w", err)
+			return nil, nil, fmt.Errorf("sale: probe redis: %w", err)
 		}
 		probes = append(probes, redisProbes(rdb, keys[0], keys[1])...)
 	}
 	if len(s.ZK) > 0 {
 		conn, _, err := zk.Connect(s.ZK, 10*time.Second, zk.WithLogger(quiet{}))
 		if err != nil {
-			return nil, nil, fmt.Errorf("loadtest: probe zookeeper: %w", err)
+			return nil, nil, fmt.Errorf("sale: probe zookeeper: %w", err)
 		}
 		closers = append(closers, func() error { conn.Close(); return nil })
 		dir := path.Join(s.ZKRoot, "baseline-"+tag)
 		if err := mkdirs(conn, dir); err != nil {
-			return nil, nil, fmt.Errorf("loadtest: probe zookeeper: %w", err)
+			return nil, nil, fmt.Errorf("sale: probe zookeeper: %w", err)
 		}
 		closers = append(closers, func() error { return conn.Delete(dir, -1) })
 		probes = append(probes, zkProbe(conn, dir))
@@ -134,14 +111,14 @@ func Probes(ctx context.Context, s ProbeServers) (probes []Probe, close func() e
 
 // sqlProbes run the statements of the atomic and pessimistic strategies on
 // one hot row, each with its order insert, one transaction per order.
-func sqlProbes(sqlDB *sql.DB, sku string) []Probe {
+func sqlProbes(sqlDB *sql.DB, sku string) []probe {
 	insert := func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO orders (sku, user_id, quantity, status, created_at) VALUES (?, 'baseline', 1, 'created', ?)`,
 			sku, time.Now().UTC())
 		return err
 	}
-	return []Probe{
-		{Key: "sql-atomic", Name: "MySQL: conditional UPDATE … available >= 1, INSERT order, COMMIT", Workers: probeWorkers,
+	return []probe{
+		{Key: strategy.SQLAtomic, Name: "MySQL: conditional UPDATE … available >= 1, INSERT order, COMMIT", Workers: probeWorkers,
 			Do: func(ctx context.Context) error {
 				return inTx(ctx, sqlDB, func(tx *sql.Tx) error {
 					res, err := tx.ExecContext(ctx, `UPDATE stock_items SET available = available - 1, version = version + 1, updated_at = ?
@@ -155,7 +132,7 @@ func sqlProbes(sqlDB *sql.DB, sku string) []Probe {
 					return insert(ctx, tx)
 				})
 			}},
-		{Key: "sql-for-update", Name: "MySQL: SELECT … FOR UPDATE, UPDATE, INSERT order, COMMIT", Workers: probeWorkers,
+		{Key: strategy.SQLForUpdate, Name: "MySQL: SELECT … FOR UPDATE, UPDATE, INSERT order, COMMIT", Workers: probeWorkers,
 			Do: func(ctx context.Context) error {
 				return inTx(ctx, sqlDB, func(tx *sql.Tx) error {
 					var available int
@@ -196,11 +173,11 @@ var release = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`)
 
-func redisProbes(rdb *redis.Client, stockKey, lockKey string) []Probe {
-	return []Probe{
-		{Key: "redis-lua", Name: "Redis: Lua check-and-DECRBY of one key", Workers: probeWorkers,
+func redisProbes(rdb *redis.Client, stockKey, lockKey string) []probe {
+	return []probe{
+		{Key: strategy.RedisLua, Name: "Redis: Lua check-and-DECRBY of one key", Workers: probeWorkers,
 			Do: func(ctx context.Context) error { return decrement.Run(ctx, rdb, []string{stockKey}, 1).Err() }},
-		{Key: "redis-lock", Name: "Redis lock: SET NX PX with a random token, Lua compare-and-delete", Workers: 1,
+		{Key: strategy.RedisLock, Name: "Redis lock: SET NX PX with a random token, Lua compare-and-delete", Workers: 1,
 			Do: func(ctx context.Context) error {
 				token := rand.Text()
 				ok, err := rdb.SetNX(ctx, lockKey, token, 10*time.Second).Result()
@@ -212,8 +189,8 @@ func redisProbes(rdb *redis.Client, stockKey, lockKey string) []Probe {
 	}
 }
 
-func zkProbe(conn *zk.Conn, dir string) Probe {
-	return Probe{Key: "zookeeper-lock", Name: "ZooKeeper lock: create ephemeral sequential node, list children, delete", Workers: 1,
+func zkProbe(conn *zk.Conn, dir string) probe {
+	return probe{Key: strategy.ZooKeeperLock, Name: "ZooKeeper lock: create ephemeral sequential node, list children, delete", Workers: 1,
 		Do: func(ctx context.Context) error {
 			node, err := conn.Create(dir+"/lock-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
 			if err != nil {
@@ -242,37 +219,3 @@ func mkdirs(conn *zk.Conn, p string) error {
 type quiet struct{}
 
 func (quiet) Printf(string, ...any) {}
-
-// baselineOf picks, among the baselines, the raw loop that bounds s: the
-// slowest of the SQL it runs and the lock server it needs.
-func baselineOf(s app.Strategy, baselines []BaselineResult) (BaselineResult, bool) {
-	keys := []string{"sql-atomic"}
-	if s.Name == "pessimistic" {
-		keys[0] = "sql-for-update"
-	}
-	for _, need := range s.Needs {
-		switch need {
-		case "redis", "redlock":
-			keys = append(keys, "redis-lock")
-		case "zookeeper":
-			keys = append(keys, "zookeeper-lock")
-		}
-	}
-	var best BaselineResult
-	found := false
-	for _, b := range baselines {
-		if slices.Contains(keys, b.Key) && (!found || b.Throughput < best.Throughput) {
-			best, found = b, true
-		}
-	}
-	return best, found
-}
-
-func writeBaselines(w io.Writer, baselines []BaselineResult) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "baseline\tworkers\tops/s\tp50 ms\tp99 ms\terrors\t  one operation")
-	for _, b := range baselines {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%d\t  %s\n", b.Key, b.Workers, b.Throughput, b.Latency.P50, b.Latency.P99, b.Errors, b.Name)
-	}
-	tw.Flush()
-}

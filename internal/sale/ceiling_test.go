@@ -1,21 +1,20 @@
-package loadtest_test
+package sale
 
 import (
 	"runtime"
 	"testing"
 
 	"github.com/stockguard/shop/internal/testinfra"
-	"github.com/stockguard/shop/loadtest"
 )
 
-// BenchmarkBaselines runs the raw loops of `shop bench` as Go benchmarks:
+// BenchmarkCeilings runs the raw loops of `shop bench` as Go benchmarks:
 // the order transactions of atomic and pessimistic on one hot row, the
 // Redis Lua decrement, and a lock acquired and released on Redis and on
 // ZooKeeper.
-func BenchmarkBaselines(b *testing.B) {
+func BenchmarkCeilings(b *testing.B) {
 	gdb := testinfra.ShopDB(b, testinfra.MySQL(b))
 	redis, zk := testinfra.Redis(b), testinfra.ZooKeeper(b)
-	probes, closeProbes, err := loadtest.Probes(b.Context(), loadtest.ProbeServers{
+	probes, closeProbes, err := ceilings(b.Context(), probeServers{
 		DB: gdb, Redis: redis.Addr, RedisPrefix: redis.Prefix, ZK: zk.Addrs, ZKRoot: zk.Root,
 	})
 	if err != nil {
@@ -27,7 +26,7 @@ func BenchmarkBaselines(b *testing.B) {
 		}
 	})
 	for _, p := range probes {
-		b.Run(p.Key, func(b *testing.B) {
+		b.Run(string(p.Key), func(b *testing.B) {
 			ctx := b.Context()
 			if p.Workers == 1 {
 				for b.Loop() {

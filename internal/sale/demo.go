@@ -1,4 +1,4 @@
-package loadtest
+package sale
 
 import (
 	"context"
@@ -9,24 +9,22 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
-	"github.com/stockguard/shop/internal/app"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/strategy"
+	"github.com/stockguard/shop/loadtest"
 )
 
-// Demo runs every strategy in this process against servers that are
-// configured, and embeds those that are not: SQLite for the database (a
-// file in a temporary directory), miniredis for Redis and for the Redlock
-// masters. ZooKeeper cannot be embedded: without a server, the strategies
-// that need it are skipped, and the report says so.
+// Demo runs every strategy in this process against the servers that its
+// Config names, and embeds those it leaves empty: SQLite for the database
+// (a file in a temporary directory), miniredis for Redis and for the
+// Redlock masters. ZooKeeper cannot be embedded: without a server, the
+// strategies that need it are skipped, and the report says so.
 type Demo struct {
-	Plan    Plan
-	MySQL   string   // DSN; empty embeds SQLite
-	Redis   string   // address; empty embeds miniredis
-	Redlock []string // Redlock masters; empty embeds redlockMasters miniredis
-	ZK      []string // ZooKeeper servers; empty skips what needs them
-	// Getenv supplies the rest of the shop's configuration (SHOP_*).
-	Getenv   config.Getenv
+	Plan loadtest.Plan
+	// Config is the shop's configuration, as config.Flags reads it for
+	// demo: empty server addresses are embedded.
+	Config   config.Config
 	Progress Progress // may be nil
 }
 
@@ -35,91 +33,80 @@ const redlockMasters = 3
 
 // Run runs the demo. It returns the error of a bad plan before it starts
 // anything.
-func (d Demo) Run(ctx context.Context) (*Report, error) {
-	servers := Servers{"redis": true, "redlock": true, "zookeeper": len(d.ZK) > 0}
-	sqlite := d.MySQL == ""
-	run, skipped, err := d.Plan.Select(func(s app.Strategy) string {
-		if sqlite && s.NotOnSQLite {
-			return "cannot run on SQLite: " + s.OnSQLite + "; use --mysql"
-		}
-		return servers.Missing(s)
-	})
-	if err != nil {
+func (d Demo) Run(ctx context.Context) (*loadtest.Report, error) {
+	if err := validate(d.Plan); err != nil {
 		return nil, err
 	}
-	rep := newReport("demo", d.Plan)
+	cfg := d.Config
 	var cleanup []func()
 	defer func() {
 		for _, c := range cleanup {
 			c()
 		}
 	}()
-	env := map[string]string{"SHOP_ZK_ADDRS": strings.Join(d.ZK, ",")}
-
-	dsn := d.MySQL
-	if dsn == "" {
+	sqlite := cfg.MySQLDSN == ""
+	if sqlite {
 		dir, err := os.MkdirTemp("", "stockguard-demo-")
 		if err != nil {
 			return nil, err
 		}
 		cleanup = append(cleanup, func() { os.RemoveAll(dir) })
-		dsn = db.SQLitePrefix + filepath.Join(dir, "shop.db")
+		cfg.MySQLDSN = db.SQLitePrefix + filepath.Join(dir, "shop.db")
 	}
-	env["SHOP_MYSQL_DSN"] = dsn
-
 	embed := func() (string, error) {
 		m, err := miniredis.Run()
 		if err != nil {
-			return "", fmt.Errorf("loadtest: miniredis: %w", err)
+			return "", fmt.Errorf("sale: miniredis: %w", err)
 		}
 		cleanup = append(cleanup, m.Close)
 		return m.Addr(), nil
 	}
-	redisNote, redlockNote := "Redis at "+d.Redis, "masters at "+strings.Join(d.Redlock, ",")
-	if d.Redis == "" {
-		if d.Redis, err = embed(); err != nil {
+	var err error
+	redisNote, redlockNote := "Redis at "+cfg.RedisAddr, "masters at "+strings.Join(cfg.RedlockAddrs, ",")
+	if cfg.RedisAddr == "" {
+		if cfg.RedisAddr, err = embed(); err != nil {
 			return nil, err
 		}
 		redisNote = "miniredis (embedded)"
 	}
-	if len(d.Redlock) == 0 {
+	if len(cfg.RedlockAddrs) == 0 {
 		for range redlockMasters {
 			addr, err := embed()
 			if err != nil {
 				return nil, err
 			}
-			d.Redlock = append(d.Redlock, addr)
+			cfg.RedlockAddrs = append(cfg.RedlockAddrs, addr)
 		}
 		redlockNote = fmt.Sprintf("%d miniredis masters (embedded)", redlockMasters)
 	}
-	env["SHOP_REDIS_ADDR"] = d.Redis
-	env["SHOP_REDLOCK_ADDRS"] = strings.Join(d.Redlock, ",")
+	run, skipped, err := selectStrategies(d.Plan, func(s strategy.Strategy) string {
+		if sqlite && s.Embedded.Skip != "" {
+			return "cannot run on SQLite: " + s.Embedded.Skip + "; use --mysql"
+		}
+		return s.Missing(cfg)
+	})
+	if err != nil {
+		return nil, err
+	}
 
-	gdb, dbNote, err := openDB(ctx, dsn)
+	rep := loadtest.NewReport("demo", d.Plan)
+	gdb, dbNote, err := openDB(ctx, cfg.MySQLDSN)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close(gdb)
 	zkNote := "none: strategies that need it are skipped"
-	if len(d.ZK) > 0 {
-		zkNote = strings.Join(d.ZK, ",")
+	if len(cfg.ZKAddrs) > 0 {
+		zkNote = strings.Join(cfg.ZKAddrs, ",")
 	}
-	rep.Backends = []Backend{{"database", dbNote}, {"redis", redisNote}, {"redlock", redlockNote}, {"zookeeper", zkNote}}
+	rep.Backends = []loadtest.Backend{{Role: "database", What: dbNote}, {Role: "redis", What: redisNote},
+		{Role: "redlock", What: redlockNote}, {Role: "zookeeper", What: zkNote}}
 
-	getenv := func(key string) string {
-		if v, ok := env[key]; ok {
-			return v
-		}
-		if d.Getenv != nil {
-			return d.Getenv(key)
-		}
-		return ""
-	}
-	r := Runner{Plan: d.Plan, Launch: InProcess(getenv), DB: gdb, Progress: d.Progress}
+	r := runner{plan: d.Plan, launch: inProcess(cfg), db: gdb, progress: d.Progress}
 	if sqlite {
-		r.Note = func(s app.Strategy) string { return s.OnSQLite }
+		r.note = func(s strategy.Strategy) string { return s.Embedded.Note }
 	}
-	rep.Results, err = r.RunAll(ctx, run, skipped)
-	rep.finish()
+	rep.Results, err = r.runAll(ctx, run, skipped)
+	rep.Finish()
 	return rep, err
 }

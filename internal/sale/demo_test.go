@@ -1,12 +1,15 @@
-package loadtest_test
+package sale_test
 
 import (
+	"flag"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/stockguard/shop/internal/app"
+	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/sale"
+	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/testinfra"
 	"github.com/stockguard/shop/loadtest"
 )
@@ -29,7 +32,8 @@ func TestDemo(t *testing.T) {
 	for _, instances := range []int{3, 1} {
 		t.Run(fmt.Sprint(instances, " instances"), func(t *testing.T) {
 			t.Parallel()
-			checkDemo(t, loadtest.Demo{Plan: loadtest.Plan{Instances: instances, Stock: 20, Burst: loadtest.Burst{Buyers: 200}}}, false)
+			checkDemo(t, sale.Demo{Plan: loadtest.Plan{Instances: instances, Stock: 20, Burst: loadtest.Burst{Buyers: 200}},
+				Config: demoConfig(t, nil)}, false)
 		})
 	}
 }
@@ -39,38 +43,47 @@ func TestDemo(t *testing.T) {
 func TestDemoOnRealServers(t *testing.T) {
 	t.Parallel()
 	redis := testinfra.Redis(t)
-	checkDemo(t, loadtest.Demo{
-		Plan:   loadtest.Plan{Instances: 3, Stock: 20, Burst: loadtest.Burst{Buyers: 200}},
-		MySQL:  testinfra.MySQL(t),
-		Redis:  redis.Addr,
-		ZK:     testinfra.ZooKeeper(t).Addrs,
-		Getenv: func(key string) string { return map[string]string{"SHOP_REDIS_PREFIX": redis.Prefix}[key] },
+	checkDemo(t, sale.Demo{
+		Plan: loadtest.Plan{Instances: 3, Stock: 20, Burst: loadtest.Burst{Buyers: 200}},
+		Config: demoConfig(t, map[string]string{"SHOP_MYSQL_DSN": testinfra.MySQL(t), "SHOP_REDIS_ADDR": redis.Addr,
+			"SHOP_REDIS_PREFIX": redis.Prefix, "SHOP_ZK_ADDRS": strings.Join(testinfra.ZooKeeper(t).Addrs, ",")}),
 	}, true)
+}
+
+// demoConfig reads the shop's configuration from env as `shop demo` does.
+func demoConfig(t *testing.T, env map[string]string) config.Config {
+	t.Helper()
+	read := config.Flags(flag.NewFlagSet("demo", flag.ContinueOnError), func(k string) string { return env[k] }, strategy.Names(), true)
+	cfg, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // checkDemo runs d and checks that every strategy ran, or was skipped for
 // want of ZooKeeper (zk false) or of MySQL, and sold what the demo must
 // show it sells.
-func checkDemo(t *testing.T, d loadtest.Demo, zk bool) {
+func checkDemo(t *testing.T, d sale.Demo, zk bool) {
 	t.Helper()
 	rep, err := d.Run(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := rep.Backends[0].What, map[bool]string{true: "MySQL", false: "SQLite"}[d.MySQL != ""]; !strings.HasPrefix(got, want) {
+	if got, want := rep.Backends[0].What, map[bool]string{true: "MySQL", false: "SQLite"}[d.Config.MySQLDSN != ""]; !strings.HasPrefix(got, want) {
 		t.Errorf("database %q, want %s", got, want)
 	}
-	if got, want := len(rep.Results), len(app.Strategies); got != want {
+	if got, want := len(rep.Results), len(strategy.Names()); got != want {
 		t.Errorf("%d results for %d strategies", got, want)
 	}
 	for _, r := range rep.Results {
-		s, err := app.Lookup(r.Strategy)
+		s, err := strategy.Lookup(r.Strategy)
 		if err != nil {
 			t.Fatal(err)
 		}
 		switch min, mustOversell := oversells[r.Strategy]; {
 		case r.Skipped != "":
-			if (zk || !slices.Contains(s.Needs, "zookeeper")) && (d.MySQL != "" || !s.NotOnSQLite) {
+			if (zk || !slices.Contains(s.Needs, strategy.ZooKeeper)) && (d.Config.MySQLDSN != "" || s.Embedded.Skip == "") {
 				t.Errorf("%s skipped: %s; only what needs ZooKeeper, or MySQL, may be", r.Strategy, r.Skipped)
 			}
 		case r.Burst == nil:
@@ -90,7 +103,7 @@ func checkDemo(t *testing.T, d loadtest.Demo, zk bool) {
 
 // oversold reports whether r, or one of the bursts of its strategy run
 // again up to rounds in all, oversold and failed for it.
-func oversold(t *testing.T, d loadtest.Demo, r loadtest.Result) bool {
+func oversold(t *testing.T, d sale.Demo, r loadtest.Result) bool {
 	t.Helper()
 	d.Plan.Strategies = []string{r.Strategy}
 	for round := 1; ; round++ {

@@ -1,10 +1,9 @@
-package loadtest
+package sale
 
 import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,23 +11,24 @@ import (
 
 	"github.com/stockguard/shop/internal/app"
 	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/strategy"
+	"github.com/stockguard/shop/loadtest"
 )
 
-// InProcess returns a Launcher that runs each instance inside this process
+// inProcess returns a Launcher that runs each instance inside this process
 // as its own app.App: its own connection pools, its own strategy state (a
 // `local` mutex is not shared), and its own HTTP listener on a loopback
-// port. getenv supplies the rest of the configuration, as for `shop serve`.
-func InProcess(getenv config.Getenv) Launcher {
-	return func(ctx context.Context, strategy string, instances int) (Fleet, error) {
-		token := rand.Text()
-		args := []string{"--http", "127.0.0.1:0", "--debug", "", "--strategy", strategy, "--admin-token", token}
-		cfg, err := config.Load(args, getenv, app.Names(), io.Discard)
-		if err != nil {
+// port, configured as cfg says.
+func inProcess(cfg config.Config) Launcher {
+	return func(ctx context.Context, name string, instances int) (Fleet, error) {
+		cfg := cfg
+		cfg.HTTPAddr, cfg.DebugAddr, cfg.Strategy, cfg.AdminToken = "127.0.0.1:0", "", name, rand.Text()
+		if err := cfg.Validate(strategy.Names()); err != nil {
 			return Fleet{}, err
 		}
-		f := Fleet{Shop: Shop{AdminToken: token}}
+		f := Fleet{Shop: loadtest.Shop{AdminToken: cfg.AdminToken}}
 		var stops []func() error
-		f.Stop = func() ([]Usage, error) {
+		f.Stop = func() ([]loadtest.Usage, error) {
 			var errs []error
 			for _, stop := range stops {
 				errs = append(errs, stop())
@@ -65,7 +65,7 @@ func serveInProcess(ctx context.Context, cfg config.Config) (url string, stop fu
 		return errors.Join(srv.Shutdown(ctx), a.Close())
 	}
 	url = "http://" + ln.Addr().String()
-	if err := waitReady(ctx, url); err != nil {
+	if err := loadtest.WaitReady(ctx, url); err != nil {
 		return "", nil, errors.Join(err, stop())
 	}
 	return url, stop, nil

@@ -1,9 +1,10 @@
-package loadtest
+package sale
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"strconv"
-	"strings"
 	"syscall"
 )
 
@@ -17,6 +18,9 @@ func sysProcAttr() *syscall.SysProcAttr {
 // had (VmHWM). Not rusage's ru_maxrss: on Linux a child's count starts from
 // the RSS of the parent it was forked from, the bench itself.
 func peakRSS(pid int) int64 {
-	kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(keyOf(fmt.Sprintf("/proc/%d/status", pid), "VmHWM:")), " kB"), 10, 64)
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	_, rest, _ := bytes.Cut(status, []byte("VmHWM:"))
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	kb, _ := strconv.ParseInt(string(bytes.TrimSuffix(bytes.TrimSpace(line), []byte(" kB"))), 10, 64)
 	return kb << 10
 }

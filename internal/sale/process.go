@@ -1,4 +1,4 @@
-package loadtest
+package sale
 
 import (
 	"bufio"
@@ -13,18 +13,20 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stockguard/shop/loadtest"
 )
 
-// Processes returns a Launcher that runs each instance as a child process,
+// processes returns a Launcher that runs each instance as a child process,
 // `bin serve`, with env added to this process's environment. Each child
 // listens on a loopback port of its own choosing, which it logs.
-func Processes(bin string, env []string) Launcher {
+func processes(bin string, env []string) Launcher {
 	return func(ctx context.Context, strategy string, instances int) (Fleet, error) {
 		token := rand.Text()
-		f := Fleet{Shop: Shop{AdminToken: token}}
+		f := Fleet{Shop: loadtest.Shop{AdminToken: token}}
 		var children []*child
-		f.Stop = func() ([]Usage, error) {
-			usage := make([]Usage, len(children))
+		f.Stop = func() ([]loadtest.Usage, error) {
+			usage := make([]loadtest.Usage, len(children))
 			var errs []error
 			for i, c := range children {
 				usage[i], errs = c.stop(), append(errs, c.err())
@@ -36,7 +38,7 @@ func Processes(bin string, env []string) Launcher {
 				"--strategy", strategy, "--admin-token", token)
 			if err == nil {
 				children = append(children, c)
-				err = waitReady(ctx, c.url)
+				err = loadtest.WaitReady(ctx, c.url)
 			}
 			if err != nil {
 				_, stopErr := f.Stop()
@@ -66,7 +68,7 @@ func startChild(ctx context.Context, bin string, env []string, args ...string) (
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("loadtest: start %s: %w", bin, err)
+		return nil, fmt.Errorf("sale: start %s: %w", bin, err)
 	}
 	c := &child{cmd: cmd, exited: make(chan struct{})}
 	addr := make(chan string, 1)
@@ -87,14 +89,14 @@ func startChild(ctx context.Context, bin string, env []string, args ...string) (
 		c.url = "http://" + a
 		return c, nil
 	case <-c.exited:
-		return nil, fmt.Errorf("loadtest: %s exited: %w", bin, c.err())
+		return nil, fmt.Errorf("sale: %s exited: %w", bin, c.err())
 	case <-timer.C:
 		err = errors.New("did not log its address in 30s")
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
 	c.stop()
-	return nil, fmt.Errorf("loadtest: %s: %w", bin, err)
+	return nil, fmt.Errorf("sale: %s: %w", bin, err)
 }
 
 // readLog scans the child's JSON log for the first "listening" line and
@@ -104,9 +106,8 @@ func (c *child) readLog(r io.Reader, addr chan<- string) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		var entry struct{ Msg, Addr string }
-		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "listening" && addr != nil {
-			addr <- entry.Addr
+		if a, ok := ListenAddr(sc.Bytes()); ok && addr != nil {
+			addr <- a
 			addr = nil
 		}
 		if c.tail = append(c.tail, line); len(c.tail) > 10 {
@@ -115,9 +116,19 @@ func (c *child) readLog(r io.Reader, addr chan<- string) {
 	}
 }
 
+// ListenAddr returns the address in a `shop serve` JSON log line that says
+// it is listening, the first of which is the public API's.
+func ListenAddr(line []byte) (addr string, ok bool) {
+	var entry struct{ Msg, Addr string }
+	if json.Unmarshal(line, &entry) != nil || entry.Msg != "listening" {
+		return "", false
+	}
+	return entry.Addr, true
+}
+
 // stop ends the child gracefully, or kills it after a grace period, and
 // returns what it used.
-func (c *child) stop() Usage {
+func (c *child) stop() loadtest.Usage {
 	var rss int64
 	select {
 	case <-c.exited:
@@ -134,7 +145,7 @@ func (c *child) stop() Usage {
 		}
 	}
 	ps := c.cmd.ProcessState
-	return Usage{PeakRSSBytes: rss, CPUSeconds: (ps.UserTime() + ps.SystemTime()).Seconds()}
+	return loadtest.Usage{PeakRSSBytes: rss, CPUSeconds: (ps.UserTime() + ps.SystemTime()).Seconds()}
 }
 
 // err explains a failed exit; the shop exits 0 on SIGTERM. Call it only

@@ -1,0 +1,54 @@
+package loadtest
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Plan is the load each strategy of a demo or bench gets.
+type Plan struct {
+	Strategies []string `json:"strategies,omitempty"` // by name; empty means every one
+	Instances  int      `json:"instances"`            // shop instances per strategy (K)
+	Stock      int      `json:"stock"`                // units on sale in a burst (S)
+	Burst      Burst    `json:"burst"`                // D buyers
+	// Steady, when its Rate is set, follows the burst on a SKU of its own
+	// with stock for every buyer: the latency of placing orders under a
+	// steady load.
+	Steady Steady `json:"steady"`
+}
+
+// Validate reports every bad setting at once. The strategies' names are
+// the caller's to check.
+func (p Plan) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if p.Instances < 1 {
+		bad("instances must be at least 1, not %d", p.Instances)
+	}
+	if p.Stock <= 0 {
+		bad("stock must be at least 1 unit, not %d", p.Stock)
+	}
+	if p.Burst.Buyers < p.Stock {
+		bad("buyers (%d) must be at least the stock (%d): with fewer, nothing sells out and nothing can be oversold", p.Burst.Buyers, p.Stock)
+	}
+	if p.Burst.Concurrency < 0 || p.Steady.Concurrency < 0 {
+		bad("concurrency must not be negative")
+	}
+	if p.Steady.Rate < 0 || p.Steady.Duration < 0 {
+		bad("rate and duration must not be negative")
+	}
+	if p.Steady.Rate > 0 && p.Steady.Buyers() < 1 {
+		bad("rate %g/s for %s sends no buyers: set a longer duration", p.Steady.Rate, p.Steady.Duration)
+	}
+	return errors.Join(errs...)
+}
+
+// Requests returns how many requests the plan sends per strategy, for a
+// progress bar.
+func (p Plan) Requests() int {
+	n := p.Burst.Buyers
+	if p.Steady.Rate > 0 {
+		n += p.Steady.Buyers()
+	}
+	return n
+}
