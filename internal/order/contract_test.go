@@ -194,3 +194,47 @@ func TestLocalOversellsAcrossInstances(t *testing.T) {
 	}
 	t.Fatalf("no oversell in %d rounds across %d instances of local", rounds, processes)
 }
+
+// TestRefundThenBuy: under every strategy, a unit that a refund returns on
+// one instance is sold at once on another that had just answered sold out.
+// Sold-out answers may come without queueing; they must never come from
+// what an instance remembers.
+func TestRefundThenBuy(t *testing.T) {
+	for _, s := range strategy.All() {
+		t.Run(s.Name, func(t *testing.T) {
+			t.Parallel()
+			newShop, gdb := instances(t, s.Name)
+			a, b := newShop(), newShop()
+			ctx := t.Context()
+			const sku = "last-one"
+			if _, err := a.ResetStock(ctx, sku, 1); err != nil {
+				t.Fatal(err)
+			}
+			buy := func(svc *order.Service, user string) (order.Order, error) {
+				o, _, err := svc.Place(ctx, order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: "k-" + user})
+				return o, err
+			}
+			first, err := buy(a, "ann")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := buy(b, "bob"); !errors.Is(err, stock.ErrSoldOut) {
+				t.Fatalf("B before the refund: %v, want sold out", err)
+			}
+			if _, _, err := a.Refund(ctx, first.ID, "ann", "refund-ann"); err != nil {
+				t.Fatal(err)
+			}
+			second, err := buy(b, "cat")
+			if err != nil {
+				t.Fatalf("B right after the refund on A: %v, want the unit", err)
+			}
+			au, err := audit.SKU(ctx, gdb, sku, 1, []int64{second.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v := au.Violations(); len(v) > 0 || au.Orders != 1 || au.Available != 0 {
+				t.Errorf("audit %+v: %v; want 1 live order and none left", au, v)
+			}
+		})
+	}
+}

@@ -58,7 +58,8 @@ const (
 
 // registry is every strategy, in the order reports show them.
 var registry = []Strategy{
-	{Name: "none", New: guard(stock.NewNone), Ceilings: []Ceiling{SQLAtomic}},
+	{Name: "none", New: func(b *Backends, _ config.Config) (order.Guard, error) { return stock.NewNone(b.DB), nil },
+		Ceilings: []Ceiling{SQLAtomic}},
 	{Name: "atomic", New: guard(stock.NewAtomic), Ceilings: []Ceiling{SQLAtomic}},
 	{Name: "pessimistic", New: guard(stock.NewPessimistic), Ceilings: []Ceiling{SQLForUpdate},
 		Embedded: Embedded{Note: "FOR UPDATE takes SQLite's one write lock, as BEGIN IMMEDIATE does: SQLite has no row locks"}},
@@ -85,20 +86,24 @@ var registry = []Strategy{
 		Embedded: Embedded{Skip: "its lock times rows by the database's clock in MySQL's words (UTC_TIMESTAMP(6) + INTERVAL)"}},
 }
 
-// guard builds a strategy that needs the database alone.
-func guard[G order.Guard](newGuard func(*gorm.DB) G) func(*Backends, config.Config) (order.Guard, error) {
-	return func(b *Backends, _ config.Config) (order.Guard, error) { return newGuard(b.DB), nil }
+// guard builds a strategy that needs the database alone. Like every
+// strategy but none, it stands behind stock.Queued, so that sold-out
+// answers never wait in its queue.
+func guard[G stock.Guard](newGuard func(*gorm.DB) G) func(*Backends, config.Config) (order.Guard, error) {
+	return func(b *Backends, _ config.Config) (order.Guard, error) {
+		return stock.NewQueued(b.DB, newGuard(b.DB)), nil
+	}
 }
 
 // locked builds a lock strategy: the one composition of stock.Locked on the
-// lock that newLocker returns.
+// lock that newLocker returns, behind stock.Queued.
 func locked(newLocker func(*Backends, config.Config) (stock.Locker, error)) func(*Backends, config.Config) (order.Guard, error) {
 	return func(b *Backends, cfg config.Config) (order.Guard, error) {
 		l, err := newLocker(b, cfg)
 		if err != nil {
 			return nil, err
 		}
-		return stock.NewLocked(b.DB, l), nil
+		return stock.NewQueued(b.DB, stock.NewLocked(b.DB, l)), nil
 	}
 }
 

@@ -1,0 +1,148 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"gorm.io/gorm"
+)
+
+// Guard is a strategy: any of this package's types with Adjust.
+type Guard interface {
+	Adjust(ctx context.Context, sku string, delta int, fn Fn) error
+}
+
+// Queued stands in front of a guard and keeps sold-out answers out of its
+// queue. One hot row is a queue whatever guards it: every buyer waits for
+// the row lock, or the lock, in turn. Without Queued, the buyers who only
+// learn "sold out" wait in that queue as long as those who buy.
+//
+//   - A buyer first reads the stock with a plain read, which takes no lock
+//     and waits for none. If it is short, the answer is ErrSoldOut at once.
+//   - Otherwise the buyer waits its turn in this process: one change of a
+//     SKU at a time reaches the guard. When the guard answers a buyer
+//     sold-out, every buyer that was already waiting when that buyer's
+//     turn began is told sold-out at once, not in turn.
+//
+// Nothing is cached: a unit that a refund returns is sellable at once, on
+// every instance, because the next buyer reads it. A refund (delta > 0) is
+// never answered early; it queues like a purchase.
+//
+// Queueing a process's attempts is also what keeps the optimistic strategy
+// from collapsing on a hot row: its compare-and-set attempts no longer race
+// each other, so they no longer fail each other.
+type Queued struct {
+	db    *gorm.DB
+	guard Guard
+
+	mu   sync.Mutex
+	skus map[string]*line
+}
+
+// line is the queue of one SKU, kept while anyone is in it.
+type line struct {
+	turn    chan struct{} // holds one value while a change is at the guard
+	refs    int           // buyers in the line, at the guard or waiting
+	tickets uint64        // the last ticket handed out
+	// A waiter whose ticket is at most soldOut, and who wants at least
+	// need units, is sold out: the stock was read below need while it
+	// waited. wake is closed whenever soldOut rises.
+	soldOut uint64
+	need    int
+	wake    chan struct{}
+}
+
+// NewQueued returns guard behind a queue per SKU in this process.
+func NewQueued(gdb *gorm.DB, guard Guard) *Queued {
+	return &Queued{db: gdb, guard: guard, skus: make(map[string]*line)}
+}
+
+// Adjust implements the strategy.
+func (q *Queued) Adjust(ctx context.Context, sku string, delta int, fn Fn) error {
+	if delta < 0 {
+		it, err := Get(ctx, q.db, sku)
+		if err != nil {
+			return busyIfDone(ctx, err)
+		}
+		if it.Available+delta < 0 {
+			return fmt.Errorf("%w: %s", ErrSoldOut, sku)
+		}
+	}
+	l, ticket := q.enter(sku)
+	defer q.leave(sku, l)
+	if err := q.wait(ctx, l, ticket, -delta); err != nil {
+		return fmt.Errorf("%w: %s", err, sku)
+	}
+	defer func() { <-l.turn }()
+	err := q.guard.Adjust(ctx, sku, delta, fn)
+	if delta < 0 && errors.Is(err, ErrSoldOut) {
+		q.tellWaiting(ctx, sku, l)
+	}
+	return err
+}
+
+// tellWaiting reads the stock again, with a plain read, and tells every
+// buyer waiting in l that wants more than is left that it is sold out. They
+// were all waiting when the stock was read, so the answer was true while
+// each of them waited, even if a refund returns a unit just after.
+func (q *Queued) tellWaiting(ctx context.Context, sku string, l *line) {
+	q.mu.Lock()
+	waiting := l.tickets
+	q.mu.Unlock()
+	it, err := Get(ctx, q.db, sku)
+	if err != nil {
+		return // they wait their turn, as without the queue
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if waiting > l.soldOut {
+		l.soldOut, l.need = waiting, max(it.Available+1, 1)
+		close(l.wake)
+		l.wake = make(chan struct{})
+	}
+}
+
+// wait returns once it is the ticket's turn, or with ErrSoldOut once the
+// stock was read too short for want units while it waited (want <= 0 for a
+// refund, which is never sold out), or with ErrBusy when ctx ends.
+func (q *Queued) wait(ctx context.Context, l *line, ticket uint64, want int) error {
+	for {
+		q.mu.Lock()
+		if want > 0 && ticket <= l.soldOut && want >= l.need {
+			q.mu.Unlock()
+			return ErrSoldOut
+		}
+		wake := l.wake
+		q.mu.Unlock()
+		select {
+		case l.turn <- struct{}{}:
+			return nil
+		case <-wake:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrBusy, context.Cause(ctx))
+		}
+	}
+}
+
+func (q *Queued) enter(sku string) (*line, uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.skus[sku]
+	if l == nil {
+		l = &line{turn: make(chan struct{}, 1), wake: make(chan struct{})}
+		q.skus[sku] = l
+	}
+	l.refs++
+	l.tickets++
+	return l, l.tickets
+}
+
+func (q *Queued) leave(sku string, l *line) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if l.refs--; l.refs == 0 {
+		delete(q.skus, sku)
+	}
+}

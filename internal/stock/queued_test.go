@@ -1,0 +1,110 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// counting counts the changes that reach a real guard.
+type counting struct {
+	stock.Guard
+	calls atomic.Int32
+}
+
+func (c *counting) Adjust(ctx context.Context, sku string, delta int, fn stock.Fn) error {
+	c.calls.Add(1)
+	return c.Guard.Adjust(ctx, sku, delta, fn)
+}
+
+// TestQueuedSoldOutDoesNotQueue: a buyer who comes once the stock is gone
+// is told at once, and buyers already waiting when the last unit goes are
+// told together, without reaching the guard in turn.
+func TestQueuedSoldOutDoesNotQueue(t *testing.T) {
+	t.Parallel()
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
+	if err := stock.Reset(t.Context(), gdb, "hot", 1); err != nil {
+		t.Fatal(err)
+	}
+	inner := &counting{Guard: stock.NewAtomic(gdb)}
+	q := stock.NewQueued(gdb, inner)
+
+	// Another transaction holds the row and will take its last unit: the
+	// first buyer waits at the guard, the rest in the queue.
+	tx := gdb.Begin()
+	if err := tx.Exec(`UPDATE stock_items SET available = 0 WHERE sku = 'hot'`).Error; err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 50
+	errs := make(chan error, waiters)
+	var wg sync.WaitGroup
+	for range waiters {
+		wg.Go(func() { errs <- q.Adjust(t.Context(), "hot", -1, func(*gorm.DB) error { return nil }) })
+	}
+	waitFor(t, func() bool { return inner.calls.Load() == 1 }) // one buyer is at the guard
+	time.Sleep(100 * time.Millisecond)                         // the rest have queued behind it
+	if err := tx.Commit().Error; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, stock.ErrSoldOut) {
+			t.Errorf("a waiter got %v, want sold out", err)
+		}
+	}
+	if n := inner.calls.Load(); n != 1 {
+		t.Errorf("%d changes reached the guard; want 1: the waiters should have been told together", n)
+	}
+
+	// Now sold out: the next buyer does not reach the guard at all.
+	if err := q.Adjust(t.Context(), "hot", -1, func(*gorm.DB) error { return nil }); !errors.Is(err, stock.ErrSoldOut) {
+		t.Errorf("after the sell-out: %v, want sold out", err)
+	}
+	if n := inner.calls.Load(); n != 1 {
+		t.Errorf("%d changes reached the guard after the sell-out; want none more", n-1)
+	}
+}
+
+// TestQueuedRefundSellableAtOnce: a unit returned on one instance is
+// sellable at once on another that had just answered sold out.
+func TestQueuedRefundSellableAtOnce(t *testing.T) {
+	t.Parallel()
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
+	if err := stock.Reset(t.Context(), gdb, "hot", 1); err != nil {
+		t.Fatal(err)
+	}
+	a, b := stock.NewQueued(gdb, stock.NewAtomic(gdb)), stock.NewQueued(gdb, stock.NewAtomic(gdb))
+	noop := func(*gorm.DB) error { return nil }
+	if err := a.Adjust(t.Context(), "hot", -1, noop); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Adjust(t.Context(), "hot", -1, noop); !errors.Is(err, stock.ErrSoldOut) {
+		t.Fatalf("B before the refund: %v, want sold out", err)
+	}
+	if err := a.Adjust(t.Context(), "hot", 1, noop); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Adjust(t.Context(), "hot", -1, noop); err != nil {
+		t.Errorf("B right after the refund on A: %v, want the unit", err)
+	}
+}
+
+// waitFor polls cond for up to 10 seconds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
