@@ -59,12 +59,17 @@ func (r *Report) charts() []template.HTML {
 		}, "%.1f ms")
 		charts = append(charts, barChart(fmt.Sprintf("Steady %g/s latency, p99", r.Plan.Steady.Rate), "milliseconds from when each request was due, lower is better", steady))
 	}
+	if r.Plan.Closed.Duration > 0 {
+		closed := series(func(r Result) float64 { return r.Closed.OrdersPerSecond() }, "%.0f/s")
+		charts = append(charts, barChart(fmt.Sprintf("Throughput: closed loop of %d buyers", r.Plan.Closed.Buyers),
+			"orders per second the database holds, stock for every buyer, higher is better", closed))
+	}
 	if len(r.Baselines) > 0 {
 		bars := make([]bar, len(r.Baselines))
 		for i, b := range r.Baselines {
 			bars[i] = bar{label: b.Key, value: b.Throughput, text: fmt.Sprintf("%.0f/s", b.Throughput)}
 		}
-		charts = append(charts, barChart("Baselines: raw loops, no HTTP", "operations per second on one hot row or key", bars))
+		charts = append(charts, barChart("Ceilings: raw loops, and the HTTP stack alone", "operations per second on one hot row or key (sql-batched: orders)", bars))
 	}
 	return charts
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -116,7 +117,7 @@ func (b Burst) Run(ctx context.Context, shop Shop, sku string, progress func()) 
 	if workers <= 0 || workers > b.Buyers {
 		workers = b.Buyers
 	}
-	return fire(ctx, shop, sku, b.Buyers, workers, nil, progress)
+	return fire(ctx, shop, sku, b.Buyers, workers, nil, time.Time{}, progress)
 }
 
 // Run sends the steady load to sku.
@@ -132,7 +133,24 @@ func (s Steady) Run(ctx context.Context, shop Shop, sku string, progress func())
 	interval := time.Duration(float64(time.Second) / s.Rate)
 	return fire(ctx, shop, sku, n, min(workers, n), func(start time.Time, i int) time.Time {
 		return start.Add(time.Duration(i) * interval)
-	}, progress)
+	}, time.Time{}, progress)
+}
+
+// Closed is a closed loop: each of Buyers buyers places an order, waits for
+// the answer and places the next, for Duration. With stock for every buyer
+// it shows the most orders per second the shop sustains, and at what
+// latency.
+type Closed struct {
+	Buyers   int           `json:"buyers"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// Run sends the closed loop to sku.
+func (c Closed) Run(ctx context.Context, shop Shop, sku string, progress func()) (Stats, error) {
+	if c.Buyers < 1 || c.Duration <= 0 {
+		return Stats{}, fmt.Errorf("loadtest: a closed loop needs buyers and a duration, not %d for %s", c.Buyers, c.Duration)
+	}
+	return fire(ctx, shop, sku, math.MaxInt, c.Buyers, nil, time.Now().Add(c.Duration), progress)
 }
 
 // tally is one worker's share of the stats.
@@ -143,9 +161,10 @@ type tally struct {
 	hist   *hdrhistogram.PackedHistogram // sparse: a worker may see few values
 }
 
-// fire sends n buyers through workers goroutines released together. With
-// due set, buyer i is sent at due(start, i) and its latency counts from then.
-func fire(ctx context.Context, shop Shop, sku string, n, workers int, due func(time.Time, int) time.Time, progress func()) (Stats, error) {
+// fire sends n buyers through workers goroutines released together, or as
+// many as it can until a non-zero until. With due set, buyer i is sent at
+// due(start, i) and its latency counts from then.
+func fire(ctx context.Context, shop Shop, sku string, n, workers int, due func(time.Time, int) time.Time, until time.Time, progress func()) (Stats, error) {
 	if len(shop.URLs) == 0 {
 		return Stats{}, fmt.Errorf("loadtest: no shop URLs")
 	}
@@ -153,7 +172,7 @@ func fire(ctx context.Context, shop Shop, sku string, n, workers int, due func(t
 	defer client.CloseIdleConnections()
 	run := rand.Text()[:8] // users are unique to this run
 	stats := drive(workers, func(t *tally, start time.Time, i int) bool {
-		if i >= n || ctx.Err() != nil {
+		if i >= n || ctx.Err() != nil || !until.IsZero() && time.Now().After(until) {
 			return false
 		}
 		sent := time.Now()

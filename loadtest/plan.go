@@ -15,6 +15,10 @@ type Plan struct {
 	// with stock for every buyer: the latency of placing orders under a
 	// steady load.
 	Steady Steady `json:"steady"`
+	// Closed, when its Duration is set, follows on a SKU of its own with
+	// stock for every buyer: the throughput mode, the most orders per
+	// second each strategy sustains.
+	Closed Closed `json:"closed"`
 }
 
 // Validate reports every bad setting at once. The strategies' names are
@@ -36,6 +40,9 @@ func (p Plan) Validate() error {
 	}
 	if p.Steady.Rate < 0 || p.Steady.Duration < 0 {
 		bad("rate and duration must not be negative")
+	}
+	if p.Closed.Duration < 0 || p.Closed.Duration > 0 && p.Closed.Buyers < 1 {
+		bad("a closed loop needs at least 1 buyer and a duration that is not negative")
 	}
 	if p.Steady.Rate > 0 && p.Steady.Buyers() < 1 {
 		bad("rate %g/s for %s sends no buyers: set a longer duration", p.Steady.Rate, p.Steady.Duration)

@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -53,11 +54,24 @@ type Result struct {
 	Error   string  `json:"error,omitempty"`   // why it did not finish
 	Burst   *Phase  `json:"burst,omitempty"`
 	Steady  *Phase  `json:"steady,omitempty"`
+	Closed  *Phase  `json:"closed,omitempty"`
 	Usage   []Usage `json:"usage,omitempty"` // per instance
-	// Baseline names the raw loop that bounds this strategy's throughput,
-	// and Fraction is the burst's throughput over the loop's.
-	Baseline string  `json:"baseline,omitempty"`
-	Fraction float64 `json:"fraction_of_baseline,omitempty"`
+	// Baseline names the ceiling that bounds this strategy's throughput:
+	// the raw loop of the path it takes. Fraction is the burst's answers
+	// per second over the ceiling's, ClosedFraction the closed loop's
+	// orders per second over it.
+	Baseline       string  `json:"baseline,omitempty"`
+	Fraction       float64 `json:"fraction_of_baseline,omitempty"`
+	ClosedFraction float64 `json:"closed_fraction_of_baseline,omitempty"`
+}
+
+// OrdersPerSecond is the orders the database holds after the phase over the
+// phase's seconds.
+func (p *Phase) OrdersPerSecond() float64 {
+	if p == nil || p.Seconds <= 0 {
+		return 0
+	}
+	return float64(p.Audit.Orders) / p.Seconds
 }
 
 // Phase is one load and its audit.
@@ -75,7 +89,8 @@ func (r Result) Verdict() string {
 	switch {
 	case r.Skipped != "":
 		return "SKIP"
-	case r.Error != "", r.Burst == nil, len(r.Burst.Problems) > 0, r.Steady != nil && len(r.Steady.Problems) > 0:
+	case r.Error != "", r.Burst == nil, len(r.Burst.Problems) > 0, r.Steady != nil && len(r.Steady.Problems) > 0,
+		r.Closed != nil && len(r.Closed.Problems) > 0:
 		return "FAIL"
 	}
 	return "PASS"
@@ -166,9 +181,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "\nsteady: %g buyers/s for %s, stock for every buyer, latency from when each request was due\n", p.Steady.Rate, p.Steady.Duration)
 		writeSteady(w, r.Results)
 	}
+	if p.Closed.Duration > 0 {
+		fmt.Fprintf(w, "\nthroughput: a closed loop of %d buyers for %s, stock for every buyer; orders/s from the database\n", p.Closed.Buyers, p.Closed.Duration)
+		writeClosed(w, r.Results)
+	}
 	var problems []string
 	for _, res := range r.Results {
-		for _, ph := range []*Phase{res.Burst, res.Steady} {
+		for _, ph := range []*Phase{res.Burst, res.Steady, res.Closed} {
 			if ph != nil {
 				for _, pr := range ph.Problems {
 					problems = append(problems, res.Strategy+": "+pr)
@@ -197,7 +216,7 @@ func writeBursts(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "strategy\tinst\torders\toversold\tundersold\tstock left\treq/s\t"
 	if bench {
-		head += "of base\t"
+		head += "of ceiling\tceiling\t"
 	}
 	head += "p50 ms\tp99 ms\tbusy\terrors\t"
 	if bench {
@@ -211,11 +230,14 @@ func writeBursts(w io.Writer, results []Result) {
 			a := b.Audit
 			row += fmt.Sprintf("%d\t%d\t%d\t%d\t%.0f\t", a.Orders, a.Oversold, a.Undersold, a.Available, b.Throughput)
 			if bench {
-				row += percent(r.Fraction) + "\t"
+				row += percent(r.Fraction) + "\t" + cmp.Or(r.Baseline, "-") + "\t"
 			}
 			row += fmt.Sprintf("%.1f\t%.1f\t%d\t%d\t", b.Latency.P50, b.Latency.P99, b.Busy, b.Errors)
 		} else {
 			row += strings.Repeat("-\t", 9)
+			if bench {
+				row += "-\t-\t"
+			}
 			note = r.Skipped + r.Error
 		}
 		if bench {
@@ -237,6 +259,18 @@ func writeSteady(w io.Writer, results []Result) {
 		if s := r.Steady; s != nil {
 			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%s\t\n", leftAlign(r.Strategy, results), s.Throughput, s.Audit.Orders,
 				s.Audit.Oversold, s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.P999, s.Latency.Max, s.Busy, s.Errors, r.Verdict())
+		}
+	}
+	tw.Flush()
+}
+
+func writeClosed(w io.Writer, results []Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, leftAlign("strategy", results)+"\torders/s\torders\toversold\tp50 ms\tp99 ms\tbusy\terrors\tof ceiling\tceiling\tverdict\t")
+	for _, r := range results {
+		if c := r.Closed; c != nil {
+			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t%s\t\n", leftAlign(r.Strategy, results), c.OrdersPerSecond(), c.Audit.Orders,
+				c.Audit.Oversold, c.Latency.P50, c.Latency.P99, c.Busy, c.Errors, percent(r.ClosedFraction), cmp.Or(r.Baseline, "-"), r.Verdict())
 		}
 	}
 	tw.Flush()
@@ -270,7 +304,7 @@ func percent(f float64) string {
 
 func writeBaselines(w io.Writer, baselines []BaselineResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "baseline\tworkers\tops/s\tp50 ms\tp99 ms\terrors\t  one operation")
+	fmt.Fprintln(tw, "ceiling\tworkers\tops/s\tp50 ms\tp99 ms\terrors\t  one operation")
 	for _, b := range baselines {
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%d\t  %s\n", b.Key, b.Workers, b.Throughput, b.Latency.P50, b.Latency.P99, b.Errors, b.Name)
 	}

@@ -42,6 +42,8 @@ func newLoadFlags(name string, getenv config.Getenv, stderr io.Writer, usage str
 	fs.IntVar(&p.Instances, "instances", 3, "shop instances per strategy (K), requests go round robin")
 	fs.Float64Var(&p.Steady.Rate, "rate", 0, "after each burst, buyers per second at a steady rate; 0 skips it")
 	fs.DurationVar(&p.Steady.Duration, "duration", 10*time.Second, "how long the steady rate runs")
+	fs.DurationVar(&p.Closed.Duration, "closed", 0, "after each burst, a closed loop for this long, stock for every buyer: the most orders/s sustained; 0 skips it")
+	fs.IntVar(&p.Closed.Buyers, "closed-buyers", 64, "buyers in the closed loop, each placing its next order when answered")
 	fs.StringVar(&f.strategies, "strategies", "", "comma-separated strategies to run; empty runs all: "+strings.Join(strategy.Names(), ", "))
 	f.config = config.Flags(fs, getenv, strategy.Names(), true)
 	fs.StringVar(&f.jsonFile, "json", "", "also write every figure as JSON to this file")
@@ -85,9 +87,12 @@ func demo(ctx context.Context, args []string, getenv config.Getenv, stdout, stde
 
 const benchUsage = `usage: shop bench [flags]
 
-Measures every strategy against real servers: first the baselines, raw
-loops on one hot row or key with no HTTP, then, for each strategy, K child
-'shop serve' processes under a burst and, with --rate, a steady load.
+Measures every strategy against real servers: first the ceilings, the
+shop's HTTP stack alone ('shop echo') and raw loops on one hot row or key
+with no HTTP, then, for each strategy, K child 'shop serve' processes under
+a burst, with --rate a steady load, and with --closed a closed loop that
+shows the most orders per second it sustains. Each strategy is shown as a
+fraction of its own ceiling.
 
 `
 
@@ -96,8 +101,7 @@ func bench(ctx context.Context, args []string, getenv config.Getenv, stdout, std
 	bin, _ := os.Executable()
 	var b sale.Bench
 	f.fs.StringVar(&b.Bin, "bin", bin, "the shop binary to run as 'serve'")
-	f.fs.DurationVar(&b.Baseline, "baseline", 3*time.Second, "how long each baseline loops; 0 skips them")
-	f.fs.StringVar(&b.ZKRoot, "zk-root", "/stockguard-bench", "znode under which the ZooKeeper baseline works")
+	f.fs.DurationVar(&b.Baseline, "baseline", 3*time.Second, "how long each ceiling loops; 0 skips them")
 	var err error
 	if b.Config, err = f.parse(args); err != nil {
 		return err

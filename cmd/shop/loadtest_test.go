@@ -87,7 +87,7 @@ func TestBench(t *testing.T) {
 	jsonFile, htmlFile := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.html")
 	args := []string{"bench", "--bin", os.Args[0], "--mysql", testinfra.MySQL(t), "--redis", redis.Addr,
 		"--zk", strings.Join(zk.Addrs, ","), "--zk-root", zk.Root, "--stock", "10", "--buyers", "60", "--instances", "2",
-		"--baseline", "200ms", "--rate", "40", "--duration", "500ms", "--json", jsonFile, "--html", htmlFile}
+		"--baseline", "200ms", "--rate", "40", "--duration", "500ms", "--closed", "500ms", "--closed-buyers", "8", "--json", jsonFile, "--html", htmlFile}
 	var stdout strings.Builder
 	getenv := func(k string) string { return map[string]string{"SHOP_REDIS_PREFIX": redis.Prefix}[k] }
 	if err := run(t.Context(), args, getenv, &stdout, io.Discard); err != nil {
@@ -109,19 +109,25 @@ func TestBench(t *testing.T) {
 			t.Errorf("baseline %s: %d operations, %d errors", b.Key, b.Ordered, b.Errors)
 		}
 	}
-	if want := []string{"sql-atomic", "sql-for-update", "redis-lua", "redis-lock", "zookeeper-lock"}; !slices.Equal(baselines, want) {
+	want := []string{"http-echo", "sql-atomic", "sql-for-update", "sql-batched", "redis-lua"}
+	for _, s := range strategy.All() {
+		if s.Lock != nil && !slices.Contains(s.Needs, strategy.Redlock) { // no Redlock masters given
+			want = append(want, string(strategy.Serial(s.Name)))
+		}
+	}
+	if !slices.Equal(baselines, want) {
 		t.Errorf("baselines %v, want %v", baselines, want)
 	}
 	for _, r := range rep.Results {
 		if r.Skipped != "" {
 			continue
 		}
-		if r.Burst == nil || r.Steady == nil || r.Error != "" {
+		if r.Burst == nil || r.Steady == nil || r.Closed == nil || r.Error != "" {
 			t.Errorf("%s did not run: %s", r.Strategy, r.Error)
 			continue
 		}
-		if r.Baseline == "" || r.Fraction <= 0 {
-			t.Errorf("%s: no fraction of a baseline", r.Strategy)
+		if s, _ := strategy.Lookup(r.Strategy); r.Baseline != string(s.Ceiling) || r.Fraction <= 0 || r.ClosedFraction <= 0 {
+			t.Errorf("%s: ceiling %q, fractions %g and %g; want its own ceiling, %s, and both fractions", r.Strategy, r.Baseline, r.Fraction, r.ClosedFraction, s.Ceiling)
 		}
 		if len(r.Usage) != 2 || r.Usage[0].PeakRSSBytes <= 0 || r.Usage[0].CPUSeconds <= 0 {
 			t.Errorf("%s: usage %+v, want the peak RSS and CPU of 2 instances", r.Strategy, r.Usage)
@@ -129,7 +135,7 @@ func TestBench(t *testing.T) {
 		if r.Strategy == "none" || r.Strategy == "local" {
 			continue // unguarded across instances: they may oversell
 		}
-		for _, ph := range []*loadtest.Phase{r.Burst, r.Steady} {
+		for _, ph := range []*loadtest.Phase{r.Burst, r.Steady, r.Closed} {
 			if ph.Audit.Oversold != 0 || ph.Audit.Undersold != 0 || len(ph.Problems) != 0 {
 				t.Errorf("%s: audit %+v, problems %q", r.Strategy, ph.Audit, ph.Problems)
 			}
@@ -139,7 +145,7 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"<svg", "Oversold units", "Baselines"} {
+	for _, want := range []string{"<svg", "Oversold units", "Ceilings", "Throughput"} {
 		if !strings.Contains(string(html), want) {
 			t.Errorf("the HTML report lacks %q", want)
 		}

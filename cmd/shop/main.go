@@ -4,9 +4,11 @@
 //	shop migrate   create the database schema and exit
 //	shop demo      show every strategy under a flash sale, with nothing installed
 //	shop bench     measure every strategy against real servers
+//	shop echo      serve the HTTP stack alone, the bench's http-echo ceiling
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -24,6 +26,7 @@ import (
 	"github.com/stockguard/shop/internal/app"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/strategy"
 )
 
@@ -34,6 +37,8 @@ commands:
   migrate   create the database schema and exit
   demo      show every strategy under a flash sale, with nothing installed
   bench     measure every strategy against real servers, with a report
+  echo      serve the shop's HTTP stack with no backends (the bench's
+            http-echo ceiling: the most any strategy can answer here)
 
 Run 'shop <command> -h' for the flags of a command. Every flag can also be
 set by its SHOP_* environment variable; a flag wins over the variable.
@@ -64,6 +69,8 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		return demo(ctx, args, getenv, stdout, stderr)
 	case "bench":
 		return bench(ctx, args, getenv, stdout, stderr)
+	case "echo":
+		return echo(ctx, args, getenv, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -103,10 +110,29 @@ func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.W
 		return err
 	}
 	defer shop.Close()
+	return listen(ctx, log, shop.Handler, cfg.HTTPAddr, cfg.DebugAddr)
+}
 
-	servers := []*http.Server{{Addr: cfg.HTTPAddr, Handler: shop.Handler, ReadHeaderTimeout: 5 * time.Second}}
-	if cfg.DebugAddr != "" {
-		servers = append(servers, &http.Server{Addr: cfg.DebugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second})
+func echo(ctx context.Context, args []string, getenv config.Getenv, stderr io.Writer) error {
+	fs := flag.NewFlagSet("echo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("http", cmp.Or(getenv("SHOP_HTTP_ADDR"), ":8080"), "public HTTP listen address (SHOP_HTTP_ADDR)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return listen(ctx, slog.New(slog.NewJSONHandler(stderr, nil)), httpapi.Echo(), *addr, "")
+}
+
+// listen serves handler on httpAddr, and pprof on debugAddr unless it is
+// empty, until ctx ends; then it shuts down gracefully. It logs each
+// address it listens on.
+func listen(ctx context.Context, log *slog.Logger, handler http.Handler, httpAddr, debugAddr string) error {
+	servers := []*http.Server{{Addr: httpAddr, Handler: handler, ReadHeaderTimeout: 5 * time.Second}}
+	if debugAddr != "" {
+		servers = append(servers, &http.Server{Addr: debugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second})
 	}
 	errc := make(chan error, len(servers))
 	for _, srv := range servers {

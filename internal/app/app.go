@@ -41,7 +41,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if err := db.Migrate(ctx, b.DB); err != nil {
 		return nil, errors.Join(err, a.Close())
 	}
-	guard, err := s.New(b, cfg)
+	guard, err := s.Guard(b, cfg)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("strategy %s: %w", cfg.Strategy, err), a.Close())
 	}

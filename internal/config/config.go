@@ -50,8 +50,10 @@ type setting struct {
 	// flag too, and there it has no built-in default, because empty means
 	// that the server is to be embedded or done without.
 	server bool
-	set    func(c *Config, v string) error // parses v into c
-	get    func(c Config) string           // formats it back
+	// load marks another setting that demo and bench take as a flag.
+	load bool
+	set  func(c *Config, v string) error // parses v into c
+	get  func(c Config) string           // formats it back
 }
 
 // strategyUsage is filled in with the names of the strategies.
@@ -65,7 +67,7 @@ var settings = [...]setting{
 	server(str("SHOP_REDIS_ADDR", "redis", "127.0.0.1:6379", "Redis address", func(c *Config) *string { return &c.RedisAddr })),
 	str("SHOP_REDIS_PREFIX", "redis-prefix", "shop:", "prefix of every Redis key the shop writes", func(c *Config) *string { return &c.RedisPrefix }),
 	server(list("SHOP_ZK_ADDRS", "zk", "ZooKeeper addresses, comma-separated", func(c *Config) *[]string { return &c.ZKAddrs })),
-	str("SHOP_ZK_ROOT", "zk-root", "/stockguard/locks", "znode under which the zookeeper strategy keeps its locks", func(c *Config) *string { return &c.ZKRoot }),
+	load(str("SHOP_ZK_ROOT", "zk-root", "/stockguard/locks", "znode under which the zookeeper strategy keeps its locks", func(c *Config) *string { return &c.ZKRoot })),
 	server(list("SHOP_REDLOCK_ADDRS", "redlock", "independent Redis masters for the redlock strategy, comma-separated, at least 3", func(c *Config) *[]string { return &c.RedlockAddrs })),
 	str("SHOP_STRATEGY", "strategy", "atomic", strategyUsage, func(c *Config) *string { return &c.Strategy }),
 	str("SHOP_ADMIN_TOKEN", "admin-token", "", "bearer token for the admin endpoints; empty refuses them", func(c *Config) *string { return &c.AdminToken }),
@@ -112,7 +114,8 @@ func dur(env, flag, def string, min time.Duration, usage string, field func(*Con
 		get: func(c Config) string { return field(&c).String() }}
 }
 
-func server(s setting) setting { s.server = true; return s }
+func server(s setting) setting { s.server, s.load = true, true; return s }
+func load(s setting) setting   { s.load = true; return s }
 
 // Load builds a Config from defaults, then the environment, then args, and
 // validates it. strategies lists the names the caller can build.
@@ -135,9 +138,10 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 
 // Flags registers the settings as flags on fs, each defaulting to its SHOP_*
 // variable, else to its built-in default. With serversOnly, as for demo and
-// bench, only the server addresses become flags, and they default to their
-// variables alone: empty means the server is not configured. The settings
-// that are not flags take their variable or default.
+// bench, only the server addresses and the ZooKeeper root become flags, and
+// the addresses default to their variables alone: empty means the server is
+// not configured. The settings that are not flags take their variable or
+// default.
 //
 // The returned function reads the settings once fs is parsed, and reports
 // every value that does not parse; Validate checks the rest.
@@ -151,7 +155,7 @@ func Flags(fs *flag.FlagSet, getenv Getenv, strategies []string, serversOnly boo
 		if v := getenv(s.env); v != "" {
 			raw[i] = v
 		}
-		if serversOnly && !s.server {
+		if serversOnly && !s.load {
 			continue
 		}
 		usage := s.usage

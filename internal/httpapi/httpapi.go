@@ -169,13 +169,22 @@ func toJSON(o order.Order) orderJSON {
 	return orderJSON{ID: o.ID, SKU: o.SKU, UserID: o.UserID, Quantity: o.Quantity, Status: o.Status, CreatedAt: o.CreatedAt, RefundedAt: o.RefundedAt}
 }
 
-func (a *api) postOrder(c *gin.Context) {
+// orderRequest decodes and validates an order's body, or answers 400.
+func orderRequest(c *gin.Context) (orderBody, bool) {
 	var b orderBody
 	if !bind(c, &b) || !validID(c, "sku", b.SKU) || !validID(c, "user_id", b.UserID) {
-		return
+		return b, false
 	}
 	if b.Quantity < 1 || b.Quantity > MaxQuantity {
 		problem(c, "invalid-request", fmt.Sprintf("quantity must be an integer from 1 to %d", MaxQuantity))
+		return b, false
+	}
+	return b, true
+}
+
+func (a *api) postOrder(c *gin.Context) {
+	b, ok := orderRequest(c)
+	if !ok {
 		return
 	}
 	key, _ := idempotency.ParseKey(c.GetHeader(idempotency.Header)) // checked by the middleware

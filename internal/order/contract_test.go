@@ -50,7 +50,7 @@ func instances(t *testing.T, name string) (func() *order.Service, *gorm.DB) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { b.Close() })
-		guard, err := s.New(b, cfg)
+		guard, err := s.Guard(b, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

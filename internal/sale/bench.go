@@ -4,9 +4,12 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
@@ -15,16 +18,16 @@ import (
 )
 
 // Bench runs every strategy as child shop processes against real servers,
-// after the ceilings: the raw loops that show what the servers can do on
-// this machine, measured in the same run.
+// after the ceilings, measured in the same run: what the HTTP stack alone,
+// the database, Redis and each lock can do on this machine. Each strategy
+// is shown as a fraction of its own ceiling, which the registry names.
 type Bench struct {
 	Plan loadtest.Plan
 	// Config is the shop's configuration, as config.Flags reads it for
 	// bench; the children get it as SHOP_* variables. It must name MySQL
 	// and Redis.
 	Config   config.Config
-	Bin      string        // the shop binary, run as `Bin serve`
-	ZKRoot   string        // where the ZooKeeper ceiling puts its znodes
+	Bin      string        // the shop binary, run as `Bin serve` and `Bin echo`
 	Baseline time.Duration // how long each ceiling loops; 0 skips them
 	Progress Progress      // may be nil
 }
@@ -59,17 +62,7 @@ func (b Bench) Run(ctx context.Context) (*loadtest.Report, error) {
 		{Role: "shop", What: "child processes: " + b.Bin + " serve"}}
 
 	if b.Baseline > 0 {
-		probes, closeProbes, err := ceilings(ctx, probeServers{DB: gdb, Redis: cfg.RedisAddr, RedisPrefix: "stockguard:", ZK: cfg.ZKAddrs, ZKRoot: b.ZKRoot})
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range probes {
-			if b.Progress != nil {
-				b.Progress.Describe("baseline " + string(p.Key))
-			}
-			rep.Baselines = append(rep.Baselines, p.measure(ctx, b.Baseline))
-		}
-		if err := errors.Join(ctx.Err(), closeProbes()); err != nil {
+		if rep.Baselines, err = b.ceilings(ctx, gdb, run); err != nil {
 			return nil, err
 		}
 	}
@@ -79,24 +72,61 @@ func (b Bench) Run(ctx context.Context) (*loadtest.Report, error) {
 	rep.Results, err = r.runAll(ctx, run, skipped)
 	for i, res := range rep.Results {
 		s, _ := strategy.Lookup(res.Strategy)
-		if base, ok := ceilingOf(s, rep.Baselines); ok && res.Burst != nil && base.Throughput > 0 {
-			rep.Results[i].Baseline = base.Key
-			rep.Results[i].Fraction = res.Burst.Throughput / base.Throughput
+		j := slices.IndexFunc(rep.Baselines, func(c loadtest.BaselineResult) bool { return c.Key == string(s.Ceiling) })
+		if j < 0 || rep.Baselines[j].Throughput <= 0 {
+			continue
 		}
+		ceiling := rep.Baselines[j].Throughput
+		rep.Results[i].Baseline = rep.Baselines[j].Key
+		if res.Burst != nil {
+			rep.Results[i].Fraction = res.Burst.Throughput / ceiling
+		}
+		rep.Results[i].ClosedFraction = res.Closed.OrdersPerSecond() / ceiling
 	}
 	rep.Finish()
 	return rep, err
 }
 
-// ceilingOf picks, among the measured ceilings, the one that bounds s: the
-// slowest of those its registry entry names.
-func ceilingOf(s strategy.Strategy, measured []loadtest.BaselineResult) (loadtest.BaselineResult, bool) {
-	var best loadtest.BaselineResult
-	found := false
-	for _, b := range measured {
-		if slices.Contains(s.Ceilings, strategy.Ceiling(b.Key)) && (!found || b.Throughput < best.Throughput) {
-			best, found = b, true
+// ceilings measures, for Baseline each: the shop's HTTP stack alone, as
+// many `shop echo` instances as the plan's, under a closed loop; the raw
+// loops of the database and Redis; and the serial ceiling of each lock
+// strategy that runs.
+func (b Bench) ceilings(ctx context.Context, gdb *gorm.DB, run []strategy.Strategy) ([]loadtest.BaselineResult, error) {
+	describe := func(what string) {
+		if b.Progress != nil {
+			b.Progress.Describe("ceiling " + what)
 		}
 	}
-	return best, found
+	describe(string(strategy.HTTPEcho))
+	fleet, err := echoes(b.Bin)(ctx, "", b.Plan.Instances)
+	if err != nil {
+		return nil, err
+	}
+	buyers := cmp.Or(b.Plan.Closed.Buyers, echoBuyers)
+	stats, err := loadtest.Closed{Buyers: buyers, Duration: b.Baseline}.Run(ctx, fleet.Shop, "echo", nil)
+	if _, stopErr := fleet.Stop(); err != nil || stopErr != nil {
+		return nil, errors.Join(err, stopErr)
+	}
+	results := []loadtest.BaselineResult{{Key: string(strategy.HTTPEcho), Workers: buyers, Stats: stats,
+		Name: fmt.Sprintf("the shop's HTTP stack, no backends: %d 'shop echo' processes, a closed loop of buyers", b.Plan.Instances)}}
+
+	var locks []strategy.Strategy
+	for _, s := range run {
+		if s.Lock != nil {
+			locks = append(locks, s)
+		}
+	}
+	probes, closeProbes, err := ceilings(ctx, gdb, b.Config, locks)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range probes {
+		describe(string(p.Key))
+		results = append(results, p.measure(ctx, b.Baseline))
+	}
+	return results, errors.Join(ctx.Err(), closeProbes())
 }
+
+// echoBuyers is how many buyers loop against http-echo when the plan has
+// no closed loop of its own.
+const echoBuyers = 64

@@ -6,56 +6,57 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
-	"path"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/loadtest"
 )
 
-// probe is one raw operation on a backend, with no HTTP and no framework:
-// database/sql, go-redis and go-zookeeper calls only. Looped, it shows the
-// most the backend can do on one hot key on this machine, the ceiling of
-// every strategy that runs through it.
+// probe is one raw operation on a backend, with no HTTP and no framework.
+// Looped, it shows the most the backend can do on one hot row or key on
+// this machine, the ceiling of every strategy that runs through it.
 type probe struct {
 	Key  strategy.Ceiling
 	Name string // what one operation is
 	// Workers loop at once. Lock probes have 1: only one holder proceeds at
 	// a time, so the loop is the fastest hand-over of one lock.
 	Workers int
-	Do      func(ctx context.Context) error
+	// Orders is how many orders one operation makes, when more than one:
+	// the figures are then per order.
+	Orders int
+	Do     func(ctx context.Context) error
 }
 
 // probeWorkers is how many workers loop a probe that allows concurrency:
 // enough to queue on the hot row or key, as a burst does.
 const probeWorkers = 32
 
+// batchSize is how many orders one sql-batched transaction makes.
+const batchSize = 100
+
 // measure loops p for d.
 func (p probe) measure(ctx context.Context, d time.Duration) loadtest.BaselineResult {
-	return loadtest.BaselineResult{Key: string(p.Key), Name: p.Name, Workers: p.Workers, Stats: loadtest.Loop(ctx, p.Workers, d, p.Do)}
+	st := loadtest.Loop(ctx, p.Workers, d, p.Do)
+	if p.Orders > 1 {
+		st.Ordered *= p.Orders
+		st.Throughput *= float64(p.Orders)
+	}
+	return loadtest.BaselineResult{Key: string(p.Key), Name: p.Name, Workers: p.Workers, Stats: st}
 }
 
-// probeServers are the servers to probe; each probe runs only where its
-// server is given.
-type probeServers struct {
-	DB          *gorm.DB // MySQL, with the shop's schema
-	Redis       string   // address
-	RedisPrefix string   // probe keys start with it
-	ZK          []string
-	ZKRoot      string // probe znodes go below it; created if missing
-}
-
-// ceilings returns the probes for the servers given. close removes what they
-// created.
-func ceilings(ctx context.Context, s probeServers) (probes []probe, close func() error, err error) {
+// ceilings returns the probes of the database, of Redis, and the serial
+// ceiling of each lock strategy in locks, on the servers cfg names. close
+// removes what they created.
+func ceilings(ctx context.Context, gdb *gorm.DB, cfg config.Config, locks []strategy.Strategy) (probes []probe, close func() error, err error) {
 	var closers []func() error
 	close = func() error {
 		var errs []error
@@ -70,41 +71,58 @@ func ceilings(ctx context.Context, s probeServers) (probes []probe, close func()
 		}
 	}()
 	tag := strings.ToLower(rand.Text()[:8])
-	if s.DB != nil {
-		sku := "baseline-" + tag
-		if err := stock.Reset(ctx, s.DB, sku, math.MaxInt32); err != nil {
-			return nil, nil, fmt.Errorf("sale: probe stock: %w", err)
+	// newSKU puts a SKU on sale with stock no loop can exhaust.
+	newSKU := func(name string) (string, error) {
+		sku := "ceiling-" + name + "-" + tag
+		if err := stock.Reset(ctx, gdb, sku, math.MaxInt32); err != nil {
+			return "", fmt.Errorf("sale: ceiling %s: %w", name, err)
 		}
-		closers = append(closers, func() error { return forget(context.Background(), s.DB, sku) })
-		sqlDB, err := s.DB.DB()
+		closers = append(closers, func() error { return forget(context.Background(), gdb, sku) })
+		return sku, nil
+	}
+
+	sku, err := newSKU("sql")
+	if err != nil {
+		return nil, nil, err
+	}
+	sqlDB, err := gdb.DB()
+	if err != nil {
+		return nil, nil, err
+	}
+	probes = append(probes, sqlProbes(sqlDB, sku)...)
+
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, PoolSize: probeWorkers})
+	key := cfg.RedisPrefix + "ceiling:" + tag + ":stock"
+	closers = append(closers, func() error { return errors.Join(rdb.Del(context.Background(), key).Err(), rdb.Close()) })
+	if err := rdb.Set(ctx, key, math.MaxInt64/2, 0).Err(); err != nil {
+		return nil, nil, fmt.Errorf("sale: ceiling redis-lua: %w", err)
+	}
+	probes = append(probes, probe{Key: strategy.RedisLua, Name: "Redis: Lua check-and-DECRBY of one key", Workers: probeWorkers,
+		Do: func(ctx context.Context) error { return decrement.Run(ctx, rdb, []string{key}, 1).Err() }})
+
+	for _, s := range locks {
+		b, err := strategy.Open(ctx, cfg, s.Needs, slog.New(slog.DiscardHandler))
+		if err != nil {
+			return nil, nil, fmt.Errorf("sale: ceiling of %s: %w", s.Name, err)
+		}
+		closers = append(closers, b.Close)
+		l, err := s.Lock(b, cfg)
+		if err != nil {
+			return nil, nil, fmt.Errorf("sale: ceiling of %s: %w", s.Name, err)
+		}
+		sku, err := newSKU(s.Name)
 		if err != nil {
 			return nil, nil, err
 		}
-		probes = append(probes, sqlProbes(sqlDB, sku)...)
-	}
-	if s.Redis != "" {
-		rdb := redis.NewClient(&redis.Options{Addr: s.Redis, PoolSize: probeWorkers})
-		keys := []string{s.RedisPrefix + "baseline:" + tag + ":stock", s.RedisPrefix + "baseline:" + tag + ":lock"}
-		closers = append(closers, func() error {
-			return errors.Join(rdb.Del(context.Background(), keys...).Err(), rdb.Close())
-		})
-		if err := rdb.Set(ctx, keys[0], math.MaxInt64/2, 0).Err(); err != nil {
-			return nil, nil, fmt.Errorf("sale: probe redis: %w", err)
-		}
-		probes = append(probes, redisProbes(rdb, keys[0], keys[1])...)
-	}
-	if len(s.ZK) > 0 {
-		conn, _, err := zk.Connect(s.ZK, 10*time.Second, zk.WithLogger(quiet{}))
-		if err != nil {
-			return nil, nil, fmt.Errorf("sale: probe zookeeper: %w", err)
-		}
-		closers = append(closers, func() error { conn.Close(); return nil })
-		dir := path.Join(s.ZKRoot, "baseline-"+tag)
-		if err := mkdirs(conn, dir); err != nil {
-			return nil, nil, fmt.Errorf("sale: probe zookeeper: %w", err)
-		}
-		closers = append(closers, func() error { return conn.Delete(dir, -1) })
-		probes = append(probes, zkProbe(conn, dir))
+		guard := stock.NewLocked(b.DB, l)
+		probes = append(probes, probe{Key: s.Ceiling, Workers: 1,
+			Name: s.Name + ": acquire the lock, claim the fence, the order transaction, release",
+			Do: func(ctx context.Context) error {
+				return guard.Adjust(ctx, sku, -1, func(tx *gorm.DB) error {
+					return tx.Exec(`INSERT INTO orders (sku, user_id, quantity, status, created_at) VALUES (?, 'ceiling', 1, 'created', ?)`,
+						sku, time.Now().UTC()).Error
+				})
+			}})
 	}
 	return probes, close, nil
 }
@@ -113,7 +131,7 @@ func ceilings(ctx context.Context, s probeServers) (probes []probe, close func()
 // one hot row, each with its order insert, one transaction per order.
 func sqlProbes(sqlDB *sql.DB, sku string) []probe {
 	insert := func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO orders (sku, user_id, quantity, status, created_at) VALUES (?, 'baseline', 1, 'created', ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO orders (sku, user_id, quantity, status, created_at) VALUES (?, 'ceiling', 1, 'created', ?)`,
 			sku, time.Now().UTC())
 		return err
 	}
@@ -148,7 +166,36 @@ func sqlProbes(sqlDB *sql.DB, sku string) []probe {
 					return insert(ctx, tx)
 				})
 			}},
+		{Key: strategy.SQLBatched, Workers: 1, Orders: batchSize,
+			Name: fmt.Sprintf("MySQL: %d orders per transaction: one conditional UPDATE by the sum, one multi-row INSERT, COMMIT (figures per order)", batchSize),
+			Do: func(ctx context.Context) error {
+				return inTx(ctx, sqlDB, func(tx *sql.Tx) error {
+					now := time.Now().UTC()
+					res, err := tx.ExecContext(ctx, `UPDATE stock_items SET available = available - ?, version = version + 1, updated_at = ?
+						WHERE sku = ? AND available >= ?`, batchSize, now, sku, batchSize)
+					if err != nil {
+						return err
+					}
+					if n, err := res.RowsAffected(); err != nil || n != 1 {
+						return errors.Join(err, errors.New("sold out"))
+					}
+					_, err = tx.ExecContext(ctx, batchInsert, batchArgs(sku, now)...)
+					return err
+				})
+			}},
 	}
+}
+
+// batchInsert inserts batchSize orders in one statement.
+var batchInsert = `INSERT INTO orders (sku, user_id, quantity, status, created_at) VALUES ` +
+	strings.TrimSuffix(strings.Repeat("(?, 'ceiling', 1, 'created', ?),", batchSize), ",")
+
+func batchArgs(sku string, now time.Time) []any {
+	args := make([]any, 0, 2*batchSize)
+	for range batchSize {
+		args = append(args, sku, now)
+	}
+	return args
 }
 
 func inTx(ctx context.Context, sqlDB *sql.DB, fn func(*sql.Tx) error) error {
@@ -167,55 +214,3 @@ var decrement = redis.NewScript(`
 local n = tonumber(redis.call('GET', KEYS[1]) or '0')
 if n < tonumber(ARGV[1]) then return -1 end
 return redis.call('DECRBY', KEYS[1], ARGV[1])`)
-
-// The release of a Redis lock: delete the key only if it holds our token.
-var release = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0`)
-
-func redisProbes(rdb *redis.Client, stockKey, lockKey string) []probe {
-	return []probe{
-		{Key: strategy.RedisLua, Name: "Redis: Lua check-and-DECRBY of one key", Workers: probeWorkers,
-			Do: func(ctx context.Context) error { return decrement.Run(ctx, rdb, []string{stockKey}, 1).Err() }},
-		{Key: strategy.RedisLock, Name: "Redis lock: SET NX PX with a random token, Lua compare-and-delete", Workers: 1,
-			Do: func(ctx context.Context) error {
-				token := rand.Text()
-				ok, err := rdb.SetNX(ctx, lockKey, token, 10*time.Second).Result()
-				if err != nil || !ok {
-					return errors.Join(err, errors.New("lock not obtained"))
-				}
-				return release.Run(ctx, rdb, []string{lockKey}, token).Err()
-			}},
-	}
-}
-
-func zkProbe(conn *zk.Conn, dir string) probe {
-	return probe{Key: strategy.ZooKeeperLock, Name: "ZooKeeper lock: create ephemeral sequential node, list children, delete", Workers: 1,
-		Do: func(ctx context.Context) error {
-			node, err := conn.Create(dir+"/lock-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
-			if err != nil {
-				return err
-			}
-			if _, _, err := conn.Children(dir); err != nil {
-				return err
-			}
-			return conn.Delete(node, -1)
-		}}
-}
-
-// mkdirs creates p and its parents.
-func mkdirs(conn *zk.Conn, p string) error {
-	for i := 1; i <= len(p); i++ {
-		if i == len(p) || p[i] == '/' {
-			_, err := conn.Create(p[:i], nil, 0, zk.WorldACL(zk.PermAll))
-			if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-				return fmt.Errorf("create %s: %w", p[:i], err)
-			}
-		}
-	}
-	return nil
-}
-
-type quiet struct{}
-
-func (quiet) Printf(string, ...any) {}

@@ -1,22 +1,32 @@
 package sale
 
 import (
+	"maps"
 	"runtime"
 	"testing"
 
+	"github.com/stockguard/shop/internal/strategy"
+	"github.com/stockguard/shop/internal/strategy/strategytest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
 // BenchmarkCeilings runs the raw loops of `shop bench` as Go benchmarks:
 // the order transactions of atomic and pessimistic on one hot row, the
-// Redis Lua decrement, and a lock acquired and released on Redis and on
-// ZooKeeper.
+// group-commit transaction, the Redis Lua decrement, and each lock
+// strategy's serial hand-over (acquire, fence claim, order transaction,
+// release). sql-batched's ns/op is per transaction of batchSize orders.
 func BenchmarkCeilings(b *testing.B) {
-	gdb := testinfra.ShopDB(b, testinfra.MySQL(b))
-	redis, zk := testinfra.Redis(b), testinfra.ZooKeeper(b)
-	probes, closeProbes, err := ceilings(b.Context(), probeServers{
-		DB: gdb, Redis: redis.Addr, RedisPrefix: redis.Prefix, ZK: zk.Addrs, ZKRoot: zk.Root,
-	})
+	atomic, _ := strategy.Lookup("atomic")
+	env := strategytest.Env(b, atomic)
+	var locks []strategy.Strategy
+	for _, s := range strategy.All() {
+		if s.Lock != nil {
+			locks = append(locks, s)
+			maps.Copy(env, strategytest.NeedsEnv(b, s))
+		}
+	}
+	cfg := strategytest.Load(b, env)
+	probes, closeProbes, err := ceilings(b.Context(), testinfra.ShopDB(b, cfg.MySQLDSN), cfg, locks)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,6 +21,19 @@ import (
 // `bin serve`, with env added to this process's environment. Each child
 // listens on a loopback port of its own choosing, which it logs.
 func processes(bin string, env []string) Launcher {
+	return children(bin, env, func(strategy, token string) []string {
+		return []string{"serve", "--http", "127.0.0.1:0", "--debug=", "--strategy", strategy, "--admin-token", token}
+	})
+}
+
+// echoes returns a Launcher of `bin echo` children: the shop's HTTP stack
+// with no backends, for the http-echo ceiling.
+func echoes(bin string) Launcher {
+	return children(bin, nil, func(string, string) []string { return []string{"echo", "--http", "127.0.0.1:0"} })
+}
+
+// children returns a Launcher of child processes of bin, run with args.
+func children(bin string, env []string, args func(strategy, token string) []string) Launcher {
 	return func(ctx context.Context, strategy string, instances int) (Fleet, error) {
 		token := rand.Text()
 		f := Fleet{Shop: loadtest.Shop{AdminToken: token}}
@@ -34,8 +47,7 @@ func processes(bin string, env []string) Launcher {
 			return usage, errors.Join(errs...)
 		}
 		for range instances {
-			c, err := startChild(ctx, bin, env, "serve", "--http", "127.0.0.1:0", "--debug=",
-				"--strategy", strategy, "--admin-token", token)
+			c, err := startChild(ctx, bin, env, args(strategy, token)...)
 			if err == nil {
 				children = append(children, c)
 				err = loadtest.WaitReady(ctx, c.url)

@@ -105,12 +105,18 @@ func (r runner) run(ctx context.Context, s strategy.Strategy) (res loadtest.Resu
 	}()
 	tag := strings.ToLower(rand.Text()[:6])
 	res.Burst, err = r.phase(ctx, fleet.Shop, "sale-"+s.Name+"-"+tag, r.plan.Stock, r.plan.Burst.Run)
-	if err != nil || r.plan.Steady.Rate <= 0 {
-		return res, err
+	if err == nil && r.plan.Steady.Rate > 0 {
+		res.Steady, err = r.phase(ctx, fleet.Shop, "steady-"+s.Name+"-"+tag, r.plan.Steady.Buyers(), r.plan.Steady.Run)
 	}
-	res.Steady, err = r.phase(ctx, fleet.Shop, "steady-"+s.Name+"-"+tag, r.plan.Steady.Buyers(), r.plan.Steady.Run)
+	if err == nil && r.plan.Closed.Duration > 0 {
+		res.Closed, err = r.phase(ctx, fleet.Shop, "closed-"+s.Name+"-"+tag, closedStock, r.plan.Closed.Run)
+	}
 	return res, err
 }
+
+// closedStock is the stock of a closed loop: more than any loop here sells,
+// and the most the admin API takes.
+const closedStock = 1_000_000_000
 
 type loadFunc func(ctx context.Context, shop loadtest.Shop, sku string, progress func()) (loadtest.Stats, error)
 

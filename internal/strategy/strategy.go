@@ -27,13 +27,18 @@ type Strategy struct {
 	// Needs lists the servers it uses beyond the database, which every
 	// strategy uses, and Redis, where the shop keeps its Idempotency-Keys.
 	Needs []Need
-	// New builds the guard on the opened backends.
-	New func(*Backends, config.Config) (order.Guard, error)
+	// New builds the guard of a strategy that takes no lock.
+	New func(*Backends, config.Config) (stock.Guard, error)
+	// Lock builds the lock of a lock strategy, whose guard is then the one
+	// composition stock.Locked on it.
+	Lock func(*Backends, config.Config) (stock.Locker, error)
 	// Embedded is how it runs on the demo's embedded backends.
 	Embedded Embedded
-	// Ceilings name the raw loops of the bench that bound its throughput:
-	// it is compared with the slowest of them.
-	Ceilings []Ceiling
+	// Ceiling names the raw loop of the bench that bounds its throughput.
+	Ceiling Ceiling
+	// NoQueue leaves out stock.Queued, which every other guard stands
+	// behind so that sold-out answers never wait in its queue.
+	NoQueue bool
 }
 
 // Embedded says how a strategy runs on the embedded backends of `shop demo`
@@ -43,73 +48,85 @@ type Embedded struct {
 	Skip string // why it cannot run there at all; empty when it can
 }
 
-// Ceiling names a raw loop of the bench: one operation on one hot row or
-// key, with no HTTP and no framework.
+// Ceiling names a raw loop of the bench: the most one path can do on one
+// hot row or key on this machine, with no HTTP and no framework, measured
+// in the same run as the strategies.
 type Ceiling string
 
 // The ceilings the bench measures.
 const (
-	SQLAtomic     Ceiling = "sql-atomic"     // conditional UPDATE, INSERT, COMMIT
-	SQLForUpdate  Ceiling = "sql-for-update" // SELECT … FOR UPDATE, UPDATE, INSERT, COMMIT
-	RedisLua      Ceiling = "redis-lua"      // a Lua check-and-decrement
-	RedisLock     Ceiling = "redis-lock"     // SET NX PX, compare-and-delete
-	ZooKeeperLock Ceiling = "zookeeper-lock" // create, list, delete a sequential znode
+	// HTTPEcho is the shop's own HTTP stack with no backends: the most any
+	// strategy can answer over HTTP here.
+	HTTPEcho     Ceiling = "http-echo"
+	SQLAtomic    Ceiling = "sql-atomic"     // conditional UPDATE, INSERT, COMMIT
+	SQLForUpdate Ceiling = "sql-for-update" // SELECT … FOR UPDATE, UPDATE, INSERT, COMMIT
+	SQLBatched   Ceiling = "sql-batched"    // group commit: 100 orders in one transaction
+	RedisLua     Ceiling = "redis-lua"      // a Lua check-and-decrement
 )
+
+// Serial is a lock strategy's ceiling: one worker looping acquire, fence
+// claim, the order transaction and release, the fastest the lock can hand
+// a SKU from buyer to buyer.
+func Serial(name string) Ceiling { return Ceiling("serial-" + name) }
 
 // registry is every strategy, in the order reports show them.
 var registry = []Strategy{
-	{Name: "none", New: func(b *Backends, _ config.Config) (order.Guard, error) { return stock.NewNone(b.DB), nil },
-		Ceilings: []Ceiling{SQLAtomic}},
-	{Name: "atomic", New: guard(stock.NewAtomic), Ceilings: []Ceiling{SQLAtomic}},
-	{Name: "pessimistic", New: guard(stock.NewPessimistic), Ceilings: []Ceiling{SQLForUpdate},
+	{Name: "none", New: onDB(stock.NewNone), Ceiling: SQLAtomic, NoQueue: true},
+	{Name: "atomic", New: onDB(stock.NewAtomic), Ceiling: SQLAtomic},
+	{Name: "pessimistic", New: onDB(stock.NewPessimistic), Ceiling: SQLForUpdate,
 		Embedded: Embedded{Note: "FOR UPDATE takes SQLite's one write lock, as BEGIN IMMEDIATE does: SQLite has no row locks"}},
-	{Name: "optimistic", New: guard(stock.NewOptimistic), Ceilings: []Ceiling{SQLAtomic}},
-	{Name: "local", New: locked(func(*Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil }),
-		Ceilings: []Ceiling{SQLAtomic}},
-	{Name: "redis", Needs: []Need{Redis}, New: locked(func(b *Backends, cfg config.Config) (stock.Locker, error) {
+	{Name: "optimistic", New: onDB(stock.NewOptimistic), Ceiling: SQLAtomic},
+	{Name: "local", Lock: func(*Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil },
+		Ceiling: Serial("local")},
+	{Name: "redis", Needs: []Need{Redis}, Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {
 		return lock.NewRedis(b.Redis, redisLockOptions(cfg)), nil
-	}), Ceilings: []Ceiling{SQLAtomic, RedisLock}},
-	{Name: "redlock", Needs: []Need{Redlock}, New: locked(func(b *Backends, cfg config.Config) (stock.Locker, error) {
+	}, Ceiling: Serial("redis")},
+	{Name: "redlock", Needs: []Need{Redlock}, Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {
 		masters := make([]lock.RedisClient, len(b.Redlock))
 		for i, c := range b.Redlock {
 			masters[i] = c
 		}
 		return lock.NewRedlock(masters, redisLockOptions(cfg))
-	}), Ceilings: []Ceiling{SQLAtomic, RedisLock}},
-	{Name: "zookeeper", Needs: []Need{ZooKeeper}, New: locked(func(b *Backends, cfg config.Config) (stock.Locker, error) {
+	}, Ceiling: Serial("redlock")},
+	{Name: "zookeeper", Needs: []Need{ZooKeeper}, Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {
 		return lock.NewZooKeeper(b.ZooKeeper, &lock.ZooKeeperOptions{Root: cfg.ZKRoot})
-	}), Ceilings: []Ceiling{SQLAtomic, ZooKeeperLock}},
-	{Name: "dbtable", New: locked(func(b *Backends, cfg config.Config) (stock.Locker, error) {
+	}, Ceiling: Serial("zookeeper")},
+	{Name: "dbtable", Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {
 		sqlDB, err := b.DB.DB()
 		return lock.NewDBTable(sqlDB, &lock.DBTableOptions{TTL: cfg.LockTTL}), err
-	}), Ceilings: []Ceiling{SQLAtomic},
+	}, Ceiling: Serial("dbtable"),
 		Embedded: Embedded{Skip: "its lock times rows by the database's clock in MySQL's words (UTC_TIMESTAMP(6) + INTERVAL)"}},
 }
 
-// guard builds a strategy that needs the database alone. Like every
-// strategy but none, it stands behind stock.Queued, so that sold-out
-// answers never wait in its queue.
-func guard[G stock.Guard](newGuard func(*gorm.DB) G) func(*Backends, config.Config) (order.Guard, error) {
-	return func(b *Backends, _ config.Config) (order.Guard, error) {
-		return stock.NewQueued(b.DB, newGuard(b.DB)), nil
-	}
-}
-
-// locked builds a lock strategy: the one composition of stock.Locked on the
-// lock that newLocker returns, behind stock.Queued.
-func locked(newLocker func(*Backends, config.Config) (stock.Locker, error)) func(*Backends, config.Config) (order.Guard, error) {
-	return func(b *Backends, cfg config.Config) (order.Guard, error) {
-		l, err := newLocker(b, cfg)
-		if err != nil {
-			return nil, err
-		}
-		return stock.NewQueued(b.DB, stock.NewLocked(b.DB, l)), nil
-	}
+// onDB adapts a constructor of a guard on the database alone.
+func onDB[G stock.Guard](newGuard func(*gorm.DB) G) func(*Backends, config.Config) (stock.Guard, error) {
+	return func(b *Backends, _ config.Config) (stock.Guard, error) { return newGuard(b.DB), nil }
 }
 
 // redisLockOptions places the Redis locks under the shop's key prefix.
 func redisLockOptions(cfg config.Config) *lock.RedisOptions {
 	return &lock.RedisOptions{TTL: cfg.LockTTL, Prefix: cfg.RedisPrefix + "lock:"}
+}
+
+// Guard builds the strategy's guard on the opened backends.
+func (s Strategy) Guard(b *Backends, cfg config.Config) (order.Guard, error) {
+	var g stock.Guard
+	var err error
+	if s.Lock != nil {
+		var l stock.Locker
+		if l, err = s.Lock(b, cfg); err == nil {
+			g = stock.NewLocked(b.DB, l)
+		}
+	} else {
+		g, err = s.New(b, cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.NoQueue {
+		return g, nil
+	}
+	return stock.NewQueued(b.DB, g), nil
 }
 
 // All returns every strategy, in the order reports show them.

@@ -51,8 +51,8 @@ func TestRegistry(t *testing.T) {
 	seen := map[string]bool{}
 	all := strategy.All()
 	for _, s := range all {
-		if s.Name == "" || seen[s.Name] || s.New == nil || len(s.Ceilings) == 0 {
-			t.Errorf("entry %q: empty or repeated name, no constructor or no ceiling", s.Name)
+		if s.Name == "" || seen[s.Name] || (s.New == nil) == (s.Lock == nil) || s.Ceiling == "" {
+			t.Errorf("entry %q: empty or repeated name, not one constructor, or no ceiling", s.Name)
 		}
 		seen[s.Name] = true
 	}
