@@ -63,6 +63,11 @@ type Result struct {
 	Baseline       string  `json:"baseline,omitempty"`
 	Fraction       float64 `json:"fraction_of_baseline,omitempty"`
 	ClosedFraction float64 `json:"closed_fraction_of_baseline,omitempty"`
+	// EchoFraction and ClosedEchoFraction are the same over what the shop's
+	// HTTP stack alone answers (http-echo-burst, http-echo): the most any
+	// strategy can do over HTTP.
+	EchoFraction       float64 `json:"fraction_of_http_echo,omitempty"`
+	ClosedEchoFraction float64 `json:"closed_fraction_of_http_echo,omitempty"`
 }
 
 // OrdersPerSecond is the orders the database holds after the phase over the
@@ -216,7 +221,7 @@ func writeBursts(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "strategy\tinst\torders\toversold\tundersold\tstock left\treq/s\t"
 	if bench {
-		head += "of ceiling\tceiling\t"
+		head += "of echo\tof ceiling\tceiling\t"
 	}
 	head += "p50 ms\tp99 ms\tbusy\terrors\t"
 	if bench {
@@ -230,13 +235,13 @@ func writeBursts(w io.Writer, results []Result) {
 			a := b.Audit
 			row += fmt.Sprintf("%d\t%d\t%d\t%d\t%.0f\t", a.Orders, a.Oversold, a.Undersold, a.Available, b.Throughput)
 			if bench {
-				row += percent(r.Fraction) + "\t" + cmp.Or(r.Baseline, "-") + "\t"
+				row += percent(r.EchoFraction) + "\t" + percent(r.Fraction) + "\t" + cmp.Or(r.Baseline, "-") + "\t"
 			}
 			row += fmt.Sprintf("%.1f\t%.1f\t%d\t%d\t", b.Latency.P50, b.Latency.P99, b.Busy, b.Errors)
 		} else {
 			row += strings.Repeat("-\t", 9)
 			if bench {
-				row += "-\t-\t"
+				row += "-\t-\t-\t"
 			}
 			note = r.Skipped + r.Error
 		}
@@ -266,11 +271,11 @@ func writeSteady(w io.Writer, results []Result) {
 
 func writeClosed(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, leftAlign("strategy", results)+"\torders/s\torders\toversold\tp50 ms\tp99 ms\tbusy\terrors\tof ceiling\tceiling\tverdict\t")
+	fmt.Fprintln(tw, leftAlign("strategy", results)+"\torders/s\torders\toversold\tp50 ms\tp99 ms\tbusy\terrors\tof echo\tof ceiling\tceiling\tverdict\t")
 	for _, r := range results {
 		if c := r.Closed; c != nil {
-			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t%s\t\n", leftAlign(r.Strategy, results), c.OrdersPerSecond(), c.Audit.Orders,
-				c.Audit.Oversold, c.Latency.P50, c.Latency.P99, c.Busy, c.Errors, percent(r.ClosedFraction), cmp.Or(r.Baseline, "-"), r.Verdict())
+			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t%s\t%s\t\n", leftAlign(r.Strategy, results), c.OrdersPerSecond(), c.Audit.Orders,
+				c.Audit.Oversold, c.Latency.P50, c.Latency.P99, c.Busy, c.Errors, percent(r.ClosedEchoFraction), percent(r.ClosedFraction), cmp.Or(r.Baseline, "-"), r.Verdict())
 		}
 	}
 	tw.Flush()

@@ -109,7 +109,7 @@ func TestBench(t *testing.T) {
 			t.Errorf("baseline %s: %d operations, %d errors", b.Key, b.Ordered, b.Errors)
 		}
 	}
-	want := []string{"http-echo", "sql-atomic", "sql-for-update", "sql-batched", "redis-lua"}
+	want := []string{"http-echo", "http-echo-burst", "sql-atomic", "sql-for-update", "sql-batched", "redis-lua"}
 	for _, s := range strategy.All() {
 		if s.Lock != nil && !slices.Contains(s.Needs, strategy.Redlock) { // no Redlock masters given
 			want = append(want, string(strategy.Serial(s.Name)))

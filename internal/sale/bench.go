@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -70,18 +71,24 @@ func (b Bench) Run(ctx context.Context) (*loadtest.Report, error) {
 	r := runner{plan: b.Plan, launch: processes(b.Bin, cfg.Environ()), db: gdb, progress: b.Progress,
 		settle: func(ctx context.Context) error { return settle(ctx, gdb) }}
 	rep.Results, err = r.runAll(ctx, run, skipped)
+	ceiling := func(c strategy.Ceiling) (string, float64) {
+		j := slices.IndexFunc(rep.Baselines, func(b loadtest.BaselineResult) bool { return b.Key == string(c) })
+		if j < 0 || rep.Baselines[j].Throughput <= 0 {
+			return "", math.Inf(1) // not measured: no fraction
+		}
+		return rep.Baselines[j].Key, rep.Baselines[j].Throughput
+	}
+	_, echo := ceiling(strategy.HTTPEcho)
+	_, echoBurst := ceiling(strategy.HTTPEchoBurst)
 	for i, res := range rep.Results {
 		s, _ := strategy.Lookup(res.Strategy)
-		j := slices.IndexFunc(rep.Baselines, func(c loadtest.BaselineResult) bool { return c.Key == string(s.Ceiling) })
-		if j < 0 || rep.Baselines[j].Throughput <= 0 {
-			continue
-		}
-		ceiling := rep.Baselines[j].Throughput
-		rep.Results[i].Baseline = rep.Baselines[j].Key
+		r := &rep.Results[i]
+		var own float64
+		r.Baseline, own = ceiling(s.Ceiling)
 		if res.Burst != nil {
-			rep.Results[i].Fraction = res.Burst.Throughput / ceiling
+			r.Fraction, r.EchoFraction = res.Burst.Throughput/own, res.Burst.Throughput/echoBurst
 		}
-		rep.Results[i].ClosedFraction = res.Closed.OrdersPerSecond() / ceiling
+		r.ClosedFraction, r.ClosedEchoFraction = res.Closed.OrdersPerSecond()/own, res.Closed.OrdersPerSecond()/echo
 	}
 	rep.Finish()
 	return rep, err
@@ -102,13 +109,33 @@ func (b Bench) ceilings(ctx context.Context, gdb *gorm.DB, run []strategy.Strate
 	if err != nil {
 		return nil, err
 	}
+	defer fleet.Stop()
 	buyers := cmp.Or(b.Plan.Closed.Buyers, echoBuyers)
-	stats, err := loadtest.Closed{Buyers: buyers, Duration: b.Baseline}.Run(ctx, fleet.Shop, "echo", nil)
-	if _, stopErr := fleet.Stop(); err != nil || stopErr != nil {
-		return nil, errors.Join(err, stopErr)
+	closed, err := loadtest.Closed{Buyers: buyers, Duration: b.Baseline}.Run(ctx, fleet.Shop, "echo", nil)
+	if err != nil {
+		return nil, err
 	}
-	results := []loadtest.BaselineResult{{Key: string(strategy.HTTPEcho), Workers: buyers, Stats: stats,
-		Name: fmt.Sprintf("the shop's HTTP stack, no backends: %d 'shop echo' processes, a closed loop of buyers", b.Plan.Instances)}}
+	// A burst opens a connection per buyer, which costs more than the
+	// loop's kept connections: the same burst as the strategies get, at
+	// its fastest of a few, bounds their bursts.
+	var burst loadtest.Stats
+	for range echoBursts {
+		st, err := b.Plan.Burst.Run(ctx, fleet.Shop, "echo", nil)
+		if err != nil {
+			return nil, err
+		}
+		if st.Throughput > burst.Throughput {
+			burst = st
+		}
+	}
+	if _, err := fleet.Stop(); err != nil {
+		return nil, err
+	}
+	what := fmt.Sprintf("the shop's HTTP stack, no backends: %d 'shop echo' processes", b.Plan.Instances)
+	results := []loadtest.BaselineResult{
+		{Key: string(strategy.HTTPEcho), Workers: buyers, Stats: closed, Name: what + ", a closed loop"},
+		{Key: string(strategy.HTTPEchoBurst), Workers: b.Plan.Burst.Buyers, Stats: burst, Name: what + fmt.Sprintf(", the burst, fastest of %d", echoBursts)},
+	}
 
 	var locks []strategy.Strategy
 	for _, s := range run {
@@ -128,5 +155,5 @@ func (b Bench) ceilings(ctx context.Context, gdb *gorm.DB, run []strategy.Strate
 }
 
 // echoBuyers is how many buyers loop against http-echo when the plan has
-// no closed loop of its own.
-const echoBuyers = 64
+// no closed loop of its own, and echoBursts how many bursts it gets.
+const echoBuyers, echoBursts = 64, 3

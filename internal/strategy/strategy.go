@@ -57,11 +57,13 @@ type Ceiling string
 const (
 	// HTTPEcho is the shop's own HTTP stack with no backends: the most any
 	// strategy can answer over HTTP here.
-	HTTPEcho     Ceiling = "http-echo"
-	SQLAtomic    Ceiling = "sql-atomic"     // conditional UPDATE, INSERT, COMMIT
-	SQLForUpdate Ceiling = "sql-for-update" // SELECT … FOR UPDATE, UPDATE, INSERT, COMMIT
-	SQLBatched   Ceiling = "sql-batched"    // group commit: 100 orders in one transaction
-	RedisLua     Ceiling = "redis-lua"      // a Lua check-and-decrement
+	HTTPEcho Ceiling = "http-echo"
+	// HTTPEchoBurst is the same stack under the strategies' burst.
+	HTTPEchoBurst Ceiling = "http-echo-burst"
+	SQLAtomic     Ceiling = "sql-atomic"     // conditional UPDATE, INSERT, COMMIT
+	SQLForUpdate  Ceiling = "sql-for-update" // SELECT … FOR UPDATE, UPDATE, INSERT, COMMIT
+	SQLBatched    Ceiling = "sql-batched"    // group commit: 100 orders in one transaction
+	RedisLua      Ceiling = "redis-lua"      // a Lua check-and-decrement
 )
 
 // Serial is a lock strategy's ceiling: one worker looping acquire, fence
