@@ -35,7 +35,7 @@ build:
 # throwaway redis-servers on REDLOCK_PORTS as Redlock's independent masters.
 # Figures and reports land in reports/ (git-ignored): go-bench.txt,
 # bench.txt, bench.json and bench.html. BENCHFLAGS go to shop bench.
-BENCHFLAGS    ?= --rate 200 --duration 10s
+BENCHFLAGS    ?= --rate 200 --duration 10s --closed 10s
 REDLOCK_PORTS ?= 6380 6381 6382
 bench: services-up build
 	mkdir -p reports
