@@ -9,9 +9,8 @@ import (
 // single-machine lock. It is correct while one process serves a SKU and
 // wrong as soon as several do, because each process has its own mutexes and
 // its own token counter. Its tokens increase within the process only, so
-// the stock strategy does not fence with them (see ProcessLocal): across
-// instances it oversells, as a single-machine lock does. Its leases never
-// expire.
+// its leases do not fence (Lease.Fences): across instances it oversells,
+// as a single-machine lock does. Its leases never expire.
 type Local struct {
 	locker
 
@@ -79,10 +78,6 @@ func (l *Local) grant(ctx context.Context, name string, wait bool) (grant, error
 		return nil
 	}}, nil
 }
-
-// ProcessLocal reports that Local excludes, and orders its tokens, within
-// this process only.
-func (l *Local) ProcessLocal() bool { return true }
 
 // unref forgets the mutex of name once nobody holds or awaits it.
 func (l *Local) unref(name string, e *localLock) {

@@ -98,6 +98,9 @@ type locker struct {
 	// gate, if not nil, queues this process's contenders for a name, so
 	// that one at a time asks the store.
 	gate *Local
+	// fences says that the backend's tokens order every holder of a name,
+	// in every process: true for a store that other processes share.
+	fences bool
 }
 
 // remote is the locker of a backend in another process: contenders queue
@@ -105,7 +108,7 @@ type locker struct {
 // lock then costs the store one contender per process, not one per
 // request, and the holder's renewals and release do not wait for
 // connections behind its own process's pollers.
-func remote(b backend) locker { return locker{b: b, gate: NewLocal()} }
+func remote(b backend) locker { return locker{b: b, gate: NewLocal(), fences: true} }
 
 // Acquire implements Locker.
 func (l locker) Acquire(ctx context.Context, name string) (*Lease, error) {
@@ -135,7 +138,7 @@ func (l locker) acquire(ctx context.Context, name string, wait bool) (*Lease, er
 		}
 		return nil, fmt.Errorf("lock: acquire %s: %w", name, err)
 	}
-	return newLease(key, g), nil
+	return newLease(key, g, l.fences), nil
 }
 
 // grant passes through the gate, then takes the lock in the store; the
@@ -173,6 +176,7 @@ type leaseKey struct {
 type Lease struct {
 	key    leaseKey
 	g      grant
+	fences bool
 	ctx    context.Context // ends when the lease is lost or released
 	cancel context.CancelCauseFunc
 	kept   chan struct{} // closed when g.keep has returned
@@ -181,9 +185,9 @@ type Lease struct {
 	holds int // Acquire calls not yet released: more than one when re-entered
 }
 
-func newLease(key leaseKey, g grant) *Lease {
+func newLease(key leaseKey, g grant, fences bool) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	l := &Lease{key: key, g: g, ctx: ctx, cancel: cancel, kept: make(chan struct{}), holds: 1}
+	l := &Lease{key: key, g: g, fences: fences, ctx: ctx, cancel: cancel, kept: make(chan struct{}), holds: 1}
 	if g.keep == nil {
 		close(l.kept)
 		return l
@@ -203,6 +207,12 @@ func (l *Lease) Name() string { return l.key.name }
 // Token returns the fencing token: larger than the token of every earlier
 // acquisition of the same lock from the same store.
 func (l *Lease) Token() int64 { return l.g.token }
+
+// Fences reports whether Token orders every holder of the lock, in every
+// process, so that a store may refuse the writes of a stale holder by it.
+// The lock decides this where it is built: a Local lock's tokens order the
+// holders of one process only, and would fence another process's at random.
+func (l *Lease) Fences() bool { return l.fences }
 
 // Lost returns a channel that is closed once the lease no longer holds the
 // lock: it was lost (see Err) or released. A lost lease must still be

@@ -62,18 +62,12 @@ func (s *Locked) Adjust(ctx context.Context, sku string, delta int, fn Fn) error
 	// Stop, rather than commit, once the lease is known to be lost.
 	held, cancel := lock.WithLease(ctx, lease)
 	defer cancel()
-	token := lease.Token()
-	if l, ok := s.locker.(processLocal); ok && l.ProcessLocal() {
-		// Its tokens order the holders of one process only; compared with
-		// another instance's they would fence at random. Token 0 passes the
-		// fence while no other lock has claimed the SKU since its reset.
-		token = 0
+	var token int64 // passes the fence while no fencing lock has claimed the SKU since its reset
+	if lease.Fences() {
+		token = lease.Token()
 	}
 	return Fenced(held, s.db, sku, delta, token, fn)
 }
-
-// processLocal is a lock that excludes within one process only (lock.Local).
-type processLocal interface{ ProcessLocal() bool }
 
 // Fenced applies delta to sku's stock and runs fn in one transaction, as
 // the holder of a lock on the SKU whose fencing token is token. It returns
