@@ -51,8 +51,8 @@ func Close(gdb *gorm.DB) error {
 	if err != nil {
 		return err
 	}
-	if reads, ok := readPools.LoadAndDelete(sqlDB); ok {
-		return errors.Join(reads.(*sql.DB).Close(), sqlDB.Close())
+	if p, ok := gdb.Config.Plugins[consistentReadsPlugin].(*consistentReads); ok {
+		return errors.Join(p.reads.Close(), sqlDB.Close())
 	}
 	return sqlDB.Close()
 }
@@ -108,7 +108,7 @@ func ping(ctx context.Context, gdb *gorm.DB, what string) (*gorm.DB, error) {
 		return nil, fmt.Errorf("db: %w", err)
 	}
 	if err := sqlDB.PingContext(ctx); err != nil {
-		sqlDB.Close()
+		Close(gdb)
 		return nil, fmt.Errorf("db: %s: %w", what, err)
 	}
 	return gdb, nil

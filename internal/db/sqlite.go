@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"sync"
 
 	"github.com/glebarez/go-sqlite"
 	gormsqlite "github.com/glebarez/sqlite"
@@ -36,17 +35,13 @@ func openSQLite(ctx context.Context, path string) (*gorm.DB, error) {
 	}
 	reads.SetMaxOpenConns(8)
 	reads.SetMaxIdleConns(8)
-	readPools.Store(sqlDB, reads)
-	if err := consistentReads(gdb, reads); err != nil {
+	if err := gdb.Use(&consistentReads{reads: reads}); err != nil {
 		Close(gdb)
+		reads.Close()
 		return nil, fmt.Errorf("db: %w", err)
 	}
 	return ping(ctx, gdb, path)
 }
-
-// readPools maps an SQLite pool to the pool its consistent reads use, for
-// Close.
-var readPools sync.Map // *sql.DB → *sql.DB
 
 // consistentReads gives SQLite the reads of MySQL's InnoDB, which the
 // strategies were written against.
@@ -66,7 +61,18 @@ var readPools sync.Map // *sql.DB → *sql.DB
 // and GORM drops the clause, so the transaction first takes SQLite's write
 // lock, its one lock, with a write that changes nothing: as with BEGIN
 // IMMEDIATE, the row is then held until commit, and so is every other.
-func consistentReads(gdb *gorm.DB, reads *sql.DB) error {
+//
+// It is a GORM plugin, so that the pool of its reads belongs to the opened
+// database: Close finds it there.
+type consistentReads struct{ reads *sql.DB }
+
+// consistentReadsPlugin names the plugin in gorm.Config.Plugins.
+const consistentReadsPlugin = "db:consistent_reads"
+
+func (*consistentReads) Name() string { return consistentReadsPlugin }
+
+// Initialize registers the callbacks.
+func (p *consistentReads) Initialize(gdb *gorm.DB) error {
 	const saved = "db:tx"
 	err := gdb.Callback().Query().Before("gorm:query").Register("db:consistent_read", func(tx *gorm.DB) {
 		if _, inTx := tx.Statement.ConnPool.(gorm.TxCommitter); !inTx || tx.Error != nil {
@@ -78,7 +84,7 @@ func consistentReads(gdb *gorm.DB, reads *sql.DB) error {
 			return
 		}
 		tx.Statement.Settings.Store(saved, tx.Statement.ConnPool)
-		tx.Statement.ConnPool = reads
+		tx.Statement.ConnPool = p.reads
 	})
 	if err != nil {
 		return err
