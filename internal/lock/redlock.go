@@ -22,8 +22,12 @@ var (
 
 	confirmScript = redis.NewScript(confirmLua)
 	extendScript  = redis.NewScript(extendLua)
-	releaseScript = redis.NewScript(releaseLua)
 )
+
+// CompareAndDelete deletes KEYS[1] only if it holds ARGV[1], the owner's
+// token, in one step, and returns 1, or 0 if another holder has the key or
+// it expired: the release of a Redis lock that never frees another's.
+var CompareAndDelete = redis.NewScript(releaseLua)
 
 // Redlock locks on a quorum of N ≥ 3 independent Redis masters, the
 // algorithm of https://redis.io/docs/latest/develop/use/patterns/distributed-locks/:
@@ -145,7 +149,7 @@ func (r *Redlock) extend(ctx context.Context, keys []string, owner string) error
 // the lease, it waits for the masters as long as ctx allows.
 func (r *Redlock) release(ctx context.Context, keys []string, owner string) error {
 	res := r.call(ctx, 0, func(ctx context.Context, c RedisClient) (int64, error) {
-		return releaseScript.Run(ctx, c, keys, owner).Int64()
+		return CompareAndDelete.Run(ctx, c, keys, owner).Int64()
 	})
 	return r.majority(res, "released")
 }

@@ -1,4 +1,4 @@
-package mistakes_test
+package lesson_test
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/lesson"
 	"github.com/stockguard/shop/internal/lock"
-	"github.com/stockguard/shop/internal/lock/mistakes"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
-	"github.com/stockguard/shop/loadtest"
 )
 
 const (
@@ -63,7 +63,7 @@ func (p process) fixedLock(prefix string) *fixed {
 }
 
 // mustLock takes l, retrying until the holder before has lost it.
-func mustLock(t *testing.T, l mistakes.Lock) {
+func mustLock(t *testing.T, l lesson.Lock) {
 	t.Helper()
 	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		ok, err := l.TryLock(t.Context())
@@ -91,7 +91,7 @@ func TestSetNXThenExpire(t *testing.T) {
 		ns := testinfra.Redis(t)
 		p := newProcess(t, ns.Addr)
 		key := ns.Prefix + "lock"
-		dying := mistakes.NewSetNXThenExpire(p.Client, key, ttl)
+		dying := lesson.NewSetNXThenExpire(p.Client, key, ttl)
 		dying.Crash = func() error { return errCrash }
 		if _, err := dying.TryLock(t.Context()); !errors.Is(err, errCrash) {
 			t.Fatalf("TryLock: %v, want the injected crash", err)
@@ -99,7 +99,7 @@ func TestSetNXThenExpire(t *testing.T) {
 		if d := p.PTTL(t.Context(), key).Val(); d != -1 {
 			t.Fatalf("PTTL %v, want -1 (no expiry): the fault was not reproduced", d)
 		}
-		if ok, _ := mistakes.NewSetNXThenExpire(p.Client, key, ttl).TryLock(t.Context()); ok {
+		if ok, _ := lesson.NewSetNXThenExpire(p.Client, key, ttl).TryLock(t.Context()); ok {
 			t.Fatal("another client took a lock that should be stuck")
 		}
 		t.Log("reproduced: the key has no expiry, so the lock is held forever")
@@ -120,12 +120,12 @@ func TestSetNXThenExpire(t *testing.T) {
 // mistake and against lock.Redis: A's lease runs out while A is paused, B
 // takes the lock, A wakes and releases, and C tries the lock while B still
 // works. The mistake lets C in; lock.Redis refuses A's release.
-func testWrongRelease(t *testing.T, newMistake func(c *redis.Client, key string) mistakes.Lock) {
+func testWrongRelease(t *testing.T, newMistake func(c *redis.Client, key string) lesson.Lock) {
 	t.Run("mistake", func(t *testing.T) {
 		t.Parallel()
 		ns := testinfra.Redis(t)
 		p := newProcess(t, ns.Addr)
-		lockOf := func() mistakes.Lock { return newMistake(p.Client, ns.Prefix+"lock") }
+		lockOf := func() lesson.Lock { return newMistake(p.Client, ns.Prefix+"lock") }
 		// No watchdog to stop: A's lease runs out by itself.
 		if !wrongRelease(t, lockOf(), lockOf(), lockOf(), func() {}, func() {}) {
 			t.Fatal("C was kept out: the fault was not reproduced")
@@ -142,7 +142,7 @@ func testWrongRelease(t *testing.T, newMistake func(c *redis.Client, key string)
 	})
 }
 
-func wrongRelease(t *testing.T, a, b, c mistakes.Lock, pauseA, resumeA func()) (cGotIn bool) {
+func wrongRelease(t *testing.T, a, b, c lesson.Lock, pauseA, resumeA func()) (cGotIn bool) {
 	t.Helper()
 	mustLock(t, a)
 	pauseA()
@@ -161,7 +161,7 @@ func wrongRelease(t *testing.T, a, b, c mistakes.Lock, pauseA, resumeA func()) (
 // compare-and-delete refuses the stale release.
 func TestUncheckedDelete(t *testing.T) {
 	t.Parallel()
-	testWrongRelease(t, func(c *redis.Client, key string) mistakes.Lock { return mistakes.NewUncheckedDelete(c, key, ttl) })
+	testWrongRelease(t, func(c *redis.Client, key string) lesson.Lock { return lesson.NewUncheckedDelete(c, key, ttl) })
 }
 
 // TestClockLock: seed 000's lock of expiry timestamps. Its release deletes
@@ -171,14 +171,14 @@ func TestClockLock(t *testing.T) {
 	t.Parallel()
 	t.Run("wrong release", func(t *testing.T) {
 		t.Parallel()
-		testWrongRelease(t, func(c *redis.Client, key string) mistakes.Lock { return mistakes.NewClockLock(c, key, ttl) })
+		testWrongRelease(t, func(c *redis.Client, key string) lesson.Lock { return lesson.NewClockLock(c, key, ttl) })
 	})
 	t.Run("clock ahead/mistake", func(t *testing.T) {
 		t.Parallel()
 		ns := testinfra.Redis(t)
 		p := newProcess(t, ns.Addr)
-		a := mistakes.NewClockLock(p.Client, ns.Prefix+"lock", ttl)
-		b := mistakes.NewClockLock(p.Client, ns.Prefix+"lock", ttl)
+		a := lesson.NewClockLock(p.Client, ns.Prefix+"lock", ttl)
+		b := lesson.NewClockLock(p.Client, ns.Prefix+"lock", ttl)
 		b.Now = func() time.Time { return time.Now().Add(3 * ttl) } // NTP has not caught up
 		mustLock(t, a)
 		if ok, err := b.TryLock(t.Context()); err != nil || !ok {
@@ -204,7 +204,7 @@ func TestClockLock(t *testing.T) {
 // past its TTL. B takes the lock and sells the unit. A wakes and sells the
 // unit it read. sell writes one sale for a holder that read available, and
 // the audit, read from the database, says what came of it.
-func staleWrite(t *testing.T, a, b mistakes.Lock, pauseA, resumeA func(), sell saleFunc) (loadtest.Audit, error) {
+func staleWrite(t *testing.T, a, b lesson.Lock, pauseA, resumeA func(), sell saleFunc) (audit.Audit, error) {
 	t.Helper()
 	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
 	if err := stock.Reset(t.Context(), gdb, sku, 1); err != nil {
@@ -228,17 +228,17 @@ func staleWrite(t *testing.T, a, b mistakes.Lock, pauseA, resumeA func(), sell s
 	b.Unlock(t.Context())
 	resumeA()
 	errA := sell(gdb, a, seenByA)
-	audit, err := loadtest.AuditSKU(t.Context(), gdb, sku, 0, nil)
+	found, err := audit.SKU(t.Context(), gdb, sku, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return audit, errA
+	return found, errA
 }
 
 const sku = "last-unit"
 
 // saleFunc sells one unit on gdb for the holder of l, who read available.
-type saleFunc func(gdb *gorm.DB, l mistakes.Lock, available int) error
+type saleFunc func(gdb *gorm.DB, l lesson.Lock, available int) error
 
 // order inserts the order of one sale.
 func order(who string) stock.Fn {
@@ -257,35 +257,35 @@ func TestBareLease(t *testing.T) {
 		t.Parallel()
 		ns := testinfra.Redis(t)
 		p := newProcess(t, ns.Addr)
-		a := mistakes.NewBareLease(p.Client, ns.Prefix+"lock", ttl)
-		b := mistakes.NewBareLease(p.Client, ns.Prefix+"lock", ttl)
-		who := map[mistakes.Lock]string{a: "A", b: "B"}
-		audit, errA := staleWrite(t, a, b, func() {}, func() {}, func(gdb *gorm.DB, l mistakes.Lock, available int) error {
+		a := lesson.NewBareLease(p.Client, ns.Prefix+"lock", ttl)
+		b := lesson.NewBareLease(p.Client, ns.Prefix+"lock", ttl)
+		who := map[lesson.Lock]string{a: "A", b: "B"}
+		au, errA := staleWrite(t, a, b, func() {}, func() {}, func(gdb *gorm.DB, l lesson.Lock, available int) error {
 			if available < 1 {
 				return stock.ErrSoldOut
 			}
-			return mistakes.WriteUnfenced(t.Context(), gdb, sku, available-1, order(who[l]))
+			return lesson.WriteUnfenced(t.Context(), gdb, sku, available-1, order(who[l]))
 		})
-		if errA != nil || audit.Oversold == 0 {
-			t.Fatalf("A's sale: %v; audit %+v: the fault was not reproduced", errA, audit)
+		if errA != nil || au.Oversold == 0 {
+			t.Fatalf("A's sale: %v; audit %+v: the fault was not reproduced", errA, au)
 		}
-		t.Logf("reproduced: %d orders for %d unit: %v", audit.Orders, audit.Initial, audit.Violations())
+		t.Logf("reproduced: %d orders for %d unit: %v", au.Orders, au.Initial, au.Violations())
 	})
 	t.Run("lock.Redis", func(t *testing.T) {
 		t.Parallel()
 		ns := testinfra.Redis(t)
 		pa, pb := newProcess(t, ns.Addr), newProcess(t, ns.Addr)
 		a, b := pa.fixedLock(ns.Prefix), pb.fixedLock(ns.Prefix)
-		who := map[mistakes.Lock]string{a: "A", b: "B"}
-		audit, errA := staleWrite(t, a, b, pa.proxy.Pause, pa.proxy.Resume, func(gdb *gorm.DB, l mistakes.Lock, _ int) error {
+		who := map[lesson.Lock]string{a: "A", b: "B"}
+		au, errA := staleWrite(t, a, b, pa.proxy.Pause, pa.proxy.Resume, func(gdb *gorm.DB, l lesson.Lock, _ int) error {
 			// Fenced reads the stock itself, under the lease's token.
 			return stock.Fenced(t.Context(), gdb, sku, -1, l.(*fixed).lease.Token(), order(who[l]))
 		})
 		if !errors.Is(errA, stock.ErrFenced) {
 			t.Errorf("A's sale: %v, want ErrFenced", errA)
 		}
-		if v := audit.Violations(); len(v) > 0 || audit.Orders != 1 {
-			t.Errorf("%d orders for 1 unit: %v", audit.Orders, v)
+		if v := au.Violations(); len(v) > 0 || au.Orders != 1 {
+			t.Errorf("%d orders for 1 unit: %v", au.Orders, v)
 		}
 	})
 }

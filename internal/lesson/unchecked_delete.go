@@ -1,4 +1,4 @@
-package mistakes
+package lesson
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package mistakes
+package lesson
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -29,11 +30,9 @@ func NewBareLease(client *redis.Client, key string, ttl time.Duration) *BareLeas
 	return &BareLease{newOwned(client, key, ttl)}
 }
 
-var compareAndDelete = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`)
-
 // Unlock implements Lock, checking the owner: that part is right.
 func (l *BareLease) Unlock(ctx context.Context) error {
-	return compareAndDelete.Run(ctx, l.client, []string{l.key}, l.value).Err()
+	return lock.CompareAndDelete.Run(ctx, l.client, []string{l.key}, l.value).Err()
 }
 
 // WriteUnfenced is the write of a holder that trusts its lease: it sets the

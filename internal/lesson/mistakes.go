@@ -1,6 +1,8 @@
-// Package mistakes keeps the classic mistakes with distributed locks, from
-// the seed articles, as runnable counter-examples. Nothing here is safe, and
-// no strategy can select it: the shop never imports it.
+// Package lesson keeps the classic mistakes with distributed locks, from
+// the seed articles, each reproduced beside its fix. Nothing here is safe,
+// and no strategy can select it: the shop's order path never imports it.
+// The mistakes use the stock, so they live above it, not under
+// internal/lock.
 //
 // Each mistake has a test that injects the exact fault that breaks it (a
 // crash between two commands, a pause past the TTL, a clock that runs
@@ -14,8 +16,8 @@
 //	BareLease         a lease with no watchdog, and writes with no fencing token: a holder
 //	                  paused past its TTL writes over its successor (seeds 002, 004)
 //
-// Run them with: go test -v ./internal/lock/mistakes
-package mistakes
+// Run them with: go test -v ./internal/lesson
+package lesson
 
 import (
 	"context"
