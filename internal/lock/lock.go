@@ -35,8 +35,8 @@
 // own Release. A ctx that carries a lease must stay with the holder's own
 // flow of control: goroutines given it would all hold the lock at once.
 //
-// The classic mistakes with distributed locks are kept, failing, in package
-// mistakes.
+// The classic mistakes with distributed locks are kept, failing, in
+// internal/lesson.
 package lock
 
 import (
