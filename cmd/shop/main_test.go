@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockguard/shop/internal/sale"
+	"github.com/stockguard/shop/cmd/shop/internal/sale"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
