@@ -39,12 +39,8 @@ func holdRow(t *testing.T, gdb *gorm.DB) (release func()) {
 	return func() { tx.Rollback() }
 }
 
-type guard interface {
-	Adjust(ctx context.Context, sku string, delta int, fn stock.Fn) error
-}
-
-func guards(gdb *gorm.DB) map[string]guard {
-	return map[string]guard{"atomic": stock.NewAtomic(gdb), "pessimistic": stock.NewPessimistic(gdb)}
+func guards(gdb *gorm.DB) map[string]stock.Guard {
+	return map[string]stock.Guard{"atomic": stock.NewAtomic(gdb), "pessimistic": stock.NewPessimistic(gdb)}
 }
 
 // TestLockWaitTimeoutRetried: a lock-wait timeout (1205) rolls the
