@@ -87,6 +87,9 @@ type PlaceRequest struct {
 // user already has an order under the same idempotency key, that order is
 // returned with replayed set, and no stock is taken.
 func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed bool, err error) {
+	if b, ok := s.guard.(*Batched); ok && r.IdempotencyKey != "" {
+		return b.place(ctx, r, s.limit)
+	}
 	o = Order{SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, CreatedAt: time.Now().UTC()}
 	if r.IdempotencyKey != "" {
 		o.IdempotencyKey = &r.IdempotencyKey

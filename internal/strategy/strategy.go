@@ -37,7 +37,8 @@ type Strategy struct {
 	// Ceiling names the raw loop of the bench that bounds its throughput.
 	Ceiling Ceiling
 	// NoQueue leaves out stock.Queued, which every other guard stands
-	// behind so that sold-out answers never wait in its queue.
+	// behind so that sold-out answers never wait in its queue: none must
+	// not have it, and batched queues its buyers itself.
 	NoQueue bool
 }
 
@@ -78,6 +79,8 @@ var registry = []Strategy{
 	{Name: "pessimistic", New: onDB(stock.NewPessimistic), Ceiling: SQLForUpdate,
 		Embedded: Embedded{Note: "FOR UPDATE takes SQLite's one write lock, as BEGIN IMMEDIATE does: SQLite has no row locks"}},
 	{Name: "optimistic", New: onDB(stock.NewOptimistic), Ceiling: SQLAtomic},
+	{Name: "batched", New: func(b *Backends, _ config.Config) (stock.Guard, error) { return order.NewBatched(b.DB), nil },
+		Ceiling: SQLBatched, NoQueue: true},
 	{Name: "local", Lock: func(*Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil },
 		Ceiling: Serial("local")},
 	{Name: "redis", Needs: []Need{Redis}, Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {
