@@ -62,4 +62,3 @@ func BenchmarkBatchTransaction(b *testing.B) {
 	}
 	b.ReportMetric(float64(maxBatch)*float64(b.N)/b.Elapsed().Seconds(), "orders/s")
 }
-
