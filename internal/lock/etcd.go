@@ -57,7 +57,8 @@ func (o *EtcdOptions) prefix() string {
 // with every acquisition. When the session's Done fires, the lease is lost:
 // the server expired it, or the client got no answer to its keep-alives
 // for a TTL. The client learns it a round trip after the server at best;
-// fencing covers that window.
+// fencing covers that window. A release that cannot reach etcd leaves the
+// key to go with the lease, which is no longer kept alive, a TTL later.
 type Etcd struct {
 	locker
 	client *clientv3.Client
