@@ -20,7 +20,7 @@ func TestComposeFile(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, name := range []string{"shop", "mysql", "redis", "zookeeper"} {
+	for _, name := range []string{"shop", "mysql", "redis", "zookeeper", "etcd"} {
 		if _, err := project.GetService(name); err != nil {
 			t.Error(err)
 		}
@@ -33,13 +33,14 @@ func TestComposeFile(t *testing.T) {
 		"SHOP_MYSQL_DSN":   "shop:shop@tcp(mysql:3306)/shop?parseTime=true",
 		"SHOP_REDIS_ADDR":  "redis:6379",
 		"SHOP_ZK_ADDRS":    "zookeeper:2181",
+		"SHOP_ETCD_ADDRS":  "etcd:2379",
 		"SHOP_ADMIN_TOKEN": "change-me",
 	} {
 		if got := shop.Environment[key]; got == nil || *got != want {
 			t.Errorf("shop: %s = %v, want %q", key, deref(got), want)
 		}
 	}
-	for _, db := range []string{"mysql", "redis", "zookeeper"} {
+	for _, db := range []string{"mysql", "redis", "zookeeper", "etcd"} {
 		if dep, ok := shop.DependsOn[db]; !ok || dep.Condition != types.ServiceConditionHealthy {
 			t.Errorf("shop must wait for %s to be healthy; depends_on: %+v", db, dep)
 		}

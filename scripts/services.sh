@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Real Redis, MariaDB and ZooKeeper on loopback for tests, CI and benchmarks,
-# without Docker or systemd.
+# Real Redis, MariaDB, ZooKeeper and etcd on loopback for tests, CI and
+# benchmarks, without Docker or systemd.
 #
-#   scripts/services.sh up      reuse what already listens on 6379, 3306 and
-#                               2181, start the rest (as root on Debian or
+#   scripts/services.sh up      reuse what already listens on 6379, 3306, 2181
+#                               and 2379, start the rest (as root on Debian or
 #                               Ubuntu, installing missing packages first)
 #   scripts/services.sh env     print exports: eval "$(scripts/services.sh env)"
 #   scripts/services.sh down    stop what up started
@@ -11,7 +11,7 @@
 # State (data, logs, pids) lives in ${XDG_STATE_HOME:-~/.local/state}/stockguard.
 set -euo pipefail
 
-readonly REDIS_PORT=6379 MYSQL_PORT=3306 ZK_PORT=2181
+readonly REDIS_PORT=6379 MYSQL_PORT=3306 ZK_PORT=2181 ETCD_PORT=2379 ETCD_PEER_PORT=2380
 readonly STATE_DIR="${XDG_STATE_HOME:-$HOME/.local/state}/stockguard"
 readonly ZK_CLASSPATH=/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar
 # Debian keeps mariadbd in /usr/sbin, which a non-root PATH may lack.
@@ -36,9 +36,11 @@ print_env() {
 export SHOP_TEST_MYSQL_DSN='shop:shop@tcp(127.0.0.1:3306)/?parseTime=true'
 export SHOP_TEST_REDIS_ADDR=127.0.0.1:6379
 export SHOP_TEST_ZK_ADDR=127.0.0.1:2181
+export SHOP_TEST_ETCD_ADDR=127.0.0.1:2379
 export SHOP_MYSQL_DSN='shop:shop@tcp(127.0.0.1:3306)/shop?parseTime=true'
 export SHOP_REDIS_ADDR=127.0.0.1:6379
 export SHOP_ZK_ADDRS=127.0.0.1:2181
+export SHOP_ETCD_ADDRS=127.0.0.1:2379
 EOF
 }
 
@@ -48,6 +50,7 @@ Provide the services another way and point the tests and the app at them:
   redis-server (apt-get install redis-server)          SHOP_TEST_REDIS_ADDR, SHOP_REDIS_ADDR
   MySQL 8 or MariaDB, user shop/shop with ALL on *.*   SHOP_TEST_MYSQL_DSN, SHOP_MYSQL_DSN
   ZooKeeper (apt-get install zookeeper)                SHOP_TEST_ZK_ADDR, SHOP_ZK_ADDRS
+  etcd (apt-get install etcd-server)                   SHOP_TEST_ETCD_ADDR, SHOP_ETCD_ADDRS
 "scripts/services.sh env" shows the expected values. Or start a Docker engine:
 the tests then run these services with testcontainers.
 EOF
@@ -66,6 +69,7 @@ install_missing() {
 	if ! listening $ZK_PORT && ! { have java && [[ -f /usr/share/java/zookeeper.jar ]]; }; then
 		pkgs+=(default-jre-headless libzookeeper-java)
 	fi
+	listening $ETCD_PORT || have etcd || pkgs+=(etcd-server)
 	((${#pkgs[@]})) || return 0
 
 	if [[ $EUID -ne 0 ]] || ! have apt-get; then
@@ -127,8 +131,23 @@ EOF
 		org.apache.zookeeper.server.quorum.QuorumPeerMain "$STATE_DIR/zoo.cfg"
 }
 
+# Debian's etcd-server would start etcd with systemd, which is not here;
+# up runs it itself, as one member with its data under STATE_DIR.
+start_etcd() {
+	local client=http://127.0.0.1:$ETCD_PORT peer=http://127.0.0.1:$ETCD_PEER_PORT
+	spawn etcd etcd --name stockguard --data-dir "$STATE_DIR/etcd" \
+		--listen-client-urls $client --advertise-client-urls $client \
+		--listen-peer-urls $peer --initial-advertise-peer-urls $peer \
+		--initial-cluster stockguard=$peer
+}
+
 redis_ready() { [[ $(ask $REDIS_PORT 'PING\r\n') == +PONG* ]]; }
 zookeeper_ready() { [[ $(ask $ZK_PORT srvr) == Zookeeper* ]]; }
+# /health is true once the member has a leader and serves requests.
+etcd_ready() {
+	[[ $(timeout 2 bash -c 'exec 3<>/dev/tcp/127.0.0.1/$0 && printf "GET /health HTTP/1.0\r\n\r\n" >&3 && cat <&3' \
+		$ETCD_PORT 2>/dev/null) == *'"health":"true"'* ]]
+}
 # The server up started lets its superuser in over the socket at once, while
 # the shop user may not exist yet. Any other server is asked with ping, which
 # succeeds once it answers, even if it denies the login.
@@ -188,7 +207,7 @@ up() {
 	mkdir -p "$STATE_DIR"
 	install_missing
 	local svc port started
-	for svc in redis:$REDIS_PORT mariadb:$MYSQL_PORT zookeeper:$ZK_PORT; do
+	for svc in redis:$REDIS_PORT mariadb:$MYSQL_PORT zookeeper:$ZK_PORT etcd:$ETCD_PORT; do
 		port=${svc#*:} svc=${svc%:*} started=no
 		if ! listening "$port"; then
 			log "starting $svc on 127.0.0.1:$port"
@@ -226,6 +245,7 @@ down() {
 	stop redis redis-server
 	stop mariadb mariadbd
 	stop zookeeper java
+	stop etcd etcd
 }
 
 case "${1:-}" in

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/stockguard/shop/internal/lock"
 )
@@ -129,6 +130,35 @@ func ExampleZooKeeper() {
 
 	select {
 	case <-lease.Lost(): // the session expired
+		log.Print(lease.Err())
+	default:
+	}
+}
+
+func ExampleEtcd() {
+	client, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	// Each acquisition holds a lease of TTL, kept alive by the client.
+	locker, err := lock.NewEtcd(client, &lock.EtcdOptions{TTL: 10 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lease, err := locker.Acquire(ctx, "stock:phone") // watches only its predecessor
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Release(ctx)
+
+	// The token is the lock key's create revision.
+	fmt.Println(lease.Token() > 0)
+	select {
+	case <-lease.Lost(): // the etcd lease expired
 		log.Print(lease.Err())
 	default:
 	}

@@ -6,6 +6,7 @@
 //	redis.go      one Redis master, through bsm/redislock
 //	redlock.go    a quorum of independent Redis masters (Redlock)
 //	zookeeper.go  an ephemeral sequential znode per contender
+//	etcd.go       a key per contender on a lease, through etcd's concurrency.Mutex
 //	dbtable.go    a row per lock in a MySQL table
 //
 // A held lock is a Lease. Its token strictly increases with every
@@ -22,7 +23,8 @@
 // Leases that expire (redis, redlock, dbtable) are renewed by a watchdog at
 // a third of their TTL while they are held; a renewal that finds the lock
 // gone, or no renewal succeeding before the lease runs out, loses the lease.
-// A ZooKeeper lease lasts as long as its session.
+// A ZooKeeper lease lasts as long as its session, an etcd lease as long as
+// the etcd lease that the client keeps alive.
 //
 // # Reentrancy
 //

@@ -17,6 +17,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -118,6 +120,17 @@ var backends = []backend{
 			return &client{Locker: z, proxies: []*testinfra.Proxy{p}}
 		}
 	}},
+	{name: "etcd", expires: true, lease: ttl, setup: func(t *testing.T) func(*testing.T) *client {
+		ns := testinfra.Etcd(t)
+		return func(t *testing.T) *client {
+			c, p := etcdClient(t, ns.Endpoints[0])
+			e, err := lock.NewEtcd(c, &lock.EtcdOptions{TTL: ttl, Prefix: ns.Prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &client{Locker: e, proxies: []*testinfra.Proxy{p}}
+		}
+	}},
 	{name: "dbtable", expires: true, lease: ttl, setup: func(t *testing.T) func(*testing.T) *client {
 		dsn := testinfra.MySQL(t)
 		testinfra.ShopDB(t, dsn) // the locks table
@@ -144,6 +157,17 @@ func redisClient(t *testing.T, addr string) (*redis.Client, *testinfra.Proxy) {
 	// ContextTimeoutEnabled lets a deadline reach the socket, so that a
 	// paused client's calls end with their ctx.
 	c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return c, p
+}
+
+// etcdClient connects to addr through a proxy of its own.
+func etcdClient(t *testing.T, addr string) (*clientv3.Client, *testinfra.Proxy) {
+	p := testinfra.StartProxy(t, addr)
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{p.Addr()}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { c.Close() })
 	return c, p
 }

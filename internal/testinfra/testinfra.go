@@ -1,18 +1,20 @@
-// Package testinfra gives tests real Redis, MySQL and ZooKeeper servers.
+// Package testinfra gives tests real Redis, MySQL, ZooKeeper and etcd
+// servers.
 //
-// MySQL, Redis and ZooKeeper give each test its own slice of a shared server
-// (a database, a key prefix, a znode root), removed at cleanup, so tests can
-// run in parallel. The shared server is, in order:
+// MySQL, Redis, ZooKeeper and etcd give each test its own slice of a shared
+// server (a database, a key prefix, a znode root), removed at cleanup, so
+// tests can run in parallel. The shared server is, in order:
 //
-//  1. the one named by SHOP_TEST_MYSQL_DSN, SHOP_TEST_REDIS_ADDR or
-//     SHOP_TEST_ZK_ADDR, as printed by scripts/services.sh env;
+//  1. the one named by SHOP_TEST_MYSQL_DSN, SHOP_TEST_REDIS_ADDR,
+//     SHOP_TEST_ZK_ADDR or SHOP_TEST_ETCD_ADDR, as printed by
+//     scripts/services.sh env;
 //  2. a container started by testcontainers-go, once per test binary, when a
 //     Docker engine answers;
 //  3. none: the test fails and says how to provide one.
 //
-// StartRedis, StartMariaDB and StartZooKeeper run a server process private to
-// one test, which it may stop, kill, restart or pause to reproduce crashes
-// and long pauses.
+// StartRedis, StartMariaDB, StartZooKeeper and StartEtcd run a server process
+// private to one test, which it may stop, kill, restart or pause to
+// reproduce crashes and long pauses.
 //
 // Under go test -short, every helper skips its test.
 package testinfra

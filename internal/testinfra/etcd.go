@@ -1,0 +1,114 @@
+package testinfra
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/wait"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// etcdImage is the etcd release that the container runs.
+const etcdImage = "gcr.io/etcd-development/etcd:v3.6.16"
+
+var sharedEtcd = shared{
+	name: "etcd",
+	env:  "SHOP_TEST_ETCD_ADDR",
+	container: onceContainer(etcdImage, "2379/tcp", wait.ForHTTP("/health").WithPort("2379/tcp"),
+		testcontainers.WithCmd("/usr/local/bin/etcd",
+			"--listen-client-urls=http://0.0.0.0:2379", "--advertise-client-urls=http://127.0.0.1:2379")),
+}
+
+// EtcdNamespace is a test's share of an etcd cluster.
+type EtcdNamespace struct {
+	Endpoints []string // host:port of each member
+	Prefix    string   // "test/<random>/"; the test's keys must start with it
+}
+
+// Etcd returns the endpoints of a real etcd cluster and a key prefix unique
+// to this test. Keys under the prefix are deleted at cleanup.
+func Etcd(t testing.TB) EtcdNamespace {
+	t.Helper()
+	ns := EtcdNamespace{
+		Endpoints: strings.Split(sharedEtcd.locate(t), ","),
+		Prefix:    randomName("test/") + "/",
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := etcdHealthy(ctx, ns.Endpoints[0]); err != nil {
+		t.Fatalf("testinfra: etcd at %s: %v", ns.Endpoints[0], err)
+	}
+	t.Cleanup(func() {
+		// t.Context is done by now.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := deletePrefix(ctx, ns); err != nil {
+			t.Errorf("testinfra: delete etcd keys %s*: %v", ns.Prefix, err)
+		}
+	})
+	return ns
+}
+
+func deletePrefix(ctx context.Context, ns EtcdNamespace) error {
+	c, err := clientv3.New(clientv3.Config{Endpoints: ns.Endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Delete(ctx, ns.Prefix, clientv3.WithPrefix())
+	return err
+}
+
+// etcdHealthy asks a member's /health, which answers true once the member
+// has a leader and serves requests.
+func etcdHealthy(ctx context.Context, addr string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/health", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"health":"true"`) {
+		return fmt.Errorf("/health answered %s: %s", resp.Status, body)
+	}
+	return nil
+}
+
+// StartEtcd starts a private single-member etcd on free loopback ports,
+// with a data dir of its own; it is killed at cleanup.
+//
+// Its data survives Stop, Kill and Start: etcd syncs its log before it
+// answers a write.
+func StartEtcd(t testing.TB) *Server {
+	t.Helper()
+	skipShort(t, "etcd")
+	bin := lookPath(t, "etcd", "etcd-server")
+	dir := t.TempDir()
+	s := newServer(t, "etcd", freeAddr(t), dir, 60*time.Second)
+	client, peer := "http://"+s.addr, "http://"+freeAddr(t)
+	s.command = func() *exec.Cmd {
+		return exec.Command(bin, "--name=test", "--data-dir="+filepath.Join(dir, "data"),
+			"--listen-client-urls="+client, "--advertise-client-urls="+client,
+			"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
+			"--initial-cluster=test="+peer, "--initial-cluster-state=new")
+	}
+	s.ready = func(ctx context.Context) error { return etcdHealthy(ctx, s.addr) }
+	s.Start()
+	return s
+}
