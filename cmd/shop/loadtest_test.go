@@ -61,7 +61,7 @@ func TestNamedStrategyNeedsItsServer(t *testing.T) {
 	for _, tt := range []struct {
 		cmd  string
 		need strategy.Need
-	}{{"demo", strategy.ZooKeeper}, {"bench", strategy.Redlock}, {"bench", strategy.ZooKeeper}} {
+	}{{"demo", strategy.ZooKeeper}, {"demo", strategy.Etcd}, {"bench", strategy.Redlock}, {"bench", strategy.ZooKeeper}, {"bench", strategy.Etcd}} {
 		i := slices.IndexFunc(all, func(s strategy.Strategy) bool { return slices.Contains(s.Needs, tt.need) })
 		if i < 0 {
 			continue // no strategy needs it yet
@@ -82,11 +82,11 @@ func TestBench(t *testing.T) {
 	// into the shop.
 	t.Setenv("SHOP_TEST_CHILD", "1")
 	redis := testinfra.Redis(t)
-	zk := testinfra.ZooKeeper(t)
+	zk, etcd := testinfra.ZooKeeper(t), testinfra.Etcd(t)
 	dir := t.TempDir()
 	jsonFile, htmlFile := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.html")
 	args := []string{"bench", "--bin", os.Args[0], "--mysql", testinfra.MySQL(t), "--redis", redis.Addr,
-		"--zk", strings.Join(zk.Addrs, ","), "--zk-root", zk.Root, "--stock", "10", "--buyers", "60", "--instances", "2",
+		"--zk", strings.Join(zk.Addrs, ","), "--zk-root", zk.Root, "--etcd", strings.Join(etcd.Endpoints, ","), "--etcd-prefix", etcd.Prefix, "--stock", "10", "--buyers", "60", "--instances", "2",
 		"--baseline", "200ms", "--rate", "40", "--duration", "500ms", "--closed", "500ms", "--closed-buyers", "8", "--json", jsonFile, "--html", htmlFile}
 	var stdout strings.Builder
 	getenv := func(k string) string { return map[string]string{"SHOP_REDIS_PREFIX": redis.Prefix}[k] }

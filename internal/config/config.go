@@ -32,6 +32,8 @@ type Config struct {
 	ZKAddrs        []string      // SHOP_ZK_ADDRS, comma-separated
 	ZKRoot         string        // SHOP_ZK_ROOT, the znode that holds the locks
 	RedlockAddrs   []string      // SHOP_REDLOCK_ADDRS, comma-separated independent Redis masters
+	EtcdAddrs      []string      // SHOP_ETCD_ADDRS, comma-separated etcd endpoints
+	EtcdPrefix     string        // SHOP_ETCD_PREFIX, the key prefix of the etcd locks
 	Strategy       string        // SHOP_STRATEGY
 	AdminToken     string        // SHOP_ADMIN_TOKEN; empty refuses the admin endpoints
 	LockTTL        time.Duration // SHOP_LOCK_TTL
@@ -69,6 +71,8 @@ var settings = [...]setting{
 	server(list("SHOP_ZK_ADDRS", "zk", "ZooKeeper addresses, comma-separated", func(c *Config) *[]string { return &c.ZKAddrs })),
 	load(str("SHOP_ZK_ROOT", "zk-root", "/stockguard/locks", "znode under which the zookeeper strategy keeps its locks", func(c *Config) *string { return &c.ZKRoot })),
 	server(list("SHOP_REDLOCK_ADDRS", "redlock", "independent Redis masters for the redlock strategy, comma-separated, at least 3", func(c *Config) *[]string { return &c.RedlockAddrs })),
+	server(list("SHOP_ETCD_ADDRS", "etcd", "etcd endpoints for the etcd strategy, host:port, comma-separated", func(c *Config) *[]string { return &c.EtcdAddrs })),
+	load(str("SHOP_ETCD_PREFIX", "etcd-prefix", "stockguard/locks/", "key prefix under which the etcd strategy keeps its locks", func(c *Config) *string { return &c.EtcdPrefix })),
 	str("SHOP_STRATEGY", "strategy", "atomic", strategyUsage, func(c *Config) *string { return &c.Strategy }),
 	str("SHOP_ADMIN_TOKEN", "admin-token", "", "bearer token for the admin endpoints; empty refuses them", func(c *Config) *string { return &c.AdminToken }),
 	dur("SHOP_LOCK_TTL", "lock-ttl", "10s", 100*time.Millisecond, "lease TTL of the distributed locks", func(c *Config) *time.Duration { return &c.LockTTL }),
@@ -195,7 +199,7 @@ func (c Config) Validate(strategies []string) error {
 	for _, l := range []struct {
 		name  string
 		addrs []string
-	}{{"SHOP_ZK_ADDRS", c.ZKAddrs}, {"SHOP_REDLOCK_ADDRS", c.RedlockAddrs}} {
+	}{{"SHOP_ZK_ADDRS", c.ZKAddrs}, {"SHOP_REDLOCK_ADDRS", c.RedlockAddrs}, {"SHOP_ETCD_ADDRS", c.EtcdAddrs}} {
 		for i, a := range l.addrs {
 			if _, _, err := net.SplitHostPort(a); err != nil {
 				bad("%s: %q is not host:port", l.name, a)
@@ -203,6 +207,9 @@ func (c Config) Validate(strategies []string) error {
 				bad("%s: %q is listed twice", l.name, a)
 			}
 		}
+	}
+	if c.EtcdPrefix == "" {
+		bad("SHOP_ETCD_PREFIX: must not be empty")
 	}
 	if !strings.HasPrefix(c.ZKRoot, "/") || c.ZKRoot == "/" || path.Clean(c.ZKRoot) != c.ZKRoot {
 		bad("SHOP_ZK_ROOT: %q is not a clean absolute znode path below /", c.ZKRoot)

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/config"
@@ -26,6 +29,8 @@ type Backends struct {
 	Redlock []*redis.Client
 	// ZooKeeper is open only for a strategy that needs ZooKeeper.
 	ZooKeeper *zk.Conn
+	// Etcd is open only for a strategy that needs etcd.
+	Etcd *clientv3.Client
 
 	closers []func() error
 	checks  []func(context.Context) error
@@ -43,6 +48,8 @@ const (
 	Redlock
 	// ZooKeeper is SHOP_ZK_ADDRS.
 	ZooKeeper
+	// Etcd is SHOP_ETCD_ADDRS.
+	Etcd
 )
 
 // server is what Open and Missing know of one Need.
@@ -105,6 +112,29 @@ var servers = [...]server{
 			b.checks = append(b.checks, func(context.Context) error {
 				if s := conn.State(); s != zk.StateHasSession {
 					return fmt.Errorf("zookeeper: %s", s)
+				}
+				return nil
+			})
+			return nil
+		}},
+	Etcd: {name: "etcd",
+		missing: func(c config.Config) string {
+			if len(c.EtcdAddrs) == 0 {
+				return "an etcd server (--etcd or SHOP_ETCD_ADDRS)"
+			}
+			return ""
+		},
+		open: func(_ context.Context, cfg config.Config, b *Backends, _ *slog.Logger) error {
+			c, err := clientv3.New(clientv3.Config{Endpoints: cfg.EtcdAddrs, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+			if err != nil {
+				return fmt.Errorf("etcd: %w", err)
+			}
+			b.Etcd = c
+			b.closers = append(b.closers, c.Close)
+			b.checks = append(b.checks, func(ctx context.Context) error {
+				// A linearizable read answers only while a quorum does.
+				if _, err := c.Get(ctx, "health", clientv3.WithCountOnly()); err != nil {
+					return fmt.Errorf("etcd: %w", err)
 				}
 				return nil
 			})

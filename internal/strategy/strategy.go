@@ -96,6 +96,9 @@ var registry = []Strategy{
 	{Name: "zookeeper", Needs: []Need{ZooKeeper}, Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {
 		return lock.NewZooKeeper(b.ZooKeeper, &lock.ZooKeeperOptions{Root: cfg.ZKRoot})
 	}, Ceiling: Serial("zookeeper")},
+	{Name: "etcd", Needs: []Need{Etcd}, Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {
+		return lock.NewEtcd(b.Etcd, &lock.EtcdOptions{TTL: cfg.LockTTL, Prefix: cfg.EtcdPrefix})
+	}, Ceiling: Serial("etcd")},
 	{Name: "dbtable", Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {
 		sqlDB, err := b.DB.DB()
 		return lock.NewDBTable(sqlDB, &lock.DBTableOptions{TTL: cfg.LockTTL}), err

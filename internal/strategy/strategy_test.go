@@ -26,6 +26,8 @@ func TestRequire(t *testing.T) {
 		{"redlock with three", config.Config{RedlockAddrs: []string{"a:1", "b:2", "c:3"}}, "redlock", ""},
 		{"zookeeper unset", config.Config{}, "zookeeper", "strategy zookeeper needs a ZooKeeper server (--zk or SHOP_ZK_ADDRS)"},
 		{"zookeeper set", config.Config{ZKAddrs: []string{"zk:2181"}}, "zookeeper", ""},
+		{"etcd unset", config.Config{}, "etcd", "strategy etcd needs an etcd server (--etcd or SHOP_ETCD_ADDRS)"},
+		{"etcd set", config.Config{EtcdAddrs: []string{"etcd:2379"}}, "etcd", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

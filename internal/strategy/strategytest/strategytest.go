@@ -30,6 +30,10 @@ var provide = map[strategy.Need]func(testing.TB) map[string]string{
 		ns := testinfra.ZooKeeper(t)
 		return map[string]string{"SHOP_ZK_ADDRS": strings.Join(ns.Addrs, ","), "SHOP_ZK_ROOT": ns.Root}
 	},
+	strategy.Etcd: func(t testing.TB) map[string]string {
+		ns := testinfra.Etcd(t)
+		return map[string]string{"SHOP_ETCD_ADDRS": strings.Join(ns.Endpoints, ","), "SHOP_ETCD_PREFIX": ns.Prefix}
+	},
 }
 
 // NeedsEnv returns the SHOP_* settings, SHOP_STRATEGY among them, that give

@@ -60,6 +60,7 @@ func (b Bench) Run(ctx context.Context) (*loadtest.Report, error) {
 	rep.Backends = []loadtest.Backend{{Role: "database", What: dbNote}, {Role: "redis", What: cfg.RedisAddr},
 		{Role: "redlock", What: cmp.Or(strings.Join(cfg.RedlockAddrs, ","), "none")},
 		{Role: "zookeeper", What: cmp.Or(strings.Join(cfg.ZKAddrs, ","), "none")},
+		{Role: "etcd", What: cmp.Or(strings.Join(cfg.EtcdAddrs, ","), "none")},
 		{Role: "shop", What: "child processes: " + b.Bin + " serve"}}
 
 	if b.Baseline > 0 {

@@ -1,6 +1,7 @@
 package sale
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -95,12 +96,10 @@ func (d Demo) Run(ctx context.Context) (*loadtest.Report, error) {
 		return nil, err
 	}
 	defer db.Close(gdb)
-	zkNote := "none: strategies that need it are skipped"
-	if len(cfg.ZKAddrs) > 0 {
-		zkNote = strings.Join(cfg.ZKAddrs, ",")
-	}
+	const skipped = "none: strategies that need it are skipped"
 	rep.Backends = []loadtest.Backend{{Role: "database", What: dbNote}, {Role: "redis", What: redisNote},
-		{Role: "redlock", What: redlockNote}, {Role: "zookeeper", What: zkNote}}
+		{Role: "redlock", What: redlockNote}, {Role: "zookeeper", What: cmp.Or(strings.Join(cfg.ZKAddrs, ","), skipped)},
+		{Role: "etcd", What: cmp.Or(strings.Join(cfg.EtcdAddrs, ","), skipped)}}
 
 	r := runner{plan: d.Plan, launch: inProcess(cfg), db: gdb, progress: d.Progress}
 	if sqlite {

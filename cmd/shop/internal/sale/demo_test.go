@@ -42,11 +42,12 @@ func TestDemo(t *testing.T) {
 // Redis and ZooKeeper, every strategy.
 func TestDemoOnRealServers(t *testing.T) {
 	t.Parallel()
-	redis := testinfra.Redis(t)
+	redis, etcd := testinfra.Redis(t), testinfra.Etcd(t)
 	checkDemo(t, sale.Demo{
 		Plan: loadtest.Plan{Instances: 3, Stock: 20, Burst: loadtest.Burst{Buyers: 200}},
 		Config: demoConfig(t, map[string]string{"SHOP_MYSQL_DSN": testinfra.MySQL(t), "SHOP_REDIS_ADDR": redis.Addr,
-			"SHOP_REDIS_PREFIX": redis.Prefix, "SHOP_ZK_ADDRS": strings.Join(testinfra.ZooKeeper(t).Addrs, ",")}),
+			"SHOP_REDIS_PREFIX": redis.Prefix, "SHOP_ZK_ADDRS": strings.Join(testinfra.ZooKeeper(t).Addrs, ","),
+			"SHOP_ETCD_ADDRS": strings.Join(etcd.Endpoints, ","), "SHOP_ETCD_PREFIX": etcd.Prefix}),
 	}, true)
 }
 
@@ -62,9 +63,9 @@ func demoConfig(t *testing.T, env map[string]string) config.Config {
 }
 
 // checkDemo runs d and checks that every strategy ran, or was skipped for
-// want of ZooKeeper (zk false) or of MySQL, and sold what the demo must
-// show it sells.
-func checkDemo(t *testing.T, d sale.Demo, zk bool) {
+// want of a lock server it does not embed (servers false) or of MySQL, and
+// sold what the demo must show it sells.
+func checkDemo(t *testing.T, d sale.Demo, servers bool) {
 	t.Helper()
 	rep, err := d.Run(t.Context())
 	if err != nil {
@@ -83,8 +84,9 @@ func checkDemo(t *testing.T, d sale.Demo, zk bool) {
 		}
 		switch min, mustOversell := oversells[r.Strategy]; {
 		case r.Skipped != "":
-			if (zk || !slices.Contains(s.Needs, strategy.ZooKeeper)) && (d.Config.MySQLDSN != "" || s.Embedded.Skip == "") {
-				t.Errorf("%s skipped: %s; only what needs ZooKeeper, or MySQL, may be", r.Strategy, r.Skipped)
+			unembedded := slices.Contains(s.Needs, strategy.ZooKeeper) || slices.Contains(s.Needs, strategy.Etcd)
+			if (servers || !unembedded) && (d.Config.MySQLDSN != "" || s.Embedded.Skip == "") {
+				t.Errorf("%s skipped: %s; only what needs ZooKeeper or etcd, or MySQL, may be", r.Strategy, r.Skipped)
 			}
 		case r.Burst == nil:
 			t.Errorf("%s did not run: %s", r.Strategy, r.Error)
