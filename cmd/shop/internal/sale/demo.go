@@ -96,10 +96,10 @@ func (d Demo) Run(ctx context.Context) (*loadtest.Report, error) {
 		return nil, err
 	}
 	defer db.Close(gdb)
-	const skipped = "none: strategies that need it are skipped"
+	const none = "none: strategies that need it are skipped"
 	rep.Backends = []loadtest.Backend{{Role: "database", What: dbNote}, {Role: "redis", What: redisNote},
-		{Role: "redlock", What: redlockNote}, {Role: "zookeeper", What: cmp.Or(strings.Join(cfg.ZKAddrs, ","), skipped)},
-		{Role: "etcd", What: cmp.Or(strings.Join(cfg.EtcdAddrs, ","), skipped)}}
+		{Role: "redlock", What: redlockNote}, {Role: "zookeeper", What: cmp.Or(strings.Join(cfg.ZKAddrs, ","), none)},
+		{Role: "etcd", What: cmp.Or(strings.Join(cfg.EtcdAddrs, ","), none)}}
 
 	r := runner{plan: d.Plan, launch: inProcess(cfg), db: gdb, progress: d.Progress}
 	if sqlite {
