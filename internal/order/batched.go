@@ -145,7 +145,10 @@ func (b *Batched) commit(sku string, batch []*pending) {
 			return // every buyer has been answered busy
 		}
 		answers := make([]placed, len(batch))
-		err := b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return decide(tx, sku, batch, answers) })
+		known, err := lookup(ctx, b.db, batch)
+		if err == nil {
+			err = b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return decide(tx, sku, batch, known, answers) })
+		}
 		cancel()
 		if err == nil {
 			for i, p := range batch {
@@ -192,26 +195,14 @@ func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(context.Background(), last)
 }
 
-// decide is one batch's transaction: it fills answers.
-func decide(tx *gorm.DB, sku string, batch []*pending, answers []placed) error {
-	now := time.Now().UTC()
-	// Lock the row, then read it: the read sees every commit before the
-	// lock, and no batch or refund can change it until this one commits.
-	res := tx.Exec(`UPDATE stock_items SET version = version + 1, updated_at = ? WHERE sku = ?`, now, sku)
-	if res.Error != nil {
-		return res.Error
-	}
-	if res.RowsAffected == 0 {
-		for i := range answers {
-			answers[i].err = fmt.Errorf("order: place: %w: %s", stock.ErrNotFound, sku)
-		}
-		return nil
-	}
-	var available int
-	if err := tx.Raw(`SELECT available FROM stock_items WHERE sku = ?`, sku).Row().Scan(&available); err != nil {
-		return err
-	}
+// userKey is one buyer's Idempotency-Key.
+type userKey struct{ user, key string }
 
+// lookup reads the orders that the batch's keys already have, outside the
+// batch's transaction, so that its row lock is not held for the read. A key
+// that gets an order after the read fails the INSERT on the unique index,
+// and the batch runs again.
+func lookup(ctx context.Context, gdb *gorm.DB, batch []*pending) (map[userKey]Order, error) {
 	users := make([]string, len(batch))
 	for i, p := range batch {
 		users[i] = p.r.UserID
@@ -219,18 +210,56 @@ func decide(tx *gorm.DB, sku string, batch []*pending, answers []placed) error {
 	// By user alone: the index's prefix, one range per user, where users
 	// and keys together would ask for every pair.
 	var existing []Order
-	if err := tx.Raw(`SELECT * FROM orders WHERE user_id IN ?`, users).Scan(&existing).Error; err != nil {
-		return err
+	if err := gdb.WithContext(ctx).Raw(`SELECT * FROM orders WHERE user_id IN ?`, users).Scan(&existing).Error; err != nil {
+		return nil, err
 	}
-	type userKey struct{ user, key string }
 	known := make(map[userKey]Order, len(existing))
 	for _, o := range existing {
 		if o.IdempotencyKey != nil {
 			known[userKey{o.UserID, *o.IdempotencyKey}] = o
 		}
 	}
+	return known, nil
+}
+
+// decide is one batch's transaction: it fills answers. The stock row is
+// locked from its first statement to the commit, so it does as little as
+// it can in between: when every buyer's units fit and no per-user limit
+// applies, it takes them all with its first statement.
+func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, answers []placed) error {
+	now := time.Now().UTC()
+	users := make([]string, len(batch))
+	asked, seen := 0, map[userKey]bool{}
+	for i, p := range batch {
+		users[i] = p.r.UserID
+		if k := (userKey{p.r.UserID, p.r.IdempotencyKey}); !seen[k] {
+			seen[k] = true
+			if _, ok := known[k]; !ok {
+				asked += p.r.Quantity
+			}
+		}
+	}
+	limit := batch[0].limit
+	available := -1 // unknown: every buyer's units fit
+	if asked == 0 || limit > 0 || !takeAll(tx, sku, asked, now) {
+		// Lock the row, then read it: the read sees every commit before the
+		// lock, and no batch or refund can change it until this one commits.
+		res := tx.Exec(`UPDATE stock_items SET version = version + 1, updated_at = ? WHERE sku = ?`, now, sku)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			for i := range answers {
+				answers[i].err = fmt.Errorf("order: place: %w: %s", stock.ErrNotFound, sku)
+			}
+			return nil
+		}
+		if err := tx.Raw(`SELECT available FROM stock_items WHERE sku = ?`, sku).Row().Scan(&available); err != nil {
+			return err
+		}
+	}
 	held := map[string]int{}
-	if limit := batch[0].limit; limit > 0 {
+	if limit > 0 {
 		var rows []purchase
 		if err := tx.Raw(`SELECT * FROM user_purchases WHERE sku = ? AND user_id IN ?`, sku, users).Scan(&rows).Error; err != nil {
 			return err
@@ -258,7 +287,7 @@ func decide(tx *gorm.DB, sku string, batch []*pending, answers []placed) error {
 		switch {
 		case p.limit > 0 && held[r.UserID]+r.Quantity > p.limit:
 			answers[i].err = fmt.Errorf("order: place: %w: %s holds %d of %s, the limit is %d", ErrLimitReached, r.UserID, held[r.UserID], sku, p.limit)
-		case r.Quantity > available-taken:
+		case available >= 0 && r.Quantity > available-taken:
 			answers[i].err = fmt.Errorf("order: place: %w: %s", stock.ErrSoldOut, sku)
 		default:
 			taken += r.Quantity
@@ -272,12 +301,14 @@ func decide(tx *gorm.DB, sku string, batch []*pending, answers []placed) error {
 		}
 	}
 	if len(granted) > 0 {
-		res := tx.Exec(`UPDATE stock_items SET available = available - ? WHERE sku = ? AND available >= ?`, taken, sku, taken)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected != 1 {
-			return fmt.Errorf("order: batch of %s: the stock changed under the row lock", sku)
+		if available >= 0 { // not taken yet
+			res := tx.Exec(`UPDATE stock_items SET available = available - ? WHERE sku = ? AND available >= ?`, taken, sku, taken)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected != 1 {
+				return fmt.Errorf("order: batch of %s: the stock changed under the row lock", sku)
+			}
 		}
 		if err := tx.Create(&granted).Error; err != nil {
 			return err
@@ -324,6 +355,14 @@ func decide(tx *gorm.DB, sku string, batch []*pending, answers []placed) error {
 		}
 	}
 	return nil
+}
+
+// takeAll takes asked units of sku, locking its row, if they are there.
+// Otherwise it changes nothing and reports false.
+func takeAll(tx *gorm.DB, sku string, asked int, now time.Time) bool {
+	res := tx.Exec(`UPDATE stock_items SET available = available - ?, version = version + 1, updated_at = ?
+		WHERE sku = ? AND available >= ?`, asked, now, sku, asked)
+	return res.Error == nil && res.RowsAffected == 1
 }
 
 // errGranted marks a granted buyer until its order has an id.
