@@ -12,8 +12,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
-	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/cmd/shop/internal/sale"
+	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/loadtest"
 )

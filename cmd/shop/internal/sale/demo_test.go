@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/cmd/shop/internal/sale"
+	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/testinfra"
 	"github.com/stockguard/shop/loadtest"
