@@ -164,8 +164,11 @@ func (b *Batched) commit(sku string, batch []*pending) {
 			}
 			return
 		}
-		if backoff.Wait(ctx, attempt) != nil {
-			return
+		wait, stop := batchContext(batch)
+		err = backoff.Wait(wait, attempt)
+		stop()
+		if err != nil {
+			return // every buyer has been answered busy
 		}
 	}
 }
