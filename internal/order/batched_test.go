@@ -13,6 +13,7 @@ import (
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/testinfra"
 )
 
 // TestBatchedAcrossInstances: the contract burst, 200 buyers for 50 units,
@@ -195,5 +196,30 @@ func TestBatchedLimitAndMissing(t *testing.T) {
 	}
 	if _, _, err := svc.Place(ctx, order.PlaceRequest{SKU: "nope", UserID: "u", Quantity: 1, IdempotencyKey: "k"}); !errors.Is(err, stock.ErrNotFound) {
 		t.Errorf("unknown SKU: %v, want not found", err)
+	}
+}
+
+// TestBatchedLockWaitRetried: a batch whose row lock wait times out (MySQL
+// error 1205) runs again, and its buyer still buys once the row is free.
+func TestBatchedLockWaitRetried(t *testing.T) {
+	t.Parallel()
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t)+"&innodb_lock_wait_timeout=1")
+	svc := order.NewService(gdb, order.NewBatched(gdb), nil)
+	ctx := t.Context()
+	if _, err := svc.ResetStock(ctx, "held", 1); err != nil {
+		t.Fatal(err)
+	}
+	tx := gdb.Begin()
+	if err := tx.Exec(`UPDATE stock_items SET updated_at = updated_at WHERE sku = 'held'`).Error; err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(2500*time.Millisecond, func() { tx.Rollback() }) // past one lock wait
+	deadline, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, _, err := svc.Place(deadline, order.PlaceRequest{SKU: "held", UserID: "u", Quantity: 1, IdempotencyKey: "k"}); err != nil {
+		t.Fatalf("the buyer behind the held row: %v, want the unit", err)
+	}
+	if a := auditOf(t, gdb, "held"); a.Orders != 1 || a.Available != 0 {
+		t.Errorf("audit %+v, want 1 order and none left", a)
 	}
 }
