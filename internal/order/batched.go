@@ -244,7 +244,14 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 	}
 	limit := batch[0].limit
 	available := -1 // unknown: every buyer's units fit
-	if asked == 0 || limit > 0 || !takeAll(tx, sku, asked, now) {
+	took := false
+	if asked > 0 && limit == 0 {
+		var err error
+		if took, err = takeAll(tx, sku, asked, now); err != nil {
+			return err // a failed statement may have ended the transaction
+		}
+	}
+	if !took {
 		// Lock the row, then read it: the read sees every commit before the
 		// lock, and no batch or refund can change it until this one commits.
 		res := tx.Exec(`UPDATE stock_items SET version = version + 1, updated_at = ? WHERE sku = ?`, now, sku)
@@ -362,10 +369,10 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 
 // takeAll takes asked units of sku, locking its row, if they are there.
 // Otherwise it changes nothing and reports false.
-func takeAll(tx *gorm.DB, sku string, asked int, now time.Time) bool {
+func takeAll(tx *gorm.DB, sku string, asked int, now time.Time) (bool, error) {
 	res := tx.Exec(`UPDATE stock_items SET available = available - ?, version = version + 1, updated_at = ?
 		WHERE sku = ? AND available >= ?`, asked, now, sku, asked)
-	return res.Error == nil && res.RowsAffected == 1
+	return res.RowsAffected == 1, res.Error
 }
 
 // errGranted marks a granted buyer until its order has an id.
