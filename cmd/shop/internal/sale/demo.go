@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 
@@ -59,7 +60,8 @@ func (d Demo) Run(ctx context.Context) (*loadtest.Report, error) {
 		if err != nil {
 			return "", fmt.Errorf("sale: miniredis: %w", err)
 		}
-		cleanup = append(cleanup, m.Close)
+		stop := expireInRealTime(m)
+		cleanup = append(cleanup, func() { stop(); m.Close() })
 		return m.Addr(), nil
 	}
 	var err error
@@ -108,4 +110,26 @@ func (d Demo) Run(ctx context.Context) (*loadtest.Report, error) {
 	rep.Results, err = r.runAll(ctx, run, skipped)
 	rep.Finish()
 	return rep, err
+}
+
+// expireInRealTime makes m's keys expire as a real Redis's do. miniredis
+// keeps its clock still, for tests, so a lock key whose release was lost
+// would otherwise be held for ever, where Redis frees it after its TTL.
+func expireInRealTime(m *miniredis.Miniredis) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				m.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	return func() { close(done) }
 }
