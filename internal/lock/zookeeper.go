@@ -100,18 +100,26 @@ func (z *ZooKeeper) create(dir string) (string, error) {
 // makeDirs creates the root and, as a container node that the server
 // removes once it is empty, the lock's own dir.
 func (z *ZooKeeper) makeDirs(dir string) error {
-	parts := strings.Split(dir, "/")[1:]
-	p := ""
-	for i, part := range parts {
-		p += "/" + part
-		var err error
-		if i == len(parts)-1 {
-			_, err = z.conn.CreateContainer(p, nil, zk.FlagContainer, zkACL)
-		} else {
-			_, err = z.conn.Create(p, nil, zk.FlagPersistent, zkACL)
+	if err := MkdirAll(z.conn, path.Dir(dir)); err != nil {
+		return err
+	}
+	if _, err := z.conn.CreateContainer(dir, nil, zk.FlagContainer, zkACL); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("zookeeper: create %s: %w", dir, err)
+	}
+	return nil
+}
+
+// MkdirAll creates the persistent znode p and each parent it lacks, as
+// mkdir -p does; nodes that exist already are left as they are.
+func MkdirAll(conn *zk.Conn, p string) error {
+	node := ""
+	for _, part := range strings.Split(p, "/")[1:] {
+		if part == "" {
+			continue
 		}
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("zookeeper: create %s: %w", p, err)
+		node += "/" + part
+		if _, err := conn.Create(node, nil, zk.FlagPersistent, zkACL); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("zookeeper: create %s: %w", node, err)
 		}
 	}
 	return nil

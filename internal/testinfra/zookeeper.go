@@ -17,6 +17,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/stockguard/shop/internal/lock"
 )
 
 var sharedZooKeeper = shared{
@@ -50,10 +52,8 @@ func ZooKeeper(t testing.TB) ZooKeeperNamespace {
 		t.Fatalf("testinfra: ZooKeeper at %s: %v", strings.Join(ns.Addrs, ","), err)
 	}
 	defer conn.Close()
-	for _, p := range []string{zkTestRoot, ns.Root} {
-		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			t.Fatalf("testinfra: create znode %s: %v", p, err)
-		}
+	if err := lock.MkdirAll(conn, ns.Root); err != nil {
+		t.Fatalf("testinfra: %v", err)
 	}
 	t.Cleanup(func() {
 		// t.Context is done by now.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
@@ -19,8 +20,8 @@ func TestZooKeeper(t *testing.T) {
 		root = ns.Root
 		conn := connectZK(t, ns.Addrs)
 		// A tree below the root, with an ephemeral leaf as a lock would leave.
-		for _, p := range []string{root + "/locks", root + "/locks/sku-1"} {
-			create(t, conn, p, 0)
+		if err := lock.MkdirAll(conn, root+"/locks/sku-1"); err != nil {
+			t.Fatal(err)
 		}
 		create(t, conn, root+"/locks/sku-1/lock-", zk.FlagEphemeral|zk.FlagSequence)
 	})
