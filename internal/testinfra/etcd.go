@@ -47,14 +47,7 @@ func Etcd(t testing.TB) EtcdNamespace {
 	if err := etcdHealthy(ctx, ns.Endpoints[0]); err != nil {
 		t.Fatalf("testinfra: etcd at %s: %v", ns.Endpoints[0], err)
 	}
-	t.Cleanup(func() {
-		// t.Context is done by now.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := deletePrefix(ctx, ns); err != nil {
-			t.Errorf("testinfra: delete etcd keys %s*: %v", ns.Prefix, err)
-		}
-	})
+	cleanup(t, "delete etcd keys "+ns.Prefix+"*", func(ctx context.Context) error { return deletePrefix(ctx, ns) })
 	return ns
 }
 

@@ -55,13 +55,8 @@ func MySQL(t testing.TB) string {
 	if err := execSQL(ctx, admin, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("testinfra: MySQL at %s: %v", cfg.Addr, err)
 	}
-	t.Cleanup(func() {
-		// t.Context is done by now.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := execSQL(ctx, admin, "DROP DATABASE IF EXISTS "+name); err != nil {
-			t.Errorf("testinfra: %v", err)
-		}
+	cleanup(t, "MySQL at "+cfg.Addr, func(ctx context.Context) error {
+		return execSQL(ctx, admin, "DROP DATABASE IF EXISTS "+name)
 	})
 
 	cfg.DBName = name

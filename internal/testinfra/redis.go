@@ -33,14 +33,7 @@ func Redis(t testing.TB) RedisNamespace {
 	if err := exchange(ctx, ns.Addr, "PING\r\n", "+PONG"); err != nil {
 		t.Fatalf("testinfra: Redis at %s: %v", ns.Addr, err)
 	}
-	t.Cleanup(func() {
-		// t.Context is done by now.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := deleteKeys(ctx, ns); err != nil {
-			t.Errorf("testinfra: delete Redis keys %s*: %v", ns.Prefix, err)
-		}
-	})
+	cleanup(t, "delete Redis keys "+ns.Prefix+"*", func(ctx context.Context) error { return deleteKeys(ctx, ns) })
 	return ns
 }
 

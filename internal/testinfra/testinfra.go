@@ -101,6 +101,18 @@ func onceContainer(image, port string, ready wait.Strategy, opts ...testcontaine
 	})
 }
 
+// cleanup runs undo at the test's cleanup, bounded by a ctx of its own:
+// t.Context is done by then. A failed undo fails the test with what.
+func cleanup(t testing.TB, what string, undo func(ctx context.Context) error) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := undo(ctx); err != nil {
+			t.Errorf("testinfra: %s: %v", what, err)
+		}
+	})
+}
+
 // randomName returns prefix followed by 16 random hex digits.
 func randomName(prefix string) string {
 	b := make([]byte, 8)

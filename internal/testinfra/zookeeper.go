@@ -55,19 +55,13 @@ func ZooKeeper(t testing.TB) ZooKeeperNamespace {
 	if err := lock.MkdirAll(conn, ns.Root); err != nil {
 		t.Fatalf("testinfra: %v", err)
 	}
-	t.Cleanup(func() {
-		// t.Context is done by now.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
+	cleanup(t, "delete znode "+ns.Root, func(ctx context.Context) error {
 		conn, err := zkConnect(ctx, ns.Addrs)
 		if err != nil {
-			t.Errorf("testinfra: delete znode %s: %v", ns.Root, err)
-			return
+			return err
 		}
 		defer conn.Close()
-		if err := deleteTree(conn, ns.Root); err != nil {
-			t.Errorf("testinfra: delete znode %s: %v", ns.Root, err)
-		}
+		return deleteTree(conn, ns.Root)
 	})
 	return ns
 }
