@@ -4,11 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -77,61 +72,4 @@ func execSQL(ctx context.Context, dsn string, statements ...string) error {
 		}
 	}
 	return nil
-}
-
-// mariadbOptions go first on the command lines of both mariadb-install-db
-// and mariadbd. --no-defaults, which must come first, keeps the system's
-// my.cnf (its socket, its datadir) out. Small InnoDB sizes let several
-// servers run at once and start fast.
-var mariadbOptions = []string{
-	"--no-defaults",
-	"--innodb-buffer-pool-size=32M",
-	"--innodb-log-file-size=16M",
-}
-
-// StartMariaDB starts a private mariadbd on a free loopback port, with a
-// fresh data directory whose root user has no password, and a database
-// "shop". It is killed at cleanup. Kill then Start keeps every committed
-// transaction, as InnoDB's crash recovery promises.
-func StartMariaDB(t testing.TB) *Server {
-	t.Helper()
-	skipShort(t, "mariadbd")
-	mariadbd := lookPath(t, "mariadbd", "mariadb-server")
-	installDB := lookPath(t, "mariadb-install-db", "mariadb-server")
-	dir := t.TempDir()
-	datadir := filepath.Join(dir, "data")
-	// A Unix socket path must fit in 108 bytes, which t.TempDir may not.
-	sockDir, err := os.MkdirTemp("", "mariadb")
-	if err != nil {
-		t.Fatalf("testinfra: %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-
-	s := newServer(t, "mariadbd", freeAddr(t), dir, 30*time.Second)
-	s.dsn = fmt.Sprintf("root@tcp(%s)/shop?parseTime=true", s.addr)
-
-	var asRoot []string
-	if os.Geteuid() == 0 {
-		asRoot = []string{"--user=root"} // else mariadbd refuses to run as root
-	}
-	install := exec.CommandContext(t.Context(), installDB, slices.Concat(mariadbOptions, asRoot,
-		[]string{"--datadir=" + datadir, "--auth-root-authentication-method=normal", "--skip-test-db"})...)
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("testinfra: mariadb-install-db: %v\n%s", err, out)
-	}
-
-	_, port, _ := net.SplitHostPort(s.addr)
-	s.command = func() *exec.Cmd {
-		return exec.Command(mariadbd, slices.Concat(mariadbOptions, asRoot, []string{
-			"--datadir=" + datadir, "--socket=" + filepath.Join(sockDir, "mysqld.sock"),
-			"--bind-address=127.0.0.1", "--port=" + port, "--skip-name-resolve",
-			// MySQL 8's default, which --no-defaults would turn into latin1.
-			"--character-set-server=utf8mb4",
-		})...)
-	}
-	s.ready = func(ctx context.Context) error {
-		return execSQL(ctx, fmt.Sprintf("root@tcp(%s)/", s.addr), "CREATE DATABASE IF NOT EXISTS shop")
-	}
-	s.Start()
-	return s
 }

@@ -1,10 +1,8 @@
 package testinfra_test
 
 import (
-	"context"
 	"database/sql"
 	"testing"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -45,31 +43,6 @@ func TestMySQL(t *testing.T) {
 		if n != 0 {
 			t.Errorf("database %s still exists after cleanup", name)
 		}
-	}
-}
-
-func TestStartMariaDB(t *testing.T) {
-	t.Parallel()
-	s := testinfra.StartMariaDB(t)
-	db := openMySQL(t, s.DSN())
-	mustExec(t, db,
-		"CREATE TABLE orders (id INT PRIMARY KEY)",
-		"INSERT INTO orders VALUES (1)")
-
-	s.Kill()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err == nil {
-		t.Fatal("ping succeeded after Kill")
-	}
-
-	s.Start()
-	var n int
-	if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM orders").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 1 {
-		t.Errorf("after a crash and restart: %d orders, want the 1 committed", n)
 	}
 }
 

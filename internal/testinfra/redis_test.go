@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -60,25 +59,6 @@ func TestStartRedis(t *testing.T) {
 	if got, err := c.Get(t.Context(), "lock2").Result(); !errors.Is(err, redis.Nil) {
 		t.Errorf("after Kill and Start: lock2 = %q, %v; want it lost", got, err)
 	}
-}
-
-func TestServerPause(t *testing.T) {
-	t.Parallel()
-	s := testinfra.StartRedis(t)
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
-	t.Cleanup(func() { c.Close() })
-
-	s.Pause()
-	if err := c.Ping(t.Context()).Err(); err == nil {
-		t.Fatal("a paused server answered")
-	}
-	s.Resume()
-	if err := c.Ping(t.Context()).Err(); err != nil {
-		t.Fatalf("after Resume: %v", err)
-	}
-
-	s.Pause()
-	s.Stop() // must not hang on a paused server
 }
 
 func newRedis(t *testing.T, addr string) *redis.Client {

@@ -31,7 +31,6 @@ type Server struct {
 	t       testing.TB
 	name    string // the binary, for messages
 	addr    string
-	dsn     string
 	logPath string                          // stdout and stderr of every run
 	command func() *exec.Cmd                // a fresh command for each start
 	ready   func(ctx context.Context) error // nil once the server serves requests
@@ -52,10 +51,6 @@ func newServer(t testing.TB, name, addr, dir string, timeout time.Duration) *Ser
 
 // Addr returns the server's host:port.
 func (s *Server) Addr() string { return s.addr }
-
-// DSN returns, for MariaDB, a root DSN to the database "shop" with
-// parseTime=true. It is empty for the other servers.
-func (s *Server) DSN() string { return s.dsn }
 
 // Start starts the server, on the same port and with the same data as
 // before, and waits until it answers.
@@ -123,7 +118,6 @@ func (s *Server) Stop() {
 		return
 	}
 	s.signal(syscall.SIGTERM)
-	s.signal(syscall.SIGCONT) // a paused server must run to shut down
 	select {
 	case <-s.exited:
 	case <-time.After(stopTimeout):
@@ -144,23 +138,6 @@ func (s *Server) Kill() {
 	s.signal(syscall.SIGKILL)
 	<-s.exited
 	s.cmd = nil
-}
-
-// Pause freezes the server (SIGSTOP): it keeps its connections but answers
-// nothing, like a process in a long GC pause or swapped out.
-func (s *Server) Pause() { s.signalRunning(syscall.SIGSTOP) }
-
-// Resume lets a paused server run again (SIGCONT).
-func (s *Server) Resume() { s.signalRunning(syscall.SIGCONT) }
-
-func (s *Server) signalRunning(sig syscall.Signal) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.running() {
-		s.t.Errorf("testinfra: %s on %s: %v while not running", s.name, s.addr, sig)
-		return
-	}
-	s.signal(sig)
 }
 
 func (s *Server) running() bool {

@@ -12,9 +12,10 @@
 //     Docker engine answers;
 //  3. none: the test fails and says how to provide one.
 //
-// StartRedis, StartMariaDB, StartZooKeeper and StartEtcd run a server process
-// private to one test, which it may stop, kill, restart or pause to
-// reproduce crashes and long pauses.
+// StartRedis, StartZooKeeper and StartEtcd run a server process private to
+// one test, which it may stop, kill or restart to reproduce crashes.
+// StartProxy stands between one client and a server, so that a test can
+// pause or cut off that client alone.
 //
 // Under go test -short, every helper skips its test.
 package testinfra
