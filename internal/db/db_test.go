@@ -215,3 +215,37 @@ func TestSQLiteForUpdateHoldsTheRow(t *testing.T) {
 		t.Errorf("available %d after two locked buyers, want 8", got)
 	}
 }
+
+// A statement with arguments costs one round trip: the server prepares
+// nothing, unless the DSN asks for server-side prepared statements.
+func TestMySQLStatementsAreNotPrepared(t *testing.T) {
+	t.Parallel()
+	dsn := testinfra.MySQL(t)
+	for _, tc := range []struct {
+		dsn      string
+		prepared bool
+	}{{dsn, false}, {dsn + "&interpolateParams=false", true}} {
+		gdb := testinfra.ShopDB(t, tc.dsn)
+		sqlDB, err := gdb.DB()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sqlDB.SetMaxOpenConns(1) // one session, whose counters we read
+		prepares := func() int {
+			var name string
+			var n int
+			if err := gdb.Raw("SHOW SESSION STATUS LIKE 'Com_stmt_prepare'").Row().Scan(&name, &n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		before := prepares()
+		var sku string
+		if err := gdb.Raw("SELECT ? AS sku", "a'b").Row().Scan(&sku); err != nil || sku != "a'b" {
+			t.Fatalf("%s: SELECT ?: %q, %v", tc.dsn, sku, err)
+		}
+		if got := prepares() > before; got != tc.prepared {
+			t.Errorf("%s: prepared on the server: %v, want %v", tc.dsn, got, tc.prepared)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -23,6 +24,13 @@ func openMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
+	// A statement with arguments is one round trip, not three (prepare,
+	// execute, close): the driver quotes the arguments itself, as it does
+	// safely for the shop's utf8mb4 and ascii columns. A DSN that sets
+	// interpolateParams keeps its choice.
+	if !strings.Contains(dsn, "interpolateParams=") {
+		cfg.InterpolateParams = true
+	}
 	// A flash sale is a burst on one row: more connections only queue on
 	// its row lock, so a modest pool serves best.
 	gdb, _, err := open(gormmysql.New(gormmysql.Config{DSN: cfg.FormatDSN()}), 64)
