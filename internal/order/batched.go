@@ -32,6 +32,11 @@ import (
 //     order in one multi-row INSERT, and the users' holdings in one upsert;
 //  5. commits, and answers each buyer on its own.
 //
+// Sold out is answered without queuing. A buyer reads the stock with a
+// plain read, which takes no lock, unless its SKU's writer runs and the last
+// batch left stock: then the buyer queues at once, and the batch decides.
+// A batch that leaves none answers every buyer still queued sold out.
+//
 // A deadlock or lock-wait timeout runs the batch again while any of its
 // buyers still waits. A buyer whose deadline passes first is answered busy;
 // if its batch commits after all, its retry with the same key finds the
@@ -43,7 +48,15 @@ type Batched struct {
 	single stock.Guard // refunds, and orders without a key
 
 	mu   sync.Mutex
-	skus map[string][]*pending // waiting buyers; a SKU is here while its writer runs
+	skus map[string]*line // a SKU is here while its writer runs
+}
+
+// line is one SKU's waiting buyers, and what its last batch left.
+type line struct {
+	queue []*pending
+	// stocked: the last batch committed and left stock. Until a first
+	// batch has, or once one leaves none, buyers read the stock first.
+	stocked bool
 }
 
 // maxBatch bounds a batch. The group-commit loop of `shop bench`
@@ -65,11 +78,14 @@ type placed struct {
 	o        Order
 	replayed bool
 	err      error
+	// drained: told sold out while queued, by a batch that left no stock.
+	// The buyer's key may have an order all the same.
+	drained bool
 }
 
 // NewBatched returns the group-commit strategy on gdb.
 func NewBatched(gdb *gorm.DB) *Batched {
-	return &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), skus: make(map[string][]*pending)}
+	return &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), skus: make(map[string]*line)}
 }
 
 // Adjust implements the strategy for what does not batch: refunds, and
@@ -80,29 +96,48 @@ func (b *Batched) Adjust(ctx context.Context, sku string, delta int, fn stock.Fn
 
 // place queues r for the SKU's next batch and waits for its answer.
 func (b *Batched) place(ctx context.Context, r PlaceRequest, limit int) (Order, bool, error) {
-	// Sold out is answered at once, by a read that takes no lock.
-	it, err := stock.Get(ctx, b.db, r.SKU)
-	if err != nil {
-		return Order{}, false, fmt.Errorf("order: place: %w", err)
-	}
-	if it.Available < r.Quantity {
-		return b.replayOr(ctx, r, fmt.Errorf("order: place: %w: %s", stock.ErrSoldOut, r.SKU))
+	if !b.stocked(r.SKU) {
+		// Sold out is answered at once, by a read that takes no lock.
+		it, err := stock.Get(ctx, b.db, r.SKU)
+		if err != nil {
+			return Order{}, false, fmt.Errorf("order: place: %w", err)
+		}
+		if it.Available < r.Quantity {
+			return b.replayOr(ctx, r, soldOut(r.SKU))
+		}
 	}
 	p := &pending{ctx: ctx, r: r, limit: limit, done: make(chan placed, 1)}
 	b.mu.Lock()
-	queue, running := b.skus[r.SKU]
-	b.skus[r.SKU] = append(queue, p)
+	l, running := b.skus[r.SKU]
+	if !running {
+		l = &line{}
+		b.skus[r.SKU] = l
+	}
+	l.queue = append(l.queue, p)
 	b.mu.Unlock()
 	if !running {
 		go b.write(r.SKU)
 	}
 	select {
 	case res := <-p.done:
+		if res.drained {
+			return b.replayOr(ctx, r, res.err)
+		}
 		return res.o, res.replayed, res.err
 	case <-ctx.Done():
 		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, context.Cause(ctx))
 	}
 }
+
+// stocked reports whether sku's writer runs and its last batch left stock.
+func (b *Batched) stocked(sku string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.skus[sku]
+	return l != nil && l.stocked
+}
+
+func soldOut(sku string) error { return fmt.Errorf("order: place: %w: %s", stock.ErrSoldOut, sku) }
 
 // replayOr answers a buyer who was told err before a batch saw it: with the
 // order its key already has, if it has one.
@@ -119,42 +154,51 @@ func (b *Batched) replayOr(ctx context.Context, r PlaceRequest, err error) (Orde
 
 // write commits the SKU's batches until nobody waits.
 func (b *Batched) write(sku string) {
-	for {
-		b.mu.Lock()
-		queue := b.skus[sku]
-		if len(queue) == 0 {
-			delete(b.skus, sku)
-			b.mu.Unlock()
-			return
-		}
-		n := min(len(queue), maxBatch)
-		batch := queue[:n:n]
-		b.skus[sku] = queue[n:]
+	b.mu.Lock()
+	l := b.skus[sku]
+	for len(l.queue) > 0 {
+		n := min(len(l.queue), maxBatch)
+		batch := l.queue[:n:n]
+		l.queue = l.queue[n:]
 		b.mu.Unlock()
-		b.commit(sku, batch)
+		left, ok := b.commit(sku, batch)
+		b.mu.Lock()
+		l.stocked = ok && left > 0
+		if ok && left == 0 {
+			for _, p := range l.queue {
+				p.done <- placed{err: soldOut(sku), drained: true}
+			}
+			l.queue = nil
+		}
 	}
+	delete(b.skus, sku)
+	b.mu.Unlock()
 }
 
 // commit runs one batch's transaction, again after a deadlock or a
 // lock-wait timeout while any buyer in it still waits, and answers them.
-func (b *Batched) commit(sku string, batch []*pending) {
+// Once the batch has committed, it reports ok and the stock it left.
+func (b *Batched) commit(sku string, batch []*pending) (left int, ok bool) {
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := batchContext(batch)
 		if ctx.Err() != nil {
 			cancel()
-			return // every buyer has been answered busy
+			return 0, false // every buyer has been answered busy
 		}
 		answers := make([]placed, len(batch))
 		known, err := lookup(ctx, b.db, batch)
 		if err == nil {
-			err = b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return decide(tx, sku, batch, known, answers) })
+			err = b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
+				left, err = decide(tx, sku, batch, known, answers)
+				return err
+			})
 		}
 		cancel()
 		if err == nil {
 			for i, p := range batch {
 				p.done <- answers[i]
 			}
-			return
+			return left, true
 		}
 		// A duplicate key means another SKU's batch inserted one of these
 		// keys after this batch looked: the next attempt finds it.
@@ -162,13 +206,13 @@ func (b *Batched) commit(sku string, batch []*pending) {
 			for _, p := range batch {
 				p.done <- placed{err: fmt.Errorf("order: place: %w", err)}
 			}
-			return
+			return 0, false
 		}
 		wait, stop := batchContext(batch)
 		err = backoff.Wait(wait, attempt)
 		stop()
 		if err != nil {
-			return // every buyer has been answered busy
+			return 0, false // every buyer has been answered busy
 		}
 	}
 }
@@ -225,11 +269,12 @@ func lookup(ctx context.Context, gdb *gorm.DB, batch []*pending) (map[userKey]Or
 	return known, nil
 }
 
-// decide is one batch's transaction: it fills answers. The stock row is
-// locked from its first statement to the commit, so it does as little as
-// it can in between: when every buyer's units fit and no per-user limit
-// applies, it takes them all with its first statement.
-func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, answers []placed) error {
+// decide is one batch's transaction: it fills answers and returns the stock
+// it leaves, or -1 if the SKU is not on sale. The stock row is locked from
+// its first statement to the commit, so it does as little as it can in
+// between: when every buyer's units fit and no per-user limit applies, it
+// takes them all with its first statement.
+func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, answers []placed) (left int, err error) {
 	now := time.Now().UTC()
 	users := make([]string, len(batch))
 	asked, seen := 0, map[userKey]bool{}
@@ -243,36 +288,40 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 		}
 	}
 	limit := batch[0].limit
-	available := -1 // unknown: every buyer's units fit
 	took := false
 	if asked > 0 && limit == 0 {
-		var err error
 		if took, err = takeAll(tx, sku, asked, now); err != nil {
-			return err // a failed statement may have ended the transaction
+			return 0, err // a failed statement may have ended the transaction
 		}
 	}
 	if !took {
-		// Lock the row, then read it: the read sees every commit before the
-		// lock, and no batch or refund can change it until this one commits.
+		// Lock the row, then read it below: the read sees every commit
+		// before the lock, and no batch or refund can change it until this
+		// one commits.
 		res := tx.Exec(`UPDATE stock_items SET version = version + 1, updated_at = ? WHERE sku = ?`, now, sku)
 		if res.Error != nil {
-			return res.Error
+			return 0, res.Error
 		}
 		if res.RowsAffected == 0 {
 			for i := range answers {
 				answers[i].err = fmt.Errorf("order: place: %w: %s", stock.ErrNotFound, sku)
 			}
-			return nil
+			return -1, nil
 		}
-		if err := tx.Raw(`SELECT available FROM stock_items WHERE sku = ?`, sku).Row().Scan(&available); err != nil {
-			return err
-		}
+	}
+	// What is left, after the units taken if took.
+	var available int
+	if err := tx.Raw(`SELECT available FROM stock_items WHERE sku = ?`, sku).Row().Scan(&available); err != nil {
+		return 0, err
+	}
+	if took {
+		available += asked // every buyer's units fit
 	}
 	held := map[string]int{}
 	if limit > 0 {
 		var rows []purchase
 		if err := tx.Raw(`SELECT * FROM user_purchases WHERE sku = ? AND user_id IN ?`, sku, users).Scan(&rows).Error; err != nil {
-			return err
+			return 0, err
 		}
 		for _, row := range rows {
 			held[row.UserID] = row.Units
@@ -297,8 +346,8 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 		switch {
 		case p.limit > 0 && held[r.UserID]+r.Quantity > p.limit:
 			answers[i].err = fmt.Errorf("order: place: %w: %s holds %d of %s, the limit is %d", ErrLimitReached, r.UserID, held[r.UserID], sku, p.limit)
-		case available >= 0 && r.Quantity > available-taken:
-			answers[i].err = fmt.Errorf("order: place: %w: %s", stock.ErrSoldOut, sku)
+		case r.Quantity > available-taken:
+			answers[i].err = soldOut(sku)
 		default:
 			taken += r.Quantity
 			if p.limit > 0 {
@@ -311,17 +360,17 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 		}
 	}
 	if len(granted) > 0 {
-		if available >= 0 { // not taken yet
+		if !took {
 			res := tx.Exec(`UPDATE stock_items SET available = available - ? WHERE sku = ? AND available >= ?`, taken, sku, taken)
 			if res.Error != nil {
-				return res.Error
+				return 0, res.Error
 			}
 			if res.RowsAffected != 1 {
-				return fmt.Errorf("order: batch of %s: the stock changed under the row lock", sku)
+				return 0, fmt.Errorf("order: batch of %s: the stock changed under the row lock", sku)
 			}
 		}
 		if err := tx.Create(&granted).Error; err != nil {
-			return err
+			return 0, err
 		}
 		if len(changed) > 0 {
 			rows := make([]purchase, 0, len(changed))
@@ -333,7 +382,7 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 				DoUpdates: clause.AssignmentColumns([]string{"units"}),
 			}).Create(&rows).Error
 			if err != nil {
-				return err
+				return 0, err
 			}
 		}
 		// The ids, read back by key: a multi-row INSERT's ids need not be
@@ -341,7 +390,7 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 		// no other order of this SKU is inserted.
 		var ids []Order
 		if err := tx.Raw(`SELECT id, user_id, idempotency_key FROM orders WHERE sku = ? AND id >= ?`, sku, granted[0].ID).Scan(&ids).Error; err != nil {
-			return err
+			return 0, err
 		}
 		byKey := make(map[userKey]int64, len(ids))
 		for _, o := range ids {
@@ -364,7 +413,7 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 			answers[i] = sameKeyAnswer(answers[j], p.r)
 		}
 	}
-	return nil
+	return available - taken, nil
 }
 
 // takeAll takes asked units of sku, locking its row, if they are there.

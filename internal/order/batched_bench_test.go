@@ -57,7 +57,10 @@ func BenchmarkBatchTransaction(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return decide(tx, "hot", batch, known, answers) }); err != nil {
+		if err := gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			_, err := decide(tx, "hot", batch, known, answers)
+			return err
+		}); err != nil {
 			b.Fatal(err)
 		}
 		if answers[0].err != nil {

@@ -1,0 +1,100 @@
+package order
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// TestBatchedDrainsWhenSoldOut: buyers queued behind the batch that sells
+// the last unit learn sold out from it, with no transaction of their own;
+// one of them whose key that batch used gets its order replayed.
+func TestBatchedDrainsWhenSoldOut(t *testing.T) {
+	t.Parallel()
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
+	b := NewBatched(gdb)
+	svc := NewService(gdb, b, nil)
+	ctx := t.Context()
+	if err := stock.Reset(ctx, gdb, "last", 1); err != nil {
+		t.Fatal(err)
+	}
+	version := func() int64 {
+		it, err := stock.Get(ctx, gdb, "last")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return it.Version
+	}
+	before := version()
+	queued := func() int { // -1 while no writer runs
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if l := b.skus["last"]; l != nil {
+			return len(l.queue)
+		}
+		return -1
+	}
+	waitQueued := func(n int) {
+		for deadline := time.Now().Add(30 * time.Second); queued() != n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d buyers queued, want %d", queued(), n)
+			}
+		}
+	}
+
+	tx := gdb.Begin() // holds the stock row until the buyers have queued
+	if err := tx.Exec(`UPDATE stock_items SET updated_at = updated_at WHERE sku = 'last'`).Error; err != nil {
+		t.Fatal(err)
+	}
+	place := func(user, key string) (Order, bool, error) {
+		return svc.Place(ctx, PlaceRequest{SKU: "last", UserID: user, Quantity: 1, IdempotencyKey: key})
+	}
+	var first Order
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var err error
+		if first, _, err = place("first", "k"); err != nil {
+			t.Error(err)
+		}
+	})
+	waitQueued(0) // the writer has taken the first buyer, and waits for the row
+
+	const n = 30
+	type answer struct {
+		o        Order
+		replayed bool
+		err      error
+	}
+	answers := make([]answer, n)
+	for i := range n {
+		wg.Go(func() {
+			user, key := fmt.Sprint("late-", i), "k"
+			if i == 0 {
+				user = "first" // a second click of the first buyer
+			}
+			answers[i].o, answers[i].replayed, answers[i].err = place(user, key)
+		})
+	}
+	waitQueued(n)
+	if err := tx.Commit().Error; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+
+	if a := version() - before; a != 1 {
+		t.Errorf("%d transactions took the stock row, want 1: the queued buyers must not queue on it", a)
+	}
+	if !answers[0].replayed || answers[0].o.ID != first.ID {
+		t.Errorf("the first buyer's second click: %+v, want order %d replayed", answers[0], first.ID)
+	}
+	for i, a := range answers[1:] {
+		if !errors.Is(a.err, stock.ErrSoldOut) {
+			t.Errorf("queued buyer %d: %+v, want sold out", i+1, a)
+		}
+	}
+}
