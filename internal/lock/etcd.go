@@ -1,13 +1,14 @@
 package lock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/url"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -38,7 +39,7 @@ func (o *EtcdOptions) prefix() string {
 	return o.Prefix
 }
 
-// Etcd locks with etcd's concurrency.Mutex: each contender puts a key under
+// Etcd locks as etcd's concurrency.Mutex does: each contender puts a key under
 // Prefix/<name>/, bound to its lease, and holds the lock while its key has
 // the lowest create revision. A waiter watches only the key just before its
 // own, so a release wakes one waiter (no herd).
@@ -86,24 +87,18 @@ func (e *Etcd) grant(ctx context.Context, name string, wait bool) (grant, error)
 	if err != nil {
 		return grant{}, err
 	}
-	m := concurrency.NewMutex(s, e.prefix+url.PathEscape(name))
-	if wait {
-		err = lockMutex(ctx, s, m)
-	} else {
-		err = m.TryLock(ctx)
-	}
+	token, err := e.enqueue(ctx, s, e.prefix+url.PathEscape(name)+"/", wait)
 	if err != nil {
-		// The revocation deletes the contender's key, if the mutex has not;
-		// failing that, the key goes when the abandoned lease runs out.
+		// The revocation deletes the contender's key; failing that, the key
+		// goes when the abandoned lease runs out.
 		_ = e.revoke(context.WithoutCancel(ctx), s)
-		if errors.Is(err, concurrency.ErrLocked) {
+		if errors.Is(err, ErrLocked) {
 			return grant{}, ErrLocked
 		}
 		return grant{}, fmt.Errorf("etcd: %w", err)
 	}
-	owner := m.IsOwner() // compares the key's create revision with ours
 	return grant{
-		token: (*pb.Compare)(&owner).GetCreateRevision(),
+		token: token,
 		release: func(ctx context.Context) error {
 			err := e.revoke(ctx, s)
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -120,6 +115,78 @@ func (e *Etcd) grant(ctx context.Context, name string, wait bool) (grant, error)
 			}
 		},
 	}, nil
+}
+
+// enqueue puts the session's key under pfx, as concurrency.Mutex does, and
+// returns its create revision once it is the oldest key there. It returns
+// ErrLocked, without waiting, if it is not and wait is false; a waiter
+// stops when ctx ends or the session's lease is lost.
+func (e *Etcd) enqueue(ctx context.Context, s *concurrency.Session, pfx string, wait bool) (int64, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(s.Ctx(), func() { cancel(errSessionDone) })
+	defer stop()
+	cause := func(err error) error {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return err
+	}
+
+	key := fmt.Sprintf("%s%x", pfx, s.Lease())
+	resp, err := e.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, "", clientv3.WithLease(s.Lease()))).
+		Commit()
+	if err != nil {
+		return 0, cause(err)
+	}
+	if !resp.Succeeded {
+		return 0, fmt.Errorf("key %s exists under a fresh lease", key)
+	}
+	rev := resp.Header.Revision
+	for waited := false; ; waited = true {
+		// The youngest key older than ours, the one to wait for, and ours,
+		// which the server deletes if it expires the lease meanwhile.
+		resp, err := e.client.Txn(ctx).Then(
+			clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...),
+			clientv3.OpGet(key, clientv3.WithCountOnly())).Commit()
+		if err != nil {
+			return 0, cause(err)
+		}
+		before := resp.Responses[0].GetResponseRange()
+		if waited && resp.Responses[1].GetResponseRange().Count == 0 {
+			return 0, errSessionDone
+		}
+		if len(before.Kvs) == 0 {
+			return rev, nil
+		}
+		if !wait {
+			return 0, ErrLocked
+		}
+		if err := e.awaitDelete(ctx, string(before.Kvs[0].Key), resp.Header.Revision); err != nil {
+			return 0, cause(err)
+		}
+	}
+}
+
+// awaitDelete waits until key, read at revision rev, is deleted.
+// concurrency.Mutex watches from rev itself, which the server serves from
+// its history on a timer of up to 100ms; from rev+1 the watch is current
+// and sees the delete as it happens, and it cannot miss it: the key
+// existed at rev.
+func (e *Etcd) awaitDelete(ctx context.Context, key string, rev int64) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wr clientv3.WatchResponse
+	for wr = range e.client.Watch(ctx, key, clientv3.WithRev(rev+1)) {
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return nil
+			}
+		}
+	}
+	return cmp.Or(wr.Err(), ctx.Err(), errors.New("watch closed"))
 }
 
 // session grants a lease of TTL under ctx, and keeps it alive until it is
@@ -150,26 +217,4 @@ func (e *Etcd) revoke(ctx context.Context, s *concurrency.Session) error {
 		return fmt.Errorf("etcd: revoke lease: %w", err)
 	}
 	return nil
-}
-
-// lockMutex waits for m until ctx ends or the session's lease is lost.
-// After a cancelled wait, Mutex.Lock deletes its key under the client's own
-// ctx, which an unreachable etcd holds up; lockMutex returns without
-// waiting for that, and the caller revokes the lease instead.
-func lockMutex(ctx context.Context, s *concurrency.Session, m *concurrency.Mutex) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(s.Ctx(), func() { cancel(errSessionDone) })
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- m.Lock(ctx) }()
-	select {
-	case err := <-done:
-		if err != nil && ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		return err
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }
