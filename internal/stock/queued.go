@@ -21,13 +21,16 @@ type Guard interface {
 //
 //   - A buyer first reads the stock with a plain read, which takes no lock
 //     and waits for none. If it is short, the answer is ErrSoldOut at once.
+//     While the SKU's line is in use and the guard's last answer to a buyer
+//     was a sale, the buyer skips the read: the stock was there a moment
+//     ago, and the guard decides.
 //   - Otherwise the buyer waits its turn in this process: one change of a
 //     SKU at a time reaches the guard. When the guard answers a buyer
 //     sold-out, every buyer that was already waiting when that buyer's
 //     turn began is told sold-out at once, not in turn.
 //
-// Nothing is cached: a unit that a refund returns is sellable at once, on
-// every instance, because the next buyer reads it. A refund (delta > 0) is
+// Nothing is cached beyond that: a unit that a refund returns is sellable
+// at once, on every instance, because the next buyer reads it or queues. A refund (delta > 0) is
 // never answered early; it queues like a purchase.
 //
 // Queueing a process's attempts is also what keeps the optimistic strategy
@@ -52,6 +55,7 @@ type line struct {
 	soldOut uint64
 	need    int
 	wake    chan struct{}
+	stocked bool // the guard's last answer to a buyer was a sale
 }
 
 // NewQueued returns guard behind a queue per SKU in this process.
@@ -61,7 +65,7 @@ func NewQueued(gdb *gorm.DB, guard Guard) *Queued {
 
 // Adjust implements the strategy.
 func (q *Queued) Adjust(ctx context.Context, sku string, delta int, fn Fn) error {
-	if delta < 0 {
+	if delta < 0 && !q.stocked(sku) {
 		it, err := Get(ctx, q.db, sku)
 		if err != nil {
 			return busyIfDone(ctx, err)
@@ -77,10 +81,23 @@ func (q *Queued) Adjust(ctx context.Context, sku string, delta int, fn Fn) error
 	}
 	defer func() { <-l.turn }()
 	err := q.guard.Adjust(ctx, sku, delta, fn)
+	if delta < 0 && (err == nil || errors.Is(err, ErrSoldOut)) {
+		q.mu.Lock()
+		l.stocked = err == nil
+		q.mu.Unlock()
+	}
 	if delta < 0 && errors.Is(err, ErrSoldOut) {
 		q.tellWaiting(ctx, sku, l)
 	}
 	return err
+}
+
+// stocked reports whether sku's line is in use and its last buyer bought.
+func (q *Queued) stocked(sku string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.skus[sku]
+	return l != nil && l.stocked
 }
 
 // tellWaiting reads the stock again, with a plain read, and tells every
