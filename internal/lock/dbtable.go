@@ -48,7 +48,7 @@ func NewDBTable(db *sql.DB, opts *DBTableOptions) *DBTable {
 	if opts != nil && opts.TTL > 0 {
 		d.ttl = opts.TTL
 	}
-	d.locker = remote(d)
+	d.locker = remote("dbtable", d)
 	return d
 }
 

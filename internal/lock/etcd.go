@@ -75,7 +75,7 @@ func NewEtcd(client *clientv3.Client, opts *EtcdOptions) (*Etcd, error) {
 		return nil, errors.New("lock: etcd: nil client")
 	}
 	e := &Etcd{client: client, ttl: (opts.ttl() + time.Second - 1).Truncate(time.Second), prefix: opts.prefix()}
-	e.locker = remote(e)
+	e.locker = remote("etcd", e)
 	return e, nil
 }
 

@@ -31,7 +31,7 @@ type localLock struct {
 // NewLocal returns a Locker for one process.
 func NewLocal() *Local {
 	l := &Local{locks: make(map[string]*localLock)}
-	l.locker = locker{b: l}
+	l.locker = newLocker("local", l, nil, false)
 	return l
 }
 

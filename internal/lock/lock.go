@@ -6,7 +6,7 @@
 //	redis.go      one Redis master, through bsm/redislock
 //	redlock.go    a quorum of independent Redis masters (Redlock)
 //	zookeeper.go  an ephemeral sequential znode per contender
-//	etcd.go       a key per contender on a lease, through etcd's concurrency.Mutex
+//	etcd.go       a key per contender on a lease, as etcd's concurrency.Mutex keeps them
 //	dbtable.go    a row per lock in a MySQL table
 //
 // A held lock is a Lease. Its token strictly increases with every
@@ -49,6 +49,7 @@ import (
 	"time"
 
 	"github.com/stockguard/shop/internal/backoff"
+	"github.com/stockguard/shop/internal/metrics"
 )
 
 // Errors of the locks. Test them with errors.Is: they come wrapped.
@@ -96,7 +97,8 @@ type backend interface {
 
 // locker gives a backend its Acquire and TryAcquire.
 type locker struct {
-	b backend
+	name string // the backend's, for the metrics
+	b    backend
 	// gate, if not nil, queues this process's contenders for a name, so
 	// that one at a time asks the store.
 	gate *Local
@@ -110,7 +112,16 @@ type locker struct {
 // lock then costs the store one contender per process, not one per
 // request, and the holder's renewals and release do not wait for
 // connections behind its own process's pollers.
-func remote(b backend) locker { return locker{b: b, gate: NewLocal(), fences: true} }
+func remote(name string, b backend) locker {
+	return newLocker(name, b, NewLocal(), true)
+}
+
+// newLocker returns the locker of backend b, named name in the metrics,
+// whose counters it starts at zero.
+func newLocker(name string, b backend, gate *Local, fences bool) locker {
+	metrics.LeasesLost.WithLabelValues(name)
+	return locker{name: name, b: b, gate: gate, fences: fences}
+}
 
 // Acquire implements Locker.
 func (l locker) Acquire(ctx context.Context, name string) (*Lease, error) {
@@ -133,6 +144,7 @@ func (l locker) acquire(ctx context.Context, name string, wait bool) (*Lease, er
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("lock: acquire %s: %w", name, context.Cause(ctx))
 	}
+	asked := time.Now()
 	g, err := l.grant(ctx, name, wait)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
@@ -140,7 +152,8 @@ func (l locker) acquire(ctx context.Context, name string, wait bool) (*Lease, er
 		}
 		return nil, fmt.Errorf("lock: acquire %s: %w", name, err)
 	}
-	return newLease(key, g, l.fences), nil
+	metrics.LockAcquire.WithLabelValues(l.name).Observe(time.Since(asked).Seconds())
+	return newLease(key, g, l), nil
 }
 
 // grant passes through the gate, then takes the lock in the store; the
@@ -176,20 +189,23 @@ type leaseKey struct {
 // Lease is one holder's hold on a lock. Its methods may be called from any
 // goroutine.
 type Lease struct {
-	key    leaseKey
-	g      grant
-	fences bool
-	ctx    context.Context // ends when the lease is lost or released
-	cancel context.CancelCauseFunc
-	kept   chan struct{} // closed when g.keep has returned
+	key     leaseKey
+	g       grant
+	fences  bool
+	backend string          // for the metrics
+	granted time.Time       // for the metrics
+	ctx     context.Context // ends when the lease is lost or released
+	cancel  context.CancelCauseFunc
+	kept    chan struct{} // closed when g.keep has returned
 
 	mu    sync.Mutex
 	holds int // Acquire calls not yet released: more than one when re-entered
 }
 
-func newLease(key leaseKey, g grant, fences bool) *Lease {
+func newLease(key leaseKey, g grant, lk locker) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	l := &Lease{key: key, g: g, fences: fences, ctx: ctx, cancel: cancel, kept: make(chan struct{}), holds: 1}
+	l := &Lease{key: key, g: g, fences: lk.fences, backend: lk.name, granted: time.Now(),
+		ctx: ctx, cancel: cancel, kept: make(chan struct{}), holds: 1}
 	if g.keep == nil {
 		close(l.kept)
 		return l
@@ -197,6 +213,7 @@ func newLease(key leaseKey, g grant, fences bool) *Lease {
 	go func() {
 		defer close(l.kept)
 		if err := g.keep(ctx); err != nil {
+			metrics.LeasesLost.WithLabelValues(lk.name).Inc()
 			cancel(fmt.Errorf("%w: %s: %w", ErrLost, key.name, err))
 		}
 	}()
@@ -262,6 +279,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	l.cancel(errReleased) // keeps the cause of a loss that came first
 	<-l.kept              // no renewal may follow the release
+	metrics.LockHold.WithLabelValues(l.backend).Observe(time.Since(l.granted).Seconds())
 	if err := l.g.release(ctx); err != nil {
 		return fmt.Errorf("lock: release %s: %w", l.key.name, err)
 	}

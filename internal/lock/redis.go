@@ -88,7 +88,7 @@ var _ Locker = (*Redis)(nil)
 // NewRedis returns a Locker on one Redis master.
 func NewRedis(client RedisClient, opts *RedisOptions) *Redis {
 	r := &Redis{client: client, locks: redislock.New(client), ttl: opts.ttl(), prefix: opts.prefix()}
-	r.locker = remote(r)
+	r.locker = remote("redis", r)
 	return r
 }
 

@@ -79,7 +79,7 @@ func NewRedlock(nodes []RedisClient, opts *RedisOptions) (*Redlock, error) {
 		nodeTimeout: opts.nodeTimeout(),
 		prefix:      opts.prefix(),
 	}
-	r.locker = remote(r)
+	r.locker = remote("redlock", r)
 	return r, nil
 }
 

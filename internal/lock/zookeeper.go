@@ -59,7 +59,7 @@ func NewZooKeeper(conn *zk.Conn, opts *ZooKeeperOptions) (*ZooKeeper, error) {
 		return nil, fmt.Errorf("lock: zookeeper root %q is not a clean absolute path", root)
 	}
 	z := &ZooKeeper{conn: conn, root: root}
-	z.locker = remote(z)
+	z.locker = remote("zookeeper", z)
 	return z, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stockguard/shop/internal/backoff"
 	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -179,6 +180,10 @@ func (b *Batched) write(sku string) {
 // lock-wait timeout while any buyer in it still waits, and answers them.
 // Once the batch has committed, it reports ok and the stock it left.
 func (b *Batched) commit(sku string, batch []*pending) (left int, ok bool) {
+	metrics.BatchSize.WithLabelValues("batched").Observe(float64(len(batch)))
+	defer func(start time.Time) {
+		metrics.BatchCommit.WithLabelValues("batched").Observe(time.Since(start).Seconds())
+	}(time.Now())
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := batchContext(batch)
 		if ctx.Err() != nil {

@@ -2,12 +2,14 @@ package stock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/lock"
+	"github.com/stockguard/shop/internal/metrics"
 )
 
 // Locker is what the lock strategies need of a lock: any backend of
@@ -77,7 +79,12 @@ func (s *Locked) Adjust(ctx context.Context, sku string, delta int, fn Fn) error
 // Tokens are compared with <=, so that the holder of a token may write more
 // than once (a re-entered lease); a stale holder's token is always lower,
 // since each acquisition's token is higher than all before it.
-func Fenced(ctx context.Context, gdb *gorm.DB, sku string, delta int, token int64, fn Fn) error {
+func Fenced(ctx context.Context, gdb *gorm.DB, sku string, delta int, token int64, fn Fn) (err error) {
+	defer func() {
+		if errors.Is(err, ErrFenced) {
+			metrics.FenceRefusals.Inc()
+		}
+	}()
 	if err := claim(ctx, gdb, sku, token); err != nil {
 		return busyIfDone(ctx, err)
 	}

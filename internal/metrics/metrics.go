@@ -1,0 +1,64 @@
+// Package metrics holds every Prometheus metric of the shop, in one
+// registry that `shop serve` exposes at /metrics on its debug listener.
+// The packages that count import these variables; nothing else registers a
+// metric. Labels are bounded: a strategy, a lock backend, a route, a
+// status, an outcome; never a SKU or a user.
+package metrics
+
+import (
+	"database/sql"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Registry holds the shop's metrics and the Go runtime's.
+var Registry = prometheus.NewRegistry()
+
+// Buckets of the latency histograms, in seconds: from 0.5ms, where a warm
+// Redis round trip lies, to 10s, the default request deadline.
+var latency = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+var (
+	// LockAcquire is how long an acquisition waited, by lock backend.
+	LockAcquire = histogram("shop_lock_acquire_seconds", "Time from asking for a lock to holding it.", latency, "backend")
+	// LockHold is how long a lease was held, from its grant to its release.
+	LockHold = histogram("shop_lock_hold_seconds", "Time a lock was held, from its grant to its release.", latency, "backend")
+	// LeasesLost counts leases that ended before their release: expired,
+	// their renewal failed, or their session ended.
+	LeasesLost = counter("shop_lock_leases_lost_total", "Leases lost before their holder released them.", "backend")
+	// FenceRefusals counts writes the database refused because a holder
+	// with a newer fencing token had claimed the SKU.
+	FenceRefusals = register(prometheus.NewCounter(prometheus.CounterOpts{Name: "shop_fence_refusals_total",
+		Help: "Stock writes refused by the fence: a newer lock holder had claimed the SKU."}))
+
+	// BatchSize is how many buyers one group-commit transaction answered.
+	BatchSize = histogram("shop_batch_size", "Buyers answered by one group-commit transaction.",
+		prometheus.ExponentialBuckets(1, 2, 8), "strategy")
+	// BatchCommit is how long one batch took, from its first statement to
+	// its commit, retries included.
+	BatchCommit = histogram("shop_batch_commit_seconds", "Time one group-commit batch took, retries included.", latency, "strategy")
+)
+
+func register[C prometheus.Collector](c C) C {
+	Registry.MustRegister(c)
+	return c
+}
+
+func histogram(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return register(prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels))
+}
+
+func counter(name, help string, labels ...string) *prometheus.CounterVec {
+	return register(prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
+}
+
+func init() {
+	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}
+
+// WatchDB adds the statistics of the database pool db: connections open,
+// in use and idle, waits for a free one, and connections closed.
+func WatchDB(db *sql.DB) error {
+	return Registry.Register(collectors.NewDBStatsCollector(db, "shop"))
+}
