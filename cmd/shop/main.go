@@ -23,10 +23,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/stockguard/shop/internal/app"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/httpapi"
+	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/strategy"
 )
 
@@ -110,6 +113,9 @@ func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.W
 		return err
 	}
 	defer shop.Close()
+	if err := shop.WatchDB(); err != nil {
+		return err
+	}
 	return listen(ctx, log, shop.Handler, cfg.HTTPAddr, cfg.DebugAddr)
 }
 
@@ -126,9 +132,9 @@ func echo(ctx context.Context, args []string, getenv config.Getenv, stderr io.Wr
 	return listen(ctx, slog.New(slog.NewJSONHandler(stderr, nil)), httpapi.Echo(), *addr, "")
 }
 
-// listen serves handler on httpAddr, and pprof on debugAddr unless it is
-// empty, until ctx ends; then it shuts down gracefully. It logs each
-// address it listens on.
+// listen serves handler on httpAddr, and pprof and the metrics on
+// debugAddr unless it is empty, until ctx ends; then it shuts down
+// gracefully. It logs each address it listens on.
 func listen(ctx context.Context, log *slog.Logger, handler http.Handler, httpAddr, debugAddr string) error {
 	servers := []*http.Server{{Addr: httpAddr, Handler: handler, ReadHeaderTimeout: 5 * time.Second}}
 	if debugAddr != "" {
@@ -161,9 +167,11 @@ func listen(ctx context.Context, log *slog.Logger, handler http.Handler, httpAdd
 	return errors.Join(errs...)
 }
 
-// debugMux serves pprof, apart from the public router.
+// debugMux serves pprof and the Prometheus metrics, apart from the public
+// router.
 func debugMux() *http.ServeMux {
 	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -32,7 +32,15 @@ func TestMain(m *testing.M) {
 // returns its base URL once it is ready.
 func startShop(t *testing.T, env ...string) (string, *exec.Cmd) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "serve", "--debug=")
+	addrs, cmd := runShop(t, "--debug=", env)
+	return "http://" + addrs[0], cmd
+}
+
+// runShop runs `shop serve` with debug as its --debug flag, and returns the
+// addresses it listens on, public first, once it listens on all of them.
+func runShop(t *testing.T, debug string, env []string) ([]string, *exec.Cmd) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "serve", debug)
 	cmd.Env = append(os.Environ(), "SHOP_TEST_CHILD=1", "SHOP_HTTP_ADDR=127.0.0.1:0")
 	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
@@ -44,7 +52,11 @@ func startShop(t *testing.T, env ...string) (string, *exec.Cmd) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 
-	addr := make(chan string, 1)
+	want := 1
+	if debug != "--debug=" {
+		want = 2
+	}
+	addr := make(chan string, want)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -54,13 +66,17 @@ func startShop(t *testing.T, env ...string) (string, *exec.Cmd) {
 			t.Log(sc.Text())
 		}
 	}()
-	select {
-	case a := <-addr:
-		return "http://" + a, cmd
-	case <-time.After(30 * time.Second):
-		t.Fatal("shop did not start listening within 30s")
+	var addrs []string
+	timeout := time.After(30 * time.Second)
+	for len(addrs) < want {
+		select {
+		case a := <-addr:
+			addrs = append(addrs, a)
+		case <-timeout:
+			t.Fatalf("shop listened on %v within 30s, want %d addresses", addrs, want)
+		}
 	}
-	return "", nil
+	return addrs, cmd
 }
 
 func send(t *testing.T, method, url, body string, header ...string) (int, string) {

@@ -14,6 +14,7 @@ import (
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/idempotency"
+	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/strategy"
 )
@@ -63,6 +64,16 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 // pendingMargin keeps a pending idempotency key past the deadline of its
 // request, so that a retry cannot start while the first one still runs.
 const pendingMargin = 5 * time.Second
+
+// WatchDB adds the database pool's statistics to the metrics. A process
+// may do it for one App only.
+func (a *App) WatchDB() error {
+	sqlDB, err := a.backends.DB.DB()
+	if err != nil {
+		return err
+	}
+	return metrics.WatchDB(sqlDB)
+}
 
 // Close closes the backends.
 func (a *App) Close() error { return a.backends.Close() }

@@ -64,7 +64,7 @@ const strategyUsage = "stock strategy: %s"
 // settings is every setting, in the order `shop serve -h` lists them.
 var settings = [...]setting{
 	str("SHOP_HTTP_ADDR", "http", ":8080", "public HTTP listen address", func(c *Config) *string { return &c.HTTPAddr }),
-	str("SHOP_DEBUG_ADDR", "debug", "127.0.0.1:6060", "pprof listen address, empty to disable", func(c *Config) *string { return &c.DebugAddr }),
+	str("SHOP_DEBUG_ADDR", "debug", "127.0.0.1:6060", "pprof and Prometheus metrics listen address, empty to disable", func(c *Config) *string { return &c.DebugAddr }),
 	server(str("SHOP_MYSQL_DSN", "mysql", "", "MySQL DSN, user:pass@tcp(host:port)/db, or sqlite:FILE for an embedded database", func(c *Config) *string { return &c.MySQLDSN })),
 	server(str("SHOP_REDIS_ADDR", "redis", "127.0.0.1:6379", "Redis address", func(c *Config) *string { return &c.RedisAddr })),
 	str("SHOP_REDIS_PREFIX", "redis-prefix", "shop:", "prefix of every Redis key the shop writes", func(c *Config) *string { return &c.RedisPrefix }),

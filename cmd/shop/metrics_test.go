@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// TestMetrics places orders through real `shop serve` processes, then
+// scrapes /metrics on their debug listeners: the lock and group-commit
+// metrics moved by exactly what the orders did.
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	dsn := testinfra.MySQL(t)
+	redis := testinfra.Redis(t)
+	for _, tc := range []struct {
+		strategy string
+		want     map[string]float64 // series: value after the orders
+	}{
+		{"redis", map[string]float64{
+			// One acquisition per sale, each released.
+			`shop_lock_acquire_seconds_count{backend="redis"}`: orders,
+			`shop_lock_hold_seconds_count{backend="redis"}`:    orders,
+			`shop_lock_leases_lost_total{backend="redis"}`:     0,
+			`shop_fence_refusals_total`:                        0,
+		}},
+		{"batched", map[string]float64{
+			// One at a time: a batch of one buyer each.
+			`shop_batch_size_count{strategy="batched"}`:           orders,
+			`shop_batch_size_sum{strategy="batched"}`:             orders,
+			`shop_batch_commit_seconds_count{strategy="batched"}`: orders,
+		}},
+	} {
+		t.Run(tc.strategy, func(t *testing.T) {
+			addrs, _ := runShop(t, "--debug=127.0.0.1:0", []string{"SHOP_MYSQL_DSN=" + dsn, "SHOP_REDIS_ADDR=" + redis.Addr,
+				"SHOP_REDIS_PREFIX=" + redis.Prefix + tc.strategy + ":", "SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=" + tc.strategy})
+			base, debug := "http://"+addrs[0], "http://"+addrs[1]
+			sku := "metrics-" + tc.strategy
+			if code, body := send(t, "PUT", base+"/api/v1/stock/"+sku, `{"quantity":10}`, "Authorization", "Bearer secret"); code != http.StatusOK {
+				t.Fatalf("reset: %d %s", code, body)
+			}
+			for i := range orders {
+				body := fmt.Sprintf(`{"sku":%q,"user_id":"%s-%d","quantity":1}`, sku, tc.strategy, i)
+				if code, body := send(t, "POST", base+"/api/v1/orders", body, "Idempotency-Key", fmt.Sprint("k", i)); code != http.StatusCreated {
+					t.Fatalf("order %d: %d %s", i, code, body)
+				}
+			}
+			got := scrape(t, debug)
+			for series, want := range tc.want {
+				if v, ok := got[series]; !ok || v != want {
+					t.Errorf("%s = %v (present %v), want %v", series, v, ok, want)
+				}
+			}
+			if _, ok := got[`go_sql_open_connections{db_name="shop"}`]; !ok {
+				t.Error("no database pool statistics")
+			}
+		})
+	}
+}
+
+// orders is how many orders TestMetrics places with each strategy.
+const orders = 3
+
+// scrape reads every series of debug's /metrics.
+func scrape(t *testing.T, debug string) map[string]float64 {
+	t.Helper()
+	code, body := send(t, "GET", debug+"/metrics", "")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", code, body)
+	}
+	series := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("/metrics: %q: %v", line, err)
+		}
+		series[line[:i]] = v
+	}
+	return series
+}
