@@ -105,7 +105,7 @@ func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.W
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	log := slog.New(httpapi.LogRequestIDs(slog.NewJSONHandler(stderr, nil)))
 	log.Info("starting", slog.Any("config", cfg))
 
 	shop, err := app.New(ctx, cfg, log)

@@ -11,9 +11,10 @@ import (
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
-// TestMetrics places orders through real `shop serve` processes, then
-// scrapes /metrics on their debug listeners: the lock and group-commit
-// metrics moved by exactly what the orders did.
+// TestMetrics places orders through real `shop serve` processes, one of
+// them twice with its key, then scrapes /metrics on their debug listeners:
+// the request, order, idempotency, lock and group-commit metrics moved by
+// exactly what the orders did.
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	dsn := testinfra.MySQL(t)
@@ -23,6 +24,11 @@ func TestMetrics(t *testing.T) {
 		want     map[string]float64 // series: value after the orders
 	}{
 		{"redis", map[string]float64{
+			`shop_orders_total{outcome="created",strategy="redis"}`:                                          orders,
+			`shop_orders_total{outcome="replayed",strategy="redis"}`:                                         1,
+			`shop_idempotency_total{result="replayed"}`:                                                      1,
+			`shop_http_request_duration_seconds_count{method="POST",route="/api/v1/orders",status="201"}`:    orders + 1,
+			`shop_http_request_duration_seconds_count{method="PUT",route="/api/v1/stock/:sku",status="200"}`: 1,
 			// One acquisition per sale, each released.
 			`shop_lock_acquire_seconds_count{backend="redis"}`: orders,
 			`shop_lock_hold_seconds_count{backend="redis"}`:    orders,
@@ -30,6 +36,8 @@ func TestMetrics(t *testing.T) {
 			`shop_fence_refusals_total`:                        0,
 		}},
 		{"batched", map[string]float64{
+			`shop_orders_total{outcome="created",strategy="batched"}`:  orders,
+			`shop_orders_total{outcome="replayed",strategy="batched"}`: 1,
 			// One at a time: a batch of one buyer each.
 			`shop_batch_size_count{strategy="batched"}`:           orders,
 			`shop_batch_size_sum{strategy="batched"}`:             orders,
@@ -49,6 +57,11 @@ func TestMetrics(t *testing.T) {
 				if code, body := send(t, "POST", base+"/api/v1/orders", body, "Idempotency-Key", fmt.Sprint("k", i)); code != http.StatusCreated {
 					t.Fatalf("order %d: %d %s", i, code, body)
 				}
+			}
+			// A second click of the last buyer: replayed, and no new lock or batch.
+			body := fmt.Sprintf(`{"sku":%q,"user_id":"%s-%d","quantity":1}`, sku, tc.strategy, orders-1)
+			if code, body := send(t, "POST", base+"/api/v1/orders", body, "Idempotency-Key", fmt.Sprint("k", orders-1)); code != http.StatusCreated {
+				t.Fatalf("second click: %d %s", code, body)
 			}
 			got := scrape(t, debug)
 			for series, want := range tc.want {

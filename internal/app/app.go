@@ -47,7 +47,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		return nil, errors.Join(fmt.Errorf("strategy %s: %w", cfg.Strategy, err), a.Close())
 	}
 	a.Handler = httpapi.New(httpapi.Config{
-		Orders: order.NewService(b.DB, guard, &order.Options{PerUserLimit: cfg.PerUserLimit}),
+		Strategy: cfg.Strategy,
+		Orders:   order.NewService(b.DB, guard, &order.Options{PerUserLimit: cfg.PerUserLimit}),
 		Idempotency: idempotency.NewStore(b.Redis, &idempotency.Options{
 			Prefix:     cfg.RedisPrefix,
 			TTL:        cfg.IdempotencyTTL,

@@ -32,6 +32,7 @@ const (
 
 // Config is what the router needs.
 type Config struct {
+	Strategy       string // its name, for the metrics
 	Orders         *order.Service
 	Idempotency    *idempotency.Store
 	AdminToken     string // empty refuses the admin endpoints
@@ -49,7 +50,10 @@ func New(cfg Config) *gin.Engine {
 	a := &api{cfg}
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(a.recover)
+	// A gin.Context passed as a ctx, as to the logger, finds the values of
+	// the request's ctx, such as its id.
+	r.ContextWithFallback = true
+	r.Use(requestID, observe, a.recover)
 	r.NoRoute(func(c *gin.Context) { problem(c, "not-found", "no such endpoint") })
 	r.NoMethod(func(c *gin.Context) { problem(c, "method-not-allowed", "") })
 
@@ -61,7 +65,7 @@ func New(cfg Config) *gin.Engine {
 	v1 := r.Group("/api/v1", a.timeout)
 	v1.PUT("/stock/:sku", a.admin, a.putStock)
 	v1.GET("/stock/:sku", a.getStock)
-	v1.POST("/orders", idem, a.postOrder)
+	v1.POST("/orders", a.countOrders, idem, a.postOrder)
 	v1.GET("/orders", a.listOrders)
 	v1.GET("/orders/:id", a.getOrder)
 	v1.POST("/orders/:id/refund", idem, a.refundOrder)

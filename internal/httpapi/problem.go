@@ -55,6 +55,7 @@ func problem(c *gin.Context, slug, detail string) {
 		c.Header("Retry-After", retryAfter)
 	}
 	c.Header("Content-Type", "application/problem+json")
+	c.Set(problemKey, slug)
 	c.AbortWithStatusJSON(p.status, Problem{Type: slug, Title: p.title, Status: p.status, Detail: detail, Instance: c.Request.URL.Path})
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/stockguard/shop/internal/metrics"
 )
 
 // ReplayedHeader marks a response that repeats an earlier one.
@@ -62,14 +64,21 @@ func Middleware(cfg MiddlewareConfig) gin.HandlerFunc {
 
 		claim, stored, err := cfg.Store.Begin(c.Request.Context(), Scope{UserID: user, Endpoint: c.FullPath(), Key: key}, fp)
 		switch {
-		case errors.Is(err, ErrInProgress), errors.Is(err, ErrKeyReused):
+		case errors.Is(err, ErrInProgress):
+			metrics.Idempotency.WithLabelValues("in-progress").Inc()
+			cfg.Fail(c, err)
+			return
+		case errors.Is(err, ErrKeyReused):
+			metrics.Idempotency.WithLabelValues("key-reused").Inc()
 			cfg.Fail(c, err)
 			return
 		case err != nil:
+			metrics.Idempotency.WithLabelValues("store-unavailable").Inc()
 			cfg.Log.WarnContext(c, "idempotency store unavailable; relying on the database", slog.Any("err", err))
 			c.Next()
 			return
 		case stored != nil:
+			metrics.Idempotency.WithLabelValues("replayed").Inc()
 			replay(c, stored)
 			return
 		}

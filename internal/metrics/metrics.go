@@ -32,6 +32,20 @@ var (
 	FenceRefusals = register(prometheus.NewCounter(prometheus.CounterOpts{Name: "shop_fence_refusals_total",
 		Help: "Stock writes refused by the fence: a newer lock holder had claimed the SKU."}))
 
+	// HTTPRequests is the latency of the API's requests, by route pattern
+	// ("unmatched" for none), method and status.
+	HTTPRequests = histogram("shop_http_request_duration_seconds", "Latency of the API's requests.", latency, "route", "method", "status")
+	// Orders counts the answers to order requests, by strategy and outcome:
+	// created, replayed, sold-out, limit-reached, busy, key-reused,
+	// in-progress, invalid or error.
+	Orders = counter("shop_orders_total", "Answers to order requests, by outcome.", "strategy", "outcome")
+	// Idempotency counts what the Idempotency-Key store answered, where it
+	// did not let a request through as new: a stored response replayed, a
+	// request whose first is still in progress, a key reused for another
+	// request, or the store unavailable (the database's unique index then
+	// guards alone).
+	Idempotency = counter("shop_idempotency_total", "Idempotency-Key store answers other than a new request.", "result")
+
 	// BatchSize is how many buyers one group-commit transaction answered.
 	BatchSize = histogram("shop_batch_size", "Buyers answered by one group-commit transaction.",
 		prometheus.ExponentialBuckets(1, 2, 8), "strategy")

@@ -1,0 +1,113 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/stockguard/shop/internal/idempotency"
+	"github.com/stockguard/shop/internal/metrics"
+)
+
+// RequestIDHeader carries a request's id, taken from the request or made,
+// on the request and its response.
+const RequestIDHeader = "X-Request-Id"
+
+type requestIDKey struct{}
+
+// RequestID returns the id of the request that ctx belongs to, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// requestID takes the request's X-Request-Id, if it is 1 to 128 visible
+// ASCII characters, or makes one; returns it on the response; and puts it
+// in the request's ctx, where LogRequestIDs finds it.
+func requestID(c *gin.Context) {
+	id := c.GetHeader(RequestIDHeader)
+	if !validRequestID(id) {
+		b := make([]byte, 16)
+		rand.Read(b)
+		id = hex.EncodeToString(b)
+	}
+	c.Header(RequestIDHeader, id)
+	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), requestIDKey{}, id))
+	c.Next()
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := range len(id) {
+		if id[i] < '!' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// LogRequestIDs adds the request id, as request_id, to every record logged
+// with the ctx of a request.
+func LogRequestIDs(h slog.Handler) slog.Handler { return requestIDHandler{h} }
+
+type requestIDHandler struct{ slog.Handler }
+
+func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id := RequestID(ctx); id != "" {
+		r.AddAttrs(slog.String("request_id", id))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h requestIDHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return requestIDHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h requestIDHandler) WithGroup(name string) slog.Handler {
+	return requestIDHandler{h.Handler.WithGroup(name)}
+}
+
+// observe times every request, by route pattern, method and status.
+func observe(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	metrics.HTTPRequests.WithLabelValues(route, c.Request.Method, strconv.Itoa(c.Writer.Status())).
+		Observe(time.Since(start).Seconds())
+}
+
+// problemKey is where problem leaves the type of the problem it answered.
+const problemKey = "httpapi.problem"
+
+// countOrders counts the answers to order requests by outcome.
+func (a *api) countOrders(c *gin.Context) {
+	c.Next()
+	outcome := "error"
+	problem := c.GetString(problemKey)
+	switch status := c.Writer.Status(); {
+	case c.Writer.Header().Get(idempotency.ReplayedHeader) == "true":
+		outcome = "replayed"
+	case status == http.StatusCreated:
+		outcome = "created"
+	case problem == "sold-out", problem == "limit-reached", problem == "busy":
+		outcome = problem
+	case problem == "idempotency-key-reused":
+		outcome = "key-reused"
+	case problem == "request-in-progress":
+		outcome = "in-progress"
+	case status < http.StatusInternalServerError:
+		outcome = "invalid"
+	}
+	metrics.Orders.WithLabelValues(a.Strategy, outcome).Inc()
+}

@@ -1,0 +1,94 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/shop/internal/httpapi"
+	"github.com/stockguard/shop/internal/idempotency"
+	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// syncBuffer is a log destination that the handlers' goroutines share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRequestID: a request's X-Request-Id, or one made for it, comes back
+// on the response and is on the lines logged for the request. The log
+// line here is the warning of an idempotency store whose Redis is down: a
+// port nothing listens on.
+func TestRequestID(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: dead, MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { rdb.Close() })
+
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
+	svc := order.NewService(gdb, stock.NewAtomic(gdb), nil)
+	if _, err := svc.ResetStock(t.Context(), "sku-1", 10); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{
+		Strategy:       "atomic",
+		Orders:         svc,
+		Idempotency:    idempotency.NewStore(rdb, nil),
+		RequestTimeout: 5 * time.Second,
+		Log:            slog.New(httpapi.LogRequestIDs(slog.NewTextHandler(&logs, nil))),
+	}))
+	t.Cleanup(srv.Close)
+
+	made := regexp.MustCompile(`^[0-9a-f]{32}$`)
+	for i, tc := range []struct {
+		sent string
+		kept bool
+	}{{"req-42", true}, {"", false}, {"has space", false}, {strings.Repeat("x", 129), false}} {
+		header := map[string]string{}
+		if tc.sent != "" {
+			header[httpapi.RequestIDHeader] = tc.sent
+		}
+		body := `{"sku":"sku-1","user_id":"u` + string(rune('0'+i)) + `","quantity":1}`
+		resp, answer := do(t, srv, call{method: "POST", path: "/api/v1/orders", body: body, header: header})
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("%q: %d %s", tc.sent, resp.StatusCode, answer)
+		}
+		got := resp.Header.Get(httpapi.RequestIDHeader)
+		if tc.kept && got != tc.sent || !tc.kept && !made.MatchString(got) {
+			t.Errorf("sent %q, got %q back", tc.sent, got)
+		}
+		if !strings.Contains(logs.String(), "request_id="+got) {
+			t.Errorf("no log line with request_id=%s in:\n%s", got, logs.String())
+		}
+	}
+}
