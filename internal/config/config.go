@@ -40,6 +40,8 @@ type Config struct {
 	RequestTimeout time.Duration // SHOP_REQUEST_TIMEOUT
 	IdempotencyTTL time.Duration // SHOP_IDEMPOTENCY_TTL
 	PerUserLimit   int           // SHOP_PER_USER_LIMIT; 0 means none
+	ClaimIdle      time.Duration // SHOP_CLAIM_IDLE
+	ReconcileEvery time.Duration // SHOP_RECONCILE_INTERVAL
 }
 
 // Getenv looks up one environment variable, as os.Getenv does.
@@ -88,6 +90,8 @@ var settings = [...]setting{
 			return nil
 		},
 		get: func(c Config) string { return strconv.Itoa(c.PerUserLimit) }},
+	dur("SHOP_CLAIM_IDLE", "claim-idle", "30s", 100*time.Millisecond, "lua: how long a reservation stays pending before another instance takes it over from its dead one and persists it; must outlast SHOP_REQUEST_TIMEOUT", func(c *Config) *time.Duration { return &c.ClaimIdle }),
+	dur("SHOP_RECONCILE_INTERVAL", "reconcile-interval", "5s", 100*time.Millisecond, "lua: how often one instance claims dead instances' reservations and sets Redis's stock from the database", func(c *Config) *time.Duration { return &c.ReconcileEvery }),
 }
 
 func str(env, flag, def, usage string, field func(*Config) *string) setting {

@@ -76,6 +76,13 @@ var mysqlSchema = []string{
 		PRIMARY KEY (user_id, sku),
 		KEY user_purchases_sku (sku)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	// The sale epoch of the lua strategy: the Redis state of a SKU built
+	// from its stock carries it, and one whose epoch differs, or that is
+	// missing, is rebuilt before it sells. Epochs only grow.
+	`CREATE TABLE IF NOT EXISTS stock_epochs (
+		sku   VARCHAR(64) NOT NULL PRIMARY KEY,
+		epoch BIGINT NOT NULL
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 	// The dbtable lock (internal/lock): a row per held lock. The token is
 	// the fencing token; AUTO_INCREMENT never repeats one, even after a
 	// restart (MySQL 8, MariaDB 10.2.4 and later).

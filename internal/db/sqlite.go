@@ -129,6 +129,10 @@ var sqliteSchema = []string{
 		PRIMARY KEY (user_id, sku)
 	)`,
 	`CREATE INDEX IF NOT EXISTS user_purchases_sku ON user_purchases (sku)`,
+	`CREATE TABLE IF NOT EXISTS stock_epochs (
+		sku   TEXT NOT NULL PRIMARY KEY,
+		epoch INTEGER NOT NULL
+	)`,
 	`CREATE TABLE IF NOT EXISTS locks (
 		token      INTEGER PRIMARY KEY AUTOINCREMENT,
 		name       TEXT NOT NULL,

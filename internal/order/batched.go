@@ -47,9 +47,26 @@ import (
 type Batched struct {
 	db     *gorm.DB
 	single stock.Guard // refunds, and orders without a key
+	w      *writer
+}
+
+// writer is the group-commit writer of batched and lua: it queues an
+// instance's buyers per SKU and commits each SKU's batches one after
+// another, one transaction each (see Batched for what the transaction
+// does).
+type writer struct {
+	db   *gorm.DB
+	name string // the strategy's, in the metrics
+	// settle, if set, runs once a batch has committed, before its buyers
+	// are answered: lua acknowledges its reservations there.
+	settle func(sku string, batch []*pending, answers []placed)
 
 	mu   sync.Mutex
 	skus map[string]*line // a SKU is here while its writer runs
+}
+
+func newWriter(gdb *gorm.DB, name string) *writer {
+	return &writer{db: gdb, name: name, skus: make(map[string]*line)}
 }
 
 // line is one SKU's waiting buyers, and what its last batch left.
@@ -73,6 +90,8 @@ type pending struct {
 	r     PlaceRequest
 	limit int
 	done  chan placed // buffered: the writer never waits for the buyer
+	// entry is the reservation's id in lua's stream; empty for batched.
+	entry string
 }
 
 type placed struct {
@@ -86,7 +105,7 @@ type placed struct {
 
 // NewBatched returns the group-commit strategy on gdb.
 func NewBatched(gdb *gorm.DB) *Batched {
-	return &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), skus: make(map[string]*line)}
+	return &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), w: newWriter(gdb, "batched")}
 }
 
 // Adjust implements the strategy for what does not batch: refunds, and
@@ -104,48 +123,71 @@ func (b *Batched) place(ctx context.Context, r PlaceRequest, limit int) (Order, 
 			return Order{}, false, fmt.Errorf("order: place: %w", err)
 		}
 		if it.Available < r.Quantity {
-			return b.replayOr(ctx, r, soldOut(r.SKU))
+			return Order{}, false, soldOut(r.SKU) // the Service looked the key up first
 		}
 	}
-	p := &pending{ctx: ctx, r: r, limit: limit, done: make(chan placed, 1)}
-	b.mu.Lock()
-	l, running := b.skus[r.SKU]
+	return b.w.submit(&pending{ctx: ctx, r: r, limit: limit})
+}
+
+// submit queues p for its SKU's next batch and waits for its answer.
+func (w *writer) submit(p *pending) (Order, bool, error) {
+	p.done = make(chan placed, 1)
+	w.mu.Lock()
+	l, running := w.skus[p.r.SKU]
 	if !running {
 		l = &line{}
-		b.skus[r.SKU] = l
+		w.skus[p.r.SKU] = l
 	}
 	l.queue = append(l.queue, p)
-	b.mu.Unlock()
+	w.mu.Unlock()
 	if !running {
-		go b.write(r.SKU)
+		go w.write(p.r.SKU)
 	}
 	select {
 	case res := <-p.done:
 		if res.drained {
-			return b.replayOr(ctx, r, res.err)
+			return replayOr(p.ctx, w.db, p.r, res.err)
 		}
 		return res.o, res.replayed, res.err
-	case <-ctx.Done():
-		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, context.Cause(ctx))
+	case <-p.ctx.Done():
+		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, context.Cause(p.ctx))
 	}
 }
 
 // stocked reports whether sku's writer runs and its last batch left stock.
 func (b *Batched) stocked(sku string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l := b.skus[sku]
+	b.w.mu.Lock()
+	defer b.w.mu.Unlock()
+	l := b.w.skus[sku]
 	return l != nil && l.stocked
 }
 
 func soldOut(sku string) error { return fmt.Errorf("order: place: %w: %s", stock.ErrSoldOut, sku) }
 
-// replayOr answers a buyer who was told err before a batch saw it: with the
-// order its key already has, if it has one.
-func (b *Batched) replayOr(ctx context.Context, r PlaceRequest, err error) (Order, bool, error) {
-	var o Order
-	if e := b.db.WithContext(ctx).Where("user_id = ? AND idempotency_key = ?", r.UserID, r.IdempotencyKey).Take(&o).Error; e != nil {
+// replayOr answers a buyer who was told err, a refusal, with the order its
+// key already has, if it has one: the refusal may only be because that
+// order took the stock.
+func replayOr(ctx context.Context, gdb *gorm.DB, r PlaceRequest, err error) (Order, bool, error) {
+	o, found, e := existing(ctx, gdb, r)
+	switch {
+	case found:
+		return o, true, nil
+	case errors.Is(e, ErrKeyReused):
+		return Order{}, false, e
+	default:
 		return Order{}, false, err
+	}
+}
+
+// existing returns the order that r's key already has, if any: found, or
+// ErrKeyReused if it is for another SKU or quantity.
+func existing(ctx context.Context, gdb *gorm.DB, r PlaceRequest) (o Order, found bool, err error) {
+	err = gdb.WithContext(ctx).Where("user_id = ? AND idempotency_key = ?", r.UserID, r.IdempotencyKey).Take(&o).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Order{}, false, nil
+	}
+	if err != nil {
+		return Order{}, false, fmt.Errorf("order: place: %w", err)
 	}
 	if o.SKU != r.SKU || o.Quantity != r.Quantity {
 		return Order{}, false, fmt.Errorf("%w: order %d", ErrKeyReused, o.ID)
@@ -154,35 +196,42 @@ func (b *Batched) replayOr(ctx context.Context, r PlaceRequest, err error) (Orde
 }
 
 // write commits the SKU's batches until nobody waits.
-func (b *Batched) write(sku string) {
-	b.mu.Lock()
-	l := b.skus[sku]
+func (w *writer) write(sku string) {
+	w.mu.Lock()
+	l := w.skus[sku]
 	for len(l.queue) > 0 {
 		n := min(len(l.queue), maxBatch)
 		batch := l.queue[:n:n]
 		l.queue = l.queue[n:]
-		b.mu.Unlock()
-		left, ok := b.commit(sku, batch)
-		b.mu.Lock()
+		w.mu.Unlock()
+		left, ok := w.commit(sku, batch)
+		w.mu.Lock()
 		l.stocked = ok && left > 0
 		if ok && left == 0 {
+			// A lua reservation holds units in Redis: a batch decides it,
+			// so that it is settled.
+			kept := l.queue[:0]
 			for _, p := range l.queue {
+				if p.entry != "" {
+					kept = append(kept, p)
+					continue
+				}
 				p.done <- placed{err: soldOut(sku), drained: true}
 			}
-			l.queue = nil
+			l.queue = kept
 		}
 	}
-	delete(b.skus, sku)
-	b.mu.Unlock()
+	delete(w.skus, sku)
+	w.mu.Unlock()
 }
 
 // commit runs one batch's transaction, again after a deadlock or a
 // lock-wait timeout while any buyer in it still waits, and answers them.
 // Once the batch has committed, it reports ok and the stock it left.
-func (b *Batched) commit(sku string, batch []*pending) (left int, ok bool) {
-	metrics.BatchSize.WithLabelValues("batched").Observe(float64(len(batch)))
+func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
+	metrics.BatchSize.WithLabelValues(w.name).Observe(float64(len(batch)))
 	defer func(start time.Time) {
-		metrics.BatchCommit.WithLabelValues("batched").Observe(time.Since(start).Seconds())
+		metrics.BatchCommit.WithLabelValues(w.name).Observe(time.Since(start).Seconds())
 	}(time.Now())
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := batchContext(batch)
@@ -191,15 +240,18 @@ func (b *Batched) commit(sku string, batch []*pending) (left int, ok bool) {
 			return 0, false // every buyer has been answered busy
 		}
 		answers := make([]placed, len(batch))
-		known, err := lookup(ctx, b.db, batch)
+		known, err := lookup(ctx, w.db, batch)
 		if err == nil {
-			err = b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
+			err = w.db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
 				left, err = decide(tx, sku, batch, known, answers)
 				return err
 			})
 		}
 		cancel()
 		if err == nil {
+			if w.settle != nil {
+				w.settle(sku, batch, answers)
+			}
 			for i, p := range batch {
 				p.done <- answers[i]
 			}

@@ -32,9 +32,9 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	}
 	before := version()
 	queued := func() int { // -1 while no writer runs
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if l := b.skus["last"]; l != nil {
+		b.w.mu.Lock()
+		defer b.w.mu.Unlock()
+		if l := b.w.skus["last"]; l != nil {
 			return len(l.queue)
 		}
 		return -1

@@ -238,3 +238,34 @@ func TestRefundThenBuy(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryAfterSoldOut: under every strategy, a buyer's retry with the
+// same key and request gets its order back, replayed, even once the rest of
+// the stock has sold out: a key store that forgot the key (a restarted
+// Redis) must not turn the retry into "sold out".
+func TestRetryAfterSoldOut(t *testing.T) {
+	for _, s := range strategy.All() {
+		t.Run(s.Name, func(t *testing.T) {
+			t.Parallel()
+			newShop, _ := instances(t, s.Name)
+			svc := newShop()
+			ctx := t.Context()
+			const sku = "retry"
+			if _, err := svc.ResetStock(ctx, sku, 2); err != nil {
+				t.Fatal(err)
+			}
+			first := order.PlaceRequest{SKU: sku, UserID: "ann", Quantity: 1, IdempotencyKey: "k-ann"}
+			o, _, err := svc.Place(ctx, first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := svc.Place(ctx, order.PlaceRequest{SKU: sku, UserID: "bob", Quantity: 1, IdempotencyKey: "k-bob"}); err != nil {
+				t.Fatal(err)
+			}
+			again, replayed, err := svc.Place(ctx, first)
+			if err != nil || !replayed || again.ID != o.ID {
+				t.Fatalf("retry once sold out: order %d, replayed %v, %v; want order %d replayed", again.ID, replayed, err, o.ID)
+			}
+		})
+	}
+}

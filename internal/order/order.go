@@ -87,9 +87,31 @@ type PlaceRequest struct {
 // user already has an order under the same idempotency key, that order is
 // returned with replayed set, and no stock is taken.
 func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed bool, err error) {
-	if b, ok := s.guard.(*Batched); ok && r.IdempotencyKey != "" {
-		return b.place(ctx, r, s.limit)
+	if p, ok := s.guard.(placer); ok && r.IdempotencyKey != "" {
+		// They decide before the database does: a retry whose first answer
+		// the key store forgot must find its order before it takes stock
+		// that a new buyer then misses.
+		if o, found, err := existing(ctx, s.db, r); found || err != nil {
+			return o, found, err
+		}
+		return p.place(ctx, r, s.limit)
 	}
+	o, replayed, err = s.place(ctx, r)
+	// A refusal may be the key's own order having taken the stock or the
+	// user's limit: a retry whose first answer the key store forgot.
+	if r.IdempotencyKey != "" && (errors.Is(err, stock.ErrSoldOut) || errors.Is(err, ErrLimitReached)) {
+		return replayOr(ctx, s.db, r, err)
+	}
+	return o, replayed, err
+}
+
+// placer is a strategy that places orders itself, rather than through
+// Adjust: batched and lua, which batch them.
+type placer interface {
+	place(ctx context.Context, r PlaceRequest, limit int) (Order, bool, error)
+}
+
+func (s *Service) place(ctx context.Context, r PlaceRequest) (o Order, replayed bool, err error) {
 	o = Order{SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, CreatedAt: time.Now().UTC()}
 	if r.IdempotencyKey != "" {
 		o.IdempotencyKey = &r.IdempotencyKey
@@ -170,7 +192,11 @@ func (s *Service) Refund(ctx context.Context, id int64, userID, key string) (o O
 	}
 	if o.Status == StatusCreated {
 		refundedAt := time.Now().UTC()
-		err = s.guard.Adjust(ctx, o.SKU, o.Quantity, func(tx *gorm.DB) error {
+		adjust := func(fn stock.Fn) error { return s.guard.Adjust(ctx, o.SKU, o.Quantity, fn) }
+		if r, ok := s.guard.(refunder); ok {
+			adjust = func(fn stock.Fn) error { return r.refund(ctx, o, fn) }
+		}
+		err = adjust(func(tx *gorm.DB) error {
 			res := tx.Model(&Order{}).Where("id = ? AND status = ?", id, StatusCreated).
 				Updates(map[string]any{"status": StatusRefunded, "refunded_at": refundedAt, "refund_key": nullable(key)})
 			if res.Error != nil {
@@ -196,6 +222,12 @@ func (s *Service) Refund(ctx context.Context, id int64, userID, key string) (o O
 		return o, true, nil
 	}
 	return Order{}, false, fmt.Errorf("%w: order %d", ErrAlreadyRefunded, id)
+}
+
+// refunder is a strategy that refunds an order itself, rather than through
+// Adjust: lua, which also takes the units off what the user holds in Redis.
+type refunder interface {
+	refund(ctx context.Context, o Order, fn stock.Fn) error
 }
 
 // release takes a refunded order's units off what its user holds.
@@ -284,8 +316,20 @@ func (s *Service) ResetStock(ctx context.Context, sku string, quantity int) (Sto
 		if err := tx.Where("sku = ?", sku).Delete(&purchase{}).Error; err != nil {
 			return err
 		}
+		if l, ok := s.guard.(*Lua); ok {
+			if err := l.startSale(tx, sku); err != nil {
+				return err
+			}
+		}
 		return stock.Reset(ctx, tx, sku, quantity)
 	})
+	if err == nil {
+		if l, ok := s.guard.(*Lua); ok {
+			// Should this fail, the new epoch still keeps the old state
+			// from selling.
+			err = l.forget(ctx, sku)
+		}
+	}
 	if err != nil {
 		return Stock{}, fmt.Errorf("order: reset: %w", err)
 	}

@@ -38,7 +38,7 @@ type Strategy struct {
 	Ceiling Ceiling
 	// NoQueue leaves out stock.Queued, which every other guard stands
 	// behind so that sold-out answers never wait in its queue: none must
-	// not have it, and batched queues its buyers itself.
+	// not have it, and batched and lua queue their buyers themselves.
 	NoQueue bool
 }
 
@@ -81,6 +81,9 @@ var registry = []Strategy{
 	{Name: "optimistic", New: onDB(stock.NewOptimistic), Ceiling: SQLAtomic},
 	{Name: "batched", New: func(b *Backends, _ config.Config) (stock.Guard, error) { return order.NewBatched(b.DB), nil },
 		Ceiling: SQLBatched, NoQueue: true},
+	{Name: "lua", Needs: []Need{Redis}, New: func(b *Backends, cfg config.Config) (stock.Guard, error) {
+		return order.NewLua(b.DB, b.Redis, &order.LuaOptions{Prefix: cfg.RedisPrefix, PerUserLimit: cfg.PerUserLimit, ClaimIdle: cfg.ClaimIdle}), nil
+	}, Ceiling: RedisLua, NoQueue: true},
 	{Name: "local", Lock: func(*Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil },
 		Ceiling: Serial("local")},
 	{Name: "redis", Needs: []Need{Redis}, Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {

@@ -1,0 +1,367 @@
+package order_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/strategy"
+	"github.com/stockguard/shop/internal/strategy/strategytest"
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// luaShop is one instance of the lua strategy, with its guard.
+type luaShop struct {
+	*order.Service
+	lua *order.Lua
+}
+
+// luaFleet is instances of the lua strategy on one database and Redis
+// namespace, with a view of the Redis stock for the checks.
+type luaFleet struct {
+	gdb    *gorm.DB
+	rdb    redis.UniversalClient
+	prefix string
+	stock  *stock.RedisStock
+	new    func() luaShop
+}
+
+// newLuaFleet opens a fresh database and Redis namespace; rdb, when not
+// nil, is the Redis to use instead of the shared one's client.
+func newLuaFleet(t *testing.T, rdb redis.UniversalClient, prefix string, opts order.LuaOptions) luaFleet {
+	t.Helper()
+	s, err := strategy.Lookup("lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strategytest.Config(t, s)
+	if rdb == nil {
+		c := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr})
+		t.Cleanup(func() { c.Close() })
+		rdb, prefix = c, cfg.RedisPrefix
+	}
+	opts.Prefix = prefix
+	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
+	return luaFleet{gdb: gdb, rdb: rdb, prefix: prefix, stock: stock.NewRedisStock(rdb, prefix), new: func() luaShop {
+		b, err := strategy.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		l := order.NewLua(b.DB, rdb, &opts)
+		return luaShop{order.NewService(b.DB, l, &order.Options{PerUserLimit: opts.PerUserLimit}), l}
+	}}
+}
+
+// redisAvailable reads the SKU's available from Redis; -1 with no state.
+func (f luaFleet) redisAvailable(t *testing.T, sku string) int {
+	t.Helper()
+	st, err := f.stock.State(context.WithoutCancel(t.Context()), sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Exists {
+		return -1
+	}
+	return st.Available
+}
+
+// settled audits sku after one reconcile: every invariant holds, nothing
+// is pending, and Redis has what the database has.
+func (f luaFleet) settled(t *testing.T, shop luaShop, sku string, soldOut int, acked []int64) audit.Audit {
+	t.Helper()
+	ctx := context.WithoutCancel(t.Context())
+	if _, err := shop.lua.Reconcile(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	a, err := audit.SKU(ctx, f.gdb, sku, soldOut, acked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := a.Violations(); len(v) > 0 {
+		t.Errorf("invariants broken: %v", v)
+	}
+	st, err := f.stock.State(ctx, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Exists || st.Available != a.Available || len(st.Log) != 0 {
+		t.Errorf("redis: exists %v, available %d, %d pending; database available %d", st.Exists, st.Available, len(st.Log), a.Available)
+	}
+	return a
+}
+
+// place has n buyers, user-<i> with key k-<i>, buy one unit each at once,
+// spread over shops; it returns the acknowledged ids, the sold-out count
+// and the other errors.
+func place(t *testing.T, sku string, n int, shops ...luaShop) (acked []int64, soldOut int, others []error) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-gate
+			o, _, err := shops[i%len(shops)].Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: fmt.Sprint("user-", i), Quantity: 1, IdempotencyKey: fmt.Sprint("k-", i)})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				acked = append(acked, o.ID)
+			case errors.Is(err, stock.ErrSoldOut):
+				soldOut++
+			default:
+				others = append(others, err)
+			}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	return acked, soldOut, others
+}
+
+// TestLuaDatabaseRefuses: when Redis holds more stock than the database
+// (here the database's stock is cut behind Redis's back, as a stale Redis
+// would), the database's conditional UPDATE refuses the extra
+// reservations: their buyers hear sold out, their units go back to Redis,
+// and nothing is oversold. Redis is then set from the database.
+func TestLuaDatabaseRefuses(t *testing.T) {
+	t.Parallel()
+	f := newLuaFleet(t, nil, "", order.LuaOptions{})
+	a, b := f.new(), f.new()
+	const sku = "stale"
+	if _, err := a.ResetStock(t.Context(), sku, 20); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: "first", Quantity: 1, IdempotencyKey: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.gdb.Exec(`UPDATE stock_items SET available = 5, initial = 6 WHERE sku = ?`, sku).Error; err != nil {
+		t.Fatal(err)
+	}
+	if got := f.redisAvailable(t, sku); got != 19 {
+		t.Fatalf("redis has %d, want 19 before the burst", got)
+	}
+	acked, soldOut, others := place(t, sku, 40, a, b)
+	if len(others) > 0 {
+		t.Fatalf("%d buyers failed; first: %v", len(others), others[0])
+	}
+	if len(acked) != 5 || soldOut != 35 {
+		t.Errorf("%d bought, %d sold out; want 5 and 35", len(acked), soldOut)
+	}
+	f.settled(t, a, sku, soldOut, acked)
+}
+
+// TestLuaRebuildsEmptyRedis: with a SKU's Redis keys gone mid-sale, as
+// after a restart of Redis, the next buyer's reservation finds no state,
+// and the state is built again from the database before anything sells:
+// what the database had sold stays sold.
+func TestLuaRebuildsEmptyRedis(t *testing.T) {
+	t.Parallel()
+	f := newLuaFleet(t, nil, "", order.LuaOptions{})
+	a, b := f.new(), f.new()
+	const sku = "flushed"
+	if _, err := a.ResetStock(t.Context(), sku, 30); err != nil {
+		t.Fatal(err)
+	}
+	first, _, others := place(t, sku, 20, a, b)
+	if len(others) > 0 {
+		t.Fatal(others)
+	}
+	keys, err := f.rdb.Keys(t.Context(), "*{"+sku+"}*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("no keys of %s in Redis to delete: %v", sku, err)
+	}
+	if err := f.rdb.Del(t.Context(), keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.redisAvailable(t, sku); got != -1 {
+		t.Fatalf("redis still has a state: %d", got)
+	}
+	// New buyers: user-0 … user-39 again, so the first 20 are replays.
+	acked, soldOut, others := place(t, sku, 40, a, b)
+	if len(others) > 0 {
+		t.Fatalf("%d buyers failed; first: %v", len(others), others[0])
+	}
+	if len(acked) != 30 || soldOut != 10 {
+		t.Errorf("%d answered with an order, %d sold out; want 30 and 10", len(acked), soldOut)
+	}
+	a2 := f.settled(t, a, sku, soldOut, append(first, acked...))
+	if a2.Orders != 30 {
+		t.Errorf("%d orders, want 30", a2.Orders)
+	}
+}
+
+// TestLuaClaimsDeadReservations: a process that reserved and died before
+// persisting leaves its reservations pending in the stream. Reconcile on
+// another instance claims them once idle and persists them, and the
+// buyer's retry under the same key gets that order.
+func TestLuaClaimsDeadReservations(t *testing.T) {
+	t.Parallel()
+	const idle = 200 * time.Millisecond
+	f := newLuaFleet(t, nil, "", order.LuaOptions{ClaimIdle: idle})
+	live := f.new()
+	const sku = "orphans"
+	if _, err := live.ResetStock(t.Context(), sku, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, others := place(t, sku, 1, live); len(others) > 0 { // builds the state
+		t.Fatal(others)
+	}
+	var epoch int64
+	if err := f.gdb.Raw(`SELECT epoch FROM stock_epochs WHERE sku = ?`, sku).Scan(&epoch).Error; err != nil {
+		t.Fatal(err)
+	}
+	dead := stock.NewRedisStock(f.rdb, f.prefix) // another process's consumer
+	for i := range 3 {
+		r := stock.Reservation{UserID: fmt.Sprint("ghost-", i), Key: "g", Quantity: 1}
+		if _, err := dead.Reserve(t.Context(), sku, epoch, r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.redisAvailable(t, sku); got != 6 {
+		t.Fatalf("redis has %d, want 6 with 3 reservations pending", got)
+	}
+	time.Sleep(2 * idle)
+	rep, err := live.lua.Reconcile(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Claimed != 3 || rep.Persisted != 3 {
+		t.Errorf("claimed %d, persisted %d; want 3 and 3", rep.Claimed, rep.Persisted)
+	}
+	o, replayed, err := live.Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: "ghost-1", Quantity: 1, IdempotencyKey: "g"})
+	if err != nil || !replayed {
+		t.Fatalf("the buyer's retry: %+v, replayed %v, %v; want its order replayed", o, replayed, err)
+	}
+	a := f.settled(t, live, sku, 0, []int64{o.ID})
+	if a.Orders != 4 || a.Available != 6 {
+		t.Errorf("%d orders, %d available; want 4 and 6", a.Orders, a.Available)
+	}
+}
+
+// TestLuaRefundOnce: many concurrent refunds of one order, on several
+// instances, return its units once to the database and once to Redis,
+// without a reconcile; the unit then sells again.
+func TestLuaRefundOnce(t *testing.T) {
+	t.Parallel()
+	f := newLuaFleet(t, nil, "", order.LuaOptions{PerUserLimit: 2})
+	a, b := f.new(), f.new()
+	const sku = "refund"
+	if _, err := a.ResetStock(t.Context(), sku, 3); err != nil {
+		t.Fatal(err)
+	}
+	o, _, err := a.Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: "ann", Quantity: 2, IdempotencyKey: "buy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	refunded := 0
+	for i := range 20 {
+		wg.Go(func() {
+			_, _, err := []luaShop{a, b}[i%2].Refund(t.Context(), o.ID, "ann", fmt.Sprint("r-", i))
+			if err == nil {
+				mu.Lock()
+				refunded++
+				mu.Unlock()
+			} else if !errors.Is(err, order.ErrAlreadyRefunded) {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if refunded != 1 {
+		t.Errorf("%d refunds succeeded, want 1", refunded)
+	}
+	if got := f.redisAvailable(t, sku); got != 3 {
+		t.Errorf("redis has %d after the refund, want 3", got)
+	}
+	// The user's holding went back too: two more units are within the limit.
+	again, _, err := b.Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: "ann", Quantity: 2, IdempotencyKey: "buy-again"})
+	if err != nil {
+		t.Fatalf("buying again after the refund: %v", err)
+	}
+	f.settled(t, a, sku, 0, []int64{again.ID})
+}
+
+// TestLuaReconcileFenced: a reconcile run whose token is below a later
+// run's (its lease was lost, and another holder ran since) changes no
+// state.
+func TestLuaReconcileFenced(t *testing.T) {
+	t.Parallel()
+	f := newLuaFleet(t, nil, "", order.LuaOptions{})
+	a := f.new()
+	const sku = "fenced"
+	if _, err := a.ResetStock(t.Context(), sku, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, others := place(t, sku, 1, a); len(others) > 0 {
+		t.Fatal(others)
+	}
+	if _, err := a.lua.Reconcile(t.Context(), 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.gdb.Exec(`UPDATE stock_items SET available = 2 WHERE sku = ?`, sku).Error; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.lua.Reconcile(t.Context(), 6); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("a run with an older token: %v, want fenced", err)
+	}
+	if got := f.redisAvailable(t, sku); got != 4 {
+		t.Errorf("redis has %d after the fenced run, want 4 as before", got)
+	}
+	if _, err := a.lua.Reconcile(t.Context(), 8); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.redisAvailable(t, sku); got != 2 {
+		t.Errorf("redis has %d after a later run, want the database's 2", got)
+	}
+}
+
+// TestLuaSameKeyOnce: concurrent requests under one key, each reserved in
+// Redis before any is in the database, make one order; the others are its
+// replays and give their units back to Redis at once, with no reconcile.
+func TestLuaSameKeyOnce(t *testing.T) {
+	t.Parallel()
+	f := newLuaFleet(t, nil, "", order.LuaOptions{})
+	a, b := f.new(), f.new()
+	const sku = "twice"
+	if _, err := a.ResetStock(t.Context(), sku, 50); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	ids := make([]int64, 20)
+	gate := make(chan struct{})
+	for i := range ids {
+		wg.Go(func() {
+			<-gate
+			o, _, err := []luaShop{a, b}[i%2].Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: "ann", Quantity: 1, IdempotencyKey: "double-click"})
+			if err != nil {
+				t.Error(err)
+			}
+			ids[i] = o.ID
+		})
+	}
+	close(gate)
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("two orders for one key: %v", ids)
+		}
+	}
+	if got := f.redisAvailable(t, sku); got != 49 {
+		t.Errorf("redis has %d, want 49: every replay gives its unit back", got)
+	}
+	f.settled(t, a, sku, 0, ids[:1])
+}

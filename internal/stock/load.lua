@@ -1,0 +1,54 @@
+-- load.lua: KEYS = {state, holdings, log, fence}, ARGV = {fencing token (0:
+-- none), epoch, available in the database, limited (1 or 0), n, then n ids
+-- of log entries whose orders the database has, then user, units pairs of
+-- what the database says users hold}.
+-- Sets a SKU's Redis state from the database, run while the database's
+-- stock row is locked: available is the database's, less every reservation
+-- still in the log that the database does not have, counted here, in the
+-- same step as the write, so that a reservation made meanwhile is counted
+-- too. A token below the fence, a later run's, changes nothing. Returns
+-- {"ok", available before or "", available after, pending entries} or
+-- {"fenced", fence}.
+local token = tonumber(ARGV[1])
+if token > 0 then
+	local fence = tonumber(redis.call("GET", KEYS[4]) or "0")
+	if token < fence then
+		return {"fenced", tostring(fence)}
+	end
+	redis.call("SET", KEYS[4], ARGV[1])
+end
+local limited = ARGV[4] == "1"
+local n = tonumber(ARGV[5])
+local persisted = {}
+for i = 6, 5 + n do
+	persisted[ARGV[i]] = true
+end
+local held = {}
+for i = 6 + n, #ARGV, 2 do
+	held[ARGV[i]] = tonumber(ARGV[i + 1])
+end
+redis.pcall("XGROUP", "CREATE", KEYS[3], "shop", "$", "MKSTREAM") -- BUSYGROUP: it exists
+local pending, count = 0, 0
+for _, e in ipairs(redis.call("XRANGE", KEYS[3], "-", "+")) do
+	if not persisted[e[1]] then
+		local f = {}
+		for j = 1, #e[2], 2 do
+			f[e[2][j]] = e[2][j + 1]
+		end
+		local qty = tonumber(f.qty)
+		pending, count = pending + qty, count + 1
+		held[f.user] = (held[f.user] or 0) + qty
+	end
+end
+local before = redis.call("HGET", KEYS[1], "available") or ""
+local available = tonumber(ARGV[3]) - pending
+redis.call("HSET", KEYS[1], "available", available, "epoch", ARGV[2])
+redis.call("DEL", KEYS[2])
+if limited then
+	for user, units in pairs(held) do
+		if units > 0 then
+			redis.call("HSET", KEYS[2], user, units)
+		end
+	end
+end
+return {"ok", before, tostring(available), tostring(count)}

@@ -1,0 +1,285 @@
+package stock
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed reserve.lua
+	reserveLua    string
+	reserveScript = redis.NewScript(reserveLua)
+	//go:embed settle.lua
+	settleLua    string
+	settleScript = redis.NewScript(settleLua)
+	//go:embed adjust.lua
+	adjustLua    string
+	adjustScript = redis.NewScript(adjustLua)
+	//go:embed load.lua
+	loadLua    string
+	loadScript = redis.NewScript(loadLua)
+)
+
+// Errors of RedisStock. Callers test them with errors.Is.
+var (
+	// ErrStale means the SKU's Redis state is missing, or was built for
+	// another epoch than the caller's: it must be built again from the
+	// database before it sells.
+	ErrStale = errors.New("stock: redis state missing or stale")
+	// ErrOverLimit means the user's reservations would pass the per-user
+	// limit.
+	ErrOverLimit = errors.New("stock: per-user limit")
+)
+
+// Reservation is one buyer's units taken in Redis and logged in the SKU's
+// stream until the database has them.
+type Reservation struct {
+	ID       string // the stream entry's id
+	UserID   string
+	Key      string // the buyer's Idempotency-Key
+	Quantity int
+}
+
+// RedisStock is the stock of the lua strategy in Redis: per SKU, a state
+// (available, and the epoch it was built for), what each user holds when a
+// per-user limit applies, and a stream of the reservations that the
+// database does not have yet, the recovery log. Every key of a SKU shares
+// one hash tag, so that its scripts run on Redis Cluster.
+//
+// Its invariant: a state's available is the database's, less the units of
+// the reservations in the log whose orders the database does not have.
+// Reserve, Settle, Adjust and Load each keep it in one atomic step.
+type RedisStock struct {
+	rdb      redis.UniversalClient
+	prefix   string
+	consumer string // this process in the log's consumer group
+}
+
+// group is the one consumer group of every log.
+const group = "shop"
+
+// NewRedisStock returns the stock on rdb, every key under prefix.
+func NewRedisStock(rdb redis.UniversalClient, prefix string) *RedisStock {
+	return &RedisStock{rdb: rdb, prefix: prefix, consumer: "c-" + strings.ToLower(rand.Text()[:12])}
+}
+
+// keys returns a SKU's keys: state, holdings, log, fence. The braces make
+// the SKU the hash tag; a SKU with braces of its own is hex-encoded, so
+// that they cannot end the tag early.
+func (s *RedisStock) keys(sku string) []string {
+	tag := sku
+	if strings.ContainsAny(sku, "{}") {
+		tag = hex.EncodeToString([]byte(sku))
+	}
+	k := s.prefix + "lua:{" + tag + "}:"
+	return []string{k + "state", k + "holdings", k + "log", k + "fence"}
+}
+
+// skus is the set of SKUs that have a log, for Claim.
+func (s *RedisStock) skus() string { return s.prefix + "lua:skus" }
+
+// Reserve takes r's units of sku if the state is the epoch's, the stock
+// suffices and the user stays within limit (0: none), and logs the
+// reservation, pending for this process. It returns the reservation's id,
+// or ErrStale, ErrSoldOut or ErrOverLimit.
+func (s *RedisStock) Reserve(ctx context.Context, sku string, epoch int64, r Reservation, limit int) (string, error) {
+	v, err := reserveScript.Run(ctx, s.rdb, s.keys(sku)[:3], epoch, r.UserID, r.Key, r.Quantity, limit, s.consumer).StringSlice()
+	if err != nil {
+		return "", fmt.Errorf("stock: reserve: %w", err)
+	}
+	switch v[0] {
+	case "ok":
+		return v[1], nil
+	case "stale":
+		return "", fmt.Errorf("%w: %s: epoch %q, want %d", ErrStale, sku, v[1], epoch)
+	case "sold-out":
+		return "", fmt.Errorf("%w: %s", ErrSoldOut, sku)
+	default:
+		return "", fmt.Errorf("%w: %s holds %s of %s, the limit is %d", ErrOverLimit, r.UserID, v[1], sku, limit)
+	}
+}
+
+// Settle ends reservations of sku whose batch has committed: kept ones
+// are in the database now; released ones are not, and give their units
+// back. limited says whether holdings are kept. It returns the units
+// given back.
+func (s *RedisStock) Settle(ctx context.Context, sku string, kept, released []Reservation, limited bool) (int, error) {
+	args := []any{flag(limited)}
+	for _, r := range kept {
+		args = append(args, r.ID, r.Quantity, r.UserID, 0)
+	}
+	for _, r := range released {
+		args = append(args, r.ID, r.Quantity, r.UserID, 1)
+	}
+	n, err := settleScript.Run(ctx, s.rdb, s.keys(sku)[:3], args...).Int()
+	if err != nil {
+		return 0, fmt.Errorf("stock: settle: %w", err)
+	}
+	return n, nil
+}
+
+// Adjust applies delta, committed in the database under epoch, to the
+// state of that epoch, and takes a refund's units off what user holds. It
+// reports whether it applied it: a state of another epoch was built with
+// the change in it, or must be built again anyway.
+func (s *RedisStock) Adjust(ctx context.Context, sku string, epoch int64, delta int, user string, limited bool) (bool, error) {
+	n, err := adjustScript.Run(ctx, s.rdb, s.keys(sku)[:2], epoch, delta, user, flag(limited)).Int()
+	if err != nil {
+		return false, fmt.Errorf("stock: adjust: %w", err)
+	}
+	return n == 1, nil
+}
+
+// State is what Redis holds of a SKU.
+type State struct {
+	Exists    bool
+	Epoch     int64
+	Available int
+	Log       []Reservation // in the order they were made
+}
+
+// State reads sku's state and log.
+func (s *RedisStock) State(ctx context.Context, sku string) (State, error) {
+	k := s.keys(sku)
+	v, err := s.rdb.HMGet(ctx, k[0], "epoch", "available").Result()
+	if err != nil {
+		return State{}, fmt.Errorf("stock: state: %w", err)
+	}
+	var st State
+	if e, ok := v[0].(string); ok {
+		st.Exists = true
+		st.Epoch, _ = strconv.ParseInt(e, 10, 64)
+		a, _ := v[1].(string)
+		st.Available, _ = strconv.Atoi(a)
+	}
+	msgs, err := s.rdb.XRange(ctx, k[2], "-", "+").Result()
+	if err != nil {
+		return State{}, fmt.Errorf("stock: state: %w", err)
+	}
+	st.Log = reservations(msgs)
+	return st, nil
+}
+
+func reservations(msgs []redis.XMessage) []Reservation {
+	rs := make([]Reservation, 0, len(msgs))
+	for _, m := range msgs {
+		r := Reservation{ID: m.ID}
+		r.UserID, _ = m.Values["user"].(string)
+		r.Key, _ = m.Values["key"].(string)
+		q, _ := m.Values["qty"].(string)
+		r.Quantity, _ = strconv.Atoi(q)
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// Load is a SKU's state as the database has it, for RedisStock.Load.
+type Load struct {
+	// Token is the fencing token of the job that loads it; 0 for none.
+	Token     int64
+	Epoch     int64
+	Available int
+	// Persisted lists the log's entries whose orders the database has.
+	Persisted []string
+	// Held is what each user holds in the database, when Limited.
+	Held    map[string]int
+	Limited bool
+}
+
+// Loaded is what Load found and set.
+type Loaded struct {
+	Before  *int // available before, if there was a state
+	After   int  // available after
+	Pending int  // reservations in the log that the database does not have
+}
+
+// Load sets sku's state from the database. It must run while the database
+// row of the SKU's stock is locked, so that no batch commits meanwhile. A
+// job whose token is below the last one's gets ErrFenced and changes
+// nothing.
+func (s *RedisStock) Load(ctx context.Context, sku string, l Load) (Loaded, error) {
+	args := []any{l.Token, l.Epoch, l.Available, flag(l.Limited), len(l.Persisted)}
+	for _, id := range l.Persisted {
+		args = append(args, id)
+	}
+	if l.Limited {
+		for u, n := range l.Held {
+			args = append(args, u, n)
+		}
+	}
+	v, err := loadScript.Run(ctx, s.rdb, s.keys(sku), args...).StringSlice()
+	if err == nil {
+		err = s.rdb.SAdd(ctx, s.skus(), sku).Err()
+	}
+	if err != nil {
+		return Loaded{}, fmt.Errorf("stock: load: %w", err)
+	}
+	if v[0] == "fenced" {
+		return Loaded{}, fmt.Errorf("%w: %s: token %d, fence %s", ErrFenced, sku, l.Token, v[1])
+	}
+	var ld Loaded
+	if v[1] != "" {
+		b, _ := strconv.Atoi(v[1])
+		ld.Before = &b
+	}
+	ld.After, _ = strconv.Atoi(v[2])
+	ld.Pending, _ = strconv.Atoi(v[3])
+	return ld, nil
+}
+
+// Claim takes over sku's reservations that have been pending, in any
+// process, for at least idle: their process is dead or stuck.
+func (s *RedisStock) Claim(ctx context.Context, sku string, idle time.Duration) ([]Reservation, error) {
+	var claimed []Reservation
+	start := "0-0"
+	for {
+		msgs, next, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream: s.keys(sku)[2], Group: group, Consumer: s.consumer, MinIdle: idle, Start: start, Count: 100,
+		}).Result()
+		if err != nil {
+			if strings.HasPrefix(err.Error(), "NOGROUP") {
+				return claimed, nil // no log: nothing to claim
+			}
+			return claimed, fmt.Errorf("stock: claim: %w", err)
+		}
+		claimed = append(claimed, reservations(msgs)...)
+		if next == "0-0" || next == "" {
+			return claimed, nil
+		}
+		start = next
+	}
+}
+
+// SKUs returns the SKUs that have a log.
+func (s *RedisStock) SKUs(ctx context.Context) ([]string, error) {
+	skus, err := s.rdb.SMembers(ctx, s.skus()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("stock: skus: %w", err)
+	}
+	return skus, nil
+}
+
+// Forget deletes sku's keys: a new sale starts.
+func (s *RedisStock) Forget(ctx context.Context, sku string) error {
+	// The fence stays: a token must never pass it again.
+	if err := s.rdb.Del(ctx, s.keys(sku)[:3]...).Err(); err != nil {
+		return fmt.Errorf("stock: forget: %w", err)
+	}
+	return s.rdb.SRem(ctx, s.skus(), sku).Err()
+}
+
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,37 @@
+-- reserve.lua: KEYS = {state, holdings, log}, ARGV = {epoch, user, key,
+-- quantity, per-user limit (0: none), consumer}.
+-- One buyer's reservation, in one step: check the state's epoch, the stock
+-- and the user's limit, take the units, and append the reservation to the
+-- log, delivered at once to this consumer so that it is pending there
+-- until persisted (and claimable by another consumer if this one dies).
+-- Returns {"ok", id}, {"stale", epoch or ""}, {"sold-out", available} or
+-- {"limit", held}.
+local epoch = redis.call("HGET", KEYS[1], "epoch")
+if epoch ~= ARGV[1] then
+	return {"stale", epoch or ""}
+end
+local qty = tonumber(ARGV[4])
+local available = tonumber(redis.call("HGET", KEYS[1], "available"))
+if available < qty then
+	return {"sold-out", tostring(available)}
+end
+local limit = tonumber(ARGV[5])
+if limit > 0 then
+	local held = tonumber(redis.call("HGET", KEYS[2], ARGV[2]) or "0")
+	if held + qty > limit then
+		return {"limit", tostring(held)}
+	end
+end
+local id = redis.call("XADD", KEYS[3], "*", "user", ARGV[2], "key", ARGV[3], "qty", ARGV[4])
+-- Every earlier entry was delivered the same way, so the one entry this
+-- reads is the one just added.
+local read = redis.pcall("XREADGROUP", "GROUP", "shop", ARGV[6], "COUNT", "1", "STREAMS", KEYS[3], ">")
+if type(read) ~= "table" or read.err then
+	redis.call("XDEL", KEYS[3], id)
+	return {"stale", epoch}
+end
+redis.call("HINCRBY", KEYS[1], "available", -qty)
+if limit > 0 then
+	redis.call("HINCRBY", KEYS[2], ARGV[2], qty)
+end
+return {"ok", id}
