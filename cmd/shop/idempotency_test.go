@@ -25,6 +25,7 @@ import (
 // prefix, and direct handles on both for the checks.
 type shop struct {
 	base   string
+	dsn    string
 	db     *gorm.DB
 	redis  *redis.Client
 	prefix string
@@ -39,7 +40,7 @@ func newShop(t *testing.T, env ...string) *shop {
 	gdb := testinfra.ShopDB(t, dsn)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	t.Cleanup(func() { rdb.Close() })
-	return &shop{base: base, db: gdb, redis: rdb, prefix: r.Prefix}
+	return &shop{base: base, dsn: dsn, db: gdb, redis: rdb, prefix: r.Prefix}
 }
 
 func (s *shop) reset(t *testing.T, sku string, quantity int) {

@@ -5,6 +5,7 @@
 //	shop demo      show every strategy under a flash sale, with nothing installed
 //	shop bench     measure every strategy against real servers
 //	shop echo      serve the HTTP stack alone, the bench's http-echo ceiling
+//	shop reconcile set lua's Redis stock from the database once, and say what it fixed
 package main
 
 import (
@@ -42,6 +43,9 @@ commands:
   bench     measure every strategy against real servers, with a report
   echo      serve the shop's HTTP stack with no backends (the bench's
             http-echo ceiling: the most any strategy can answer here)
+  reconcile run lua's reconciliation once: persist the reservations that
+            dead instances left pending, set Redis's stock from the
+            database, and print what it found and fixed
 
 Run 'shop <command> -h' for the flags of a command. Every flag can also be
 set by its SHOP_* environment variable; a flag wins over the variable.
@@ -74,6 +78,8 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		return bench(ctx, args, getenv, stdout, stderr)
 	case "echo":
 		return echo(ctx, args, getenv, stderr)
+	case "reconcile":
+		return reconcile(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -94,6 +100,24 @@ func migrate(ctx context.Context, args []string, getenv config.Getenv, stderr io
 	}
 	defer db.Close(gdb)
 	return db.Migrate(ctx, gdb)
+}
+
+// reconcile runs lua's reconciliation once and prints its report. It waits
+// for the job's lock at most a few lock TTLs: an instance that holds it runs
+// the job already.
+func reconcile(ctx context.Context, args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
+	cfg, err := config.Load(args, getenv, strategy.Names(), stderr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*cfg.LockTTL+cfg.RequestTimeout)
+	defer cancel()
+	rep, err := app.Reconcile(ctx, cfg, slog.New(slog.NewJSONHandler(stderr, nil)))
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(stdout, rep)
+	return err
 }
 
 // shutdownTimeout bounds how long in-flight requests may finish after a

@@ -14,6 +14,7 @@ import (
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/idempotency"
+	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/strategy"
@@ -23,6 +24,7 @@ import (
 type App struct {
 	Handler  http.Handler
 	backends *strategy.Backends
+	stopJobs func() // stops the background jobs and waits for them
 }
 
 // New opens the backends, migrates the schema and builds the handler.
@@ -38,13 +40,28 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if err != nil {
 		return nil, err
 	}
-	a := &App{backends: b}
+	a := &App{backends: b, stopJobs: func() {}}
 	if err := db.Migrate(ctx, b.DB); err != nil {
 		return nil, errors.Join(err, a.Close())
 	}
 	guard, err := s.Guard(b, cfg)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("strategy %s: %w", cfg.Strategy, err), a.Close())
+	}
+	if l, ok := guard.(*order.Lua); ok {
+		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			reconcileJob(l, func(rep order.Report) {
+				if rep.Fixed() {
+					log.Info("reconciled", slog.Any("report", rep))
+				}
+			}).Every(ctx, jobLocker(b, cfg), reconcileName, cfg.ReconcileEvery, func(err error) {
+				log.Warn("reconcile failed", slog.Any("err", err))
+			})
+		}()
+		a.stopJobs = func() { cancel(); <-done }
 	}
 	a.Handler = httpapi.New(httpapi.Config{
 		Strategy: cfg.Strategy,
@@ -76,5 +93,56 @@ func (a *App) WatchDB() error {
 	return metrics.WatchDB(sqlDB)
 }
 
-// Close closes the backends.
-func (a *App) Close() error { return a.backends.Close() }
+// Close stops the jobs and closes the backends.
+func (a *App) Close() error {
+	a.stopJobs()
+	return a.backends.Close()
+}
+
+// reconcileName is the job of lua's reconciliation, on one instance at a
+// time.
+const reconcileName = "reconcile"
+
+// jobLocker is the lock of the jobs that run on one instance at a time:
+// on the shop's Redis, with the locks' TTL and watchdog.
+func jobLocker(b *strategy.Backends, cfg config.Config) lock.Locker {
+	return lock.NewRedis(b.Redis, &lock.RedisOptions{TTL: cfg.LockTTL, Prefix: cfg.RedisPrefix + "lock:"})
+}
+
+func reconcileJob(l *order.Lua, report func(order.Report)) lock.Job {
+	return func(ctx context.Context, token int64) error {
+		rep, err := l.Reconcile(ctx, token)
+		if err == nil {
+			report(rep)
+		}
+		return err
+	}
+}
+
+// Reconcile runs lua's reconciliation once, by hand, under the lock of the
+// job that `shop serve` runs: it waits while an instance runs it, until ctx
+// ends.
+func Reconcile(ctx context.Context, cfg config.Config, log *slog.Logger) (order.Report, error) {
+	s, err := strategy.Lookup("lua")
+	if err != nil {
+		return order.Report{}, err
+	}
+	if err := s.Require(cfg); err != nil {
+		return order.Report{}, err
+	}
+	b, err := strategy.Open(ctx, cfg, s.Needs, log)
+	if err != nil {
+		return order.Report{}, err
+	}
+	defer b.Close()
+	if err := db.Migrate(ctx, b.DB); err != nil {
+		return order.Report{}, err
+	}
+	guard, err := s.Guard(b, cfg)
+	if err != nil {
+		return order.Report{}, err
+	}
+	var rep order.Report
+	err = reconcileJob(guard.(*order.Lua), func(r order.Report) { rep = r }).Once(ctx, jobLocker(b, cfg), reconcileName, true)
+	return rep, err
+}

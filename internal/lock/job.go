@@ -1,0 +1,72 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+)
+
+// Job is work that must run on one node at a time: a periodic job of a
+// fleet, such as a reconciliation.
+//
+// Each run holds the lock named after the job, as ShedLock does. The run
+// gets the lease's fencing token, to make its writes conditional on, and a
+// ctx that ends once the lease is known lost (paused past its TTL, cut off
+// from the store): a run whose lease was lost must not write, and one that
+// writes before it knows is refused by the fence, once a later holder has
+// written. The watchdog of the lock renews the lease while a run lasts. A
+// node that dies mid-run leaves the lock to expire within its TTL; the next
+// turn of another node then runs the job.
+type Job func(ctx context.Context, token int64) error
+
+// jobLock is the lock name of the job name.
+func jobLock(name string) string { return "job:" + name }
+
+// releaseTimeout bounds a run's release, made even when its ctx has ended.
+const releaseTimeout = 5 * time.Second
+
+// Once runs the job name once under its lock. With wait, it waits for the
+// lock until ctx ends; without, it fails with ErrLocked while another node
+// runs the job.
+func (j Job) Once(ctx context.Context, l Locker, name string, wait bool) (err error) {
+	acquire := l.TryAcquire
+	if wait {
+		acquire = l.Acquire
+	}
+	lease, err := acquire(ctx, jobLock(name))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		lost := lease.Err() // nil while held
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		_ = lease.Release(rctx) // a lost lease expires on its own
+		if lost != nil {
+			err = errors.Join(err, lost)
+		}
+	}()
+	held, cancel := WithLease(ctx, lease)
+	defer cancel()
+	return j(held, lease.Token())
+}
+
+// Every runs the job name about once per interval, on whichever node takes
+// its lock first, until ctx ends. A turn that finds the lock held by
+// another node is skipped. onErr, if not nil, hears of each failed run.
+func (j Job) Every(ctx context.Context, l Locker, name string, interval time.Duration, onErr func(error)) {
+	for {
+		// Jitter, so that the nodes' turns do not fall in step.
+		wait := interval/2 + rand.N(interval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		err := j.Once(ctx, l, name, false)
+		if err != nil && !errors.Is(err, ErrLocked) && ctx.Err() == nil && onErr != nil {
+			onErr(err)
+		}
+	}
+}
