@@ -45,7 +45,7 @@ func newLoadFlags(name string, getenv config.Getenv, stderr io.Writer, usage str
 	fs.DurationVar(&p.Closed.Duration, "closed", 0, "after each burst, a closed loop for this long, stock for every buyer: the most orders/s sustained; 0 skips it")
 	fs.IntVar(&p.Closed.Buyers, "closed-buyers", 64, "buyers in the closed loop, each placing its next order when answered")
 	fs.StringVar(&f.strategies, "strategies", "", "comma-separated strategies to run; empty runs all: "+strings.Join(strategy.Names(), ", "))
-	f.config = config.Flags(fs, getenv, strategy.Names(), true)
+	f.config = config.Flags(fs, getenv, strategy.Names(), config.ForLoad)
 	fs.StringVar(&f.jsonFile, "json", "", "also write every figure as JSON to this file")
 	fs.StringVar(&f.htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
 	return f

@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/db"
 )
 
@@ -42,6 +43,52 @@ type Config struct {
 	PerUserLimit   int           // SHOP_PER_USER_LIMIT; 0 means none
 	ClaimIdle      time.Duration // SHOP_CLAIM_IDLE
 	ReconcileEvery time.Duration // SHOP_RECONCILE_INTERVAL
+	BuyerAuth      string        // SHOP_BUYER_AUTH: AuthNone or AuthJWT
+	JWTSecret      string        // SHOP_JWT_SECRET, the HS256 secret
+	JWTPublicKey   string        // SHOP_JWT_PUBLIC_KEY, a PEM file: RS256 or ES256
+	JWTIssuer      string        // SHOP_JWT_ISSUER; when set, every token must carry it
+	JWTAudience    string        // SHOP_JWT_AUDIENCE; when set, every token must carry it
+	BuyerRate      Rate          // SHOP_BUYER_RATE; zero means no limit
+}
+
+// The values of SHOP_BUYER_AUTH.
+const (
+	// AuthNone takes the buyer from the request's user_id: anyone can act
+	// as anyone. For the demo, load tests and trusted callers.
+	AuthNone = "none"
+	// AuthJWT takes the buyer from a bearer token's sub.
+	AuthJWT = "jwt"
+)
+
+// Rate is N requests per Period; the zero Rate is no limit.
+type Rate struct {
+	N      int
+	Period time.Duration
+}
+
+var ratePeriods = map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}
+
+// ParseRate reads "0" (no limit) or "N/s", "N/m", "N/h".
+func ParseRate(v string) (Rate, error) {
+	if v == "0" {
+		return Rate{}, nil
+	}
+	count, unit, _ := strings.Cut(v, "/")
+	n, err := strconv.Atoi(count)
+	period, ok := ratePeriods[unit]
+	if err != nil || n < 1 || !ok {
+		return Rate{}, fmt.Errorf("%q is not a rate such as 5/s, 100/m or 1000/h, or 0 for none", v)
+	}
+	return Rate{N: n, Period: period}, nil
+}
+
+func (r Rate) String() string {
+	for unit, period := range ratePeriods {
+		if r.N > 0 && r.Period == period {
+			return fmt.Sprintf("%d/%s", r.N, unit)
+		}
+	}
+	return "0"
 }
 
 // Getenv looks up one environment variable, as os.Getenv does.
@@ -56,8 +103,10 @@ type setting struct {
 	server bool
 	// load marks another setting that demo and bench take as a flag.
 	load bool
-	set  func(c *Config, v string) error // parses v into c
-	get  func(c Config) string           // formats it back
+	// token marks a setting that `shop token` takes as a flag.
+	token bool
+	set   func(c *Config, v string) error // parses v into c
+	get   func(c Config) string           // formats it back
 }
 
 // strategyUsage is filled in with the names of the strategies.
@@ -92,6 +141,25 @@ var settings = [...]setting{
 		get: func(c Config) string { return strconv.Itoa(c.PerUserLimit) }},
 	dur("SHOP_CLAIM_IDLE", "claim-idle", "30s", 100*time.Millisecond, "lua: how long a reservation stays pending before another instance takes it over from its dead one and persists it; must outlast SHOP_REQUEST_TIMEOUT", func(c *Config) *time.Duration { return &c.ClaimIdle }),
 	dur("SHOP_RECONCILE_INTERVAL", "reconcile-interval", "5s", 100*time.Millisecond, "lua: how often one instance claims dead instances' reservations and sets Redis's stock from the database", func(c *Config) *time.Duration { return &c.ReconcileEvery }),
+	{env: "SHOP_BUYER_AUTH", flag: "buyer-auth", def: AuthNone, usage: "who the buyer is: jwt (a bearer token's sub) or none (the request's user_id, anyone can act as anyone)",
+		set: func(c *Config, v string) error {
+			if v != AuthNone && v != AuthJWT {
+				return fmt.Errorf("%q is neither %s nor %s", v, AuthJWT, AuthNone)
+			}
+			c.BuyerAuth = v
+			return nil
+		},
+		get: func(c Config) string { return c.BuyerAuth }},
+	token(str("SHOP_JWT_SECRET", "jwt-secret", "", "HS256 secret of buyer tokens, at least 32 bytes", func(c *Config) *string { return &c.JWTSecret })),
+	str("SHOP_JWT_PUBLIC_KEY", "jwt-public-key", "", "PEM file of the RSA (RS256) or ECDSA P-256 (ES256) public key that verifies buyer tokens", func(c *Config) *string { return &c.JWTPublicKey }),
+	token(str("SHOP_JWT_ISSUER", "jwt-issuer", "", "iss that buyer tokens must carry; empty accepts any", func(c *Config) *string { return &c.JWTIssuer })),
+	token(str("SHOP_JWT_AUDIENCE", "jwt-audience", "", "aud that buyer tokens must carry; empty accepts any", func(c *Config) *string { return &c.JWTAudience })),
+	{env: "SHOP_BUYER_RATE", flag: "buyer-rate", def: "0", usage: "requests per buyer to order and refund, such as 5/s, shared by every instance through Redis; 0 means no limit",
+		set: func(c *Config, v string) (err error) {
+			c.BuyerRate, err = ParseRate(v)
+			return err
+		},
+		get: func(c Config) string { return c.BuyerRate.String() }},
 }
 
 func str(env, flag, def, usage string, field func(*Config) *string) setting {
@@ -124,13 +192,14 @@ func dur(env, flag, def string, min time.Duration, usage string, field func(*Con
 
 func server(s setting) setting { s.server, s.load = true, true; return s }
 func load(s setting) setting   { s.load = true; return s }
+func token(s setting) setting  { s.token = true; return s }
 
 // Load builds a Config from defaults, then the environment, then args, and
 // validates it. strategies lists the names the caller can build.
 func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (Config, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(usage)
-	read := Flags(fs, getenv, strategies, false)
+	read := Flags(fs, getenv, strategies, ForServe)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -144,26 +213,38 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 	return c, err
 }
 
-// Flags registers the settings as flags on fs, each defaulting to its SHOP_*
-// variable, else to its built-in default. With serversOnly, as for demo and
-// bench, only the server addresses and the ZooKeeper root become flags, and
-// the addresses default to their variables alone: empty means the server is
-// not configured. The settings that are not flags take their variable or
-// default.
+// Use says which settings a command takes as flags.
+type Use int
+
+const (
+	// ForServe: every setting, as serve and migrate take them.
+	ForServe Use = iota
+	// ForLoad: the server addresses and the ZooKeeper and etcd roots, as
+	// demo and bench take them. The addresses default to their variables
+	// alone: empty means the server is not configured.
+	ForLoad
+	// ForToken: the secret, issuer and audience, as `shop token` signs
+	// with them.
+	ForToken
+)
+
+// Flags registers the settings that use takes as flags on fs, each
+// defaulting to its SHOP_* variable, else to its built-in default. The
+// settings that are not flags take their variable or default.
 //
 // The returned function reads the settings once fs is parsed, and reports
 // every value that does not parse; Validate checks the rest.
-func Flags(fs *flag.FlagSet, getenv Getenv, strategies []string, serversOnly bool) func() (Config, error) {
+func Flags(fs *flag.FlagSet, getenv Getenv, strategies []string, use Use) func() (Config, error) {
 	raw := make([]string, len(settings))
 	for i, s := range settings {
 		raw[i] = s.def
-		if serversOnly && s.server {
+		if use == ForLoad && s.server {
 			raw[i] = ""
 		}
 		if v := getenv(s.env); v != "" {
 			raw[i] = v
 		}
-		if serversOnly && !s.load {
+		if (use == ForLoad && !s.load) || (use == ForToken && !s.token) {
 			continue
 		}
 		usage := s.usage
@@ -196,6 +277,10 @@ func (c Config) Validate(strategies []string) error {
 		if a.addr == "" && a.name == "SHOP_DEBUG_ADDR" {
 			continue
 		}
+		if a.addr == "" && a.name == "SHOP_REDIS_ADDR" && c.BuyerRate.N > 0 {
+			bad("SHOP_BUYER_RATE needs Redis, where every instance counts each buyer's requests: set SHOP_REDIS_ADDR")
+			continue
+		}
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
 			bad("%s: %q is not host:port", a.name, a.addr)
 		}
@@ -226,10 +311,43 @@ func (c Config) Validate(strategies []string) error {
 	if !slices.Contains(strategies, c.Strategy) {
 		bad("SHOP_STRATEGY: unknown strategy %q, want one of %s", c.Strategy, strings.Join(strategies, ", "))
 	}
+	if _, err := c.Verifier(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	return nil
+}
+
+// Verifier builds the verifier of buyer tokens that c describes: nil with
+// SHOP_BUYER_AUTH=none, else from SHOP_JWT_SECRET or SHOP_JWT_PUBLIC_KEY.
+func (c Config) Verifier() (*buyer.Verifier, error) {
+	if c.BuyerAuth != AuthJWT {
+		return nil, nil
+	}
+	k := buyer.Keys{Secret: []byte(c.JWTSecret), Issuer: c.JWTIssuer, Audience: c.JWTAudience}
+	switch {
+	case c.JWTSecret == "" && c.JWTPublicKey == "":
+		return nil, errors.New("SHOP_BUYER_AUTH=jwt needs SHOP_JWT_SECRET (HS256) or SHOP_JWT_PUBLIC_KEY (RS256 or ES256)")
+	case c.JWTSecret != "" && c.JWTPublicKey != "":
+		return nil, errors.New("SHOP_JWT_SECRET and SHOP_JWT_PUBLIC_KEY are both set: buyer tokens are verified with one of them")
+	case c.JWTPublicKey != "":
+		key, err := buyer.ReadPublicKey(c.JWTPublicKey)
+		if err != nil {
+			return nil, fmt.Errorf("SHOP_JWT_PUBLIC_KEY: %w", err)
+		}
+		k.PublicKey = key
+	}
+	v, err := buyer.NewVerifier(k)
+	if err != nil {
+		name := "SHOP_JWT_SECRET"
+		if c.JWTPublicKey != "" {
+			name = "SHOP_JWT_PUBLIC_KEY"
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return v, nil
 }
 
 // Environ returns c as SHOP_* variables, for a child `shop serve`.
@@ -252,7 +370,7 @@ func List(s string) []string {
 	return items
 }
 
-// LogValue masks the admin token and the database password.
+// LogValue masks the admin token, the JWT secret and the database password.
 func (c Config) LogValue() slog.Value {
 	attrs := make([]slog.Attr, len(settings))
 	for i, s := range settings {
@@ -260,7 +378,7 @@ func (c Config) LogValue() slog.Value {
 		switch s.env {
 		case "SHOP_MYSQL_DSN":
 			v = MaskDSN(v)
-		case "SHOP_ADMIN_TOKEN":
+		case "SHOP_ADMIN_TOKEN", "SHOP_JWT_SECRET":
 			v = mask(v)
 		}
 		attrs[i] = slog.String(strings.ToLower(strings.TrimPrefix(s.env, "SHOP_")), v)

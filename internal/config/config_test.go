@@ -1,8 +1,15 @@
 package config_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -55,7 +62,8 @@ func TestRedlockAddrs(t *testing.T) {
 func TestEnvironRoundTrip(t *testing.T) {
 	t.Parallel()
 	want, err := load(t, map[string]string{"SHOP_REDLOCK_ADDRS": "a:1,b:2,c:3", "SHOP_ZK_ADDRS": "zk:2181",
-		"SHOP_LOCK_TTL": "1500ms", "SHOP_PER_USER_LIMIT": "2", "SHOP_ADMIN_TOKEN": "t", "SHOP_DEBUG_ADDR": ""})
+		"SHOP_LOCK_TTL": "1500ms", "SHOP_PER_USER_LIMIT": "2", "SHOP_ADMIN_TOKEN": "t", "SHOP_DEBUG_ADDR": "",
+		"SHOP_BUYER_AUTH": "jwt", "SHOP_JWT_SECRET": strings.Repeat("s", 32), "SHOP_JWT_ISSUER": "i", "SHOP_JWT_AUDIENCE": "a", "SHOP_BUYER_RATE": "5/s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +89,7 @@ func TestServerFlags(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"SHOP_ZK_ADDRS": "zk:2181", "SHOP_LOCK_TTL": "3s"}
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	read := config.Flags(fs, func(k string) string { return env[k] }, strategies, true)
+	read := config.Flags(fs, func(k string) string { return env[k] }, strategies, config.ForLoad)
 	if err := fs.Parse([]string{"--redlock", "a:1,b:2,c:3"}); err != nil {
 		t.Fatal(err)
 	}
@@ -94,5 +102,75 @@ func TestServerFlags(t *testing.T) {
 	}
 	if fs.Lookup("strategy") != nil || fs.Lookup("http") != nil {
 		t.Error("demo's flags include serve's own")
+	}
+}
+
+// TestBuyerSettings: buyer authentication and the buyer rate are checked
+// at start, with errors that name the setting.
+func TestBuyerSettings(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeKey := func(name string, curve elliptic.Curve) string {
+		key, err := ecdsa.GenerateKey(curve, rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	p256, p384 := writeKey("p256.pem", elliptic.P256()), writeKey("p384.pem", elliptic.P384())
+	notKey := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notKey, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secret := strings.Repeat("s", 32)
+	tests := []struct {
+		name string
+		env  map[string]string
+		err  string
+	}{
+		{"default", map[string]string{}, ""},
+		{"jwt with a secret", map[string]string{"SHOP_BUYER_AUTH": "jwt", "SHOP_JWT_SECRET": secret, "SHOP_JWT_ISSUER": "i", "SHOP_JWT_AUDIENCE": "a"}, ""},
+		{"jwt with a P-256 key", map[string]string{"SHOP_BUYER_AUTH": "jwt", "SHOP_JWT_PUBLIC_KEY": p256}, ""},
+		{"unknown auth", map[string]string{"SHOP_BUYER_AUTH": "basic"}, `SHOP_BUYER_AUTH: "basic" is neither jwt nor none`},
+		{"jwt without a key", map[string]string{"SHOP_BUYER_AUTH": "jwt"}, "SHOP_BUYER_AUTH=jwt needs SHOP_JWT_SECRET (HS256) or SHOP_JWT_PUBLIC_KEY"},
+		{"short secret", map[string]string{"SHOP_BUYER_AUTH": "jwt", "SHOP_JWT_SECRET": "short"}, "SHOP_JWT_SECRET: buyer: the HS256 secret has 5 bytes, at least 32"},
+		{"secret and key", map[string]string{"SHOP_BUYER_AUTH": "jwt", "SHOP_JWT_SECRET": secret, "SHOP_JWT_PUBLIC_KEY": p256}, "are both set"},
+		{"no key file", map[string]string{"SHOP_BUYER_AUTH": "jwt", "SHOP_JWT_PUBLIC_KEY": filepath.Join(dir, "missing.pem")}, "SHOP_JWT_PUBLIC_KEY: open"},
+		{"not a key", map[string]string{"SHOP_BUYER_AUTH": "jwt", "SHOP_JWT_PUBLIC_KEY": notKey}, "holds no PEM RSA or ECDSA public key"},
+		{"P-384 key", map[string]string{"SHOP_BUYER_AUTH": "jwt", "SHOP_JWT_PUBLIC_KEY": p384}, "ES256 needs a P-256 key"},
+		{"rate", map[string]string{"SHOP_BUYER_RATE": "5/s"}, ""},
+		{"bad rate", map[string]string{"SHOP_BUYER_RATE": "fast"}, `SHOP_BUYER_RATE: "fast" is not a rate such as 5/s`},
+		{"rate per day", map[string]string{"SHOP_BUYER_RATE": "5/d"}, "SHOP_BUYER_RATE"},
+		{"negative rate", map[string]string{"SHOP_BUYER_RATE": "-1/s"}, "SHOP_BUYER_RATE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.env)
+			if tt.err == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Fatalf("err = %v, want it to mention %q", err, tt.err)
+			}
+		})
+	}
+	// An empty SHOP_REDIS_ADDR comes only from a flag: the variable's empty
+	// value is its default.
+	_, err := config.Load([]string{"--redis="}, func(k string) string {
+		return map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:3306)/d", "SHOP_BUYER_RATE": "5/s"}[k]
+	}, strategies, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "SHOP_BUYER_RATE needs Redis") || strings.Contains(err.Error(), "not host:port") {
+		t.Errorf("err = %v, want SHOP_BUYER_RATE needs Redis alone", err)
+	}
+	if r, err := config.ParseRate("100/m"); err != nil || r != (config.Rate{N: 100, Period: time.Minute}) || r.String() != "100/m" {
+		t.Errorf("100/m: %+v %v", r, err)
 	}
 }

@@ -54,7 +54,7 @@ func TestDemoOnRealServers(t *testing.T) {
 // demoConfig reads the shop's configuration from env as `shop demo` does.
 func demoConfig(t *testing.T, env map[string]string) config.Config {
 	t.Helper()
-	read := config.Flags(flag.NewFlagSet("demo", flag.ContinueOnError), func(k string) string { return env[k] }, strategy.Names(), true)
+	read := config.Flags(flag.NewFlagSet("demo", flag.ContinueOnError), func(k string) string { return env[k] }, strategy.Names(), config.ForLoad)
 	cfg, err := read()
 	if err != nil {
 		t.Fatal(err)
