@@ -89,7 +89,12 @@ func TestBench(t *testing.T) {
 		"--zk", strings.Join(zk.Addrs, ","), "--zk-root", zk.Root, "--etcd", strings.Join(etcd.Endpoints, ","), "--etcd-prefix", etcd.Prefix, "--stock", "10", "--buyers", "60", "--instances", "2",
 		"--baseline", "200ms", "--rate", "40", "--duration", "500ms", "--closed", "500ms", "--closed-buyers", "8", "--json", jsonFile, "--html", htmlFile}
 	var stdout strings.Builder
-	getenv := func(k string) string { return map[string]string{"SHOP_REDIS_PREFIX": redis.Prefix}[k] }
+	// Buyer authentication and a buyer rate limit in the environment do not
+	// reach the children: the bench's buyers carry no token.
+	getenv := func(k string) string {
+		return map[string]string{"SHOP_REDIS_PREFIX": redis.Prefix, "SHOP_BUYER_AUTH": "jwt",
+			"SHOP_JWT_SECRET": strings.Repeat("s", 32), "SHOP_BUYER_RATE": "1/h"}[k]
+	}
 	if err := run(t.Context(), args, getenv, &stdout, io.Discard); err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}

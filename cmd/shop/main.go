@@ -6,6 +6,7 @@
 //	shop bench     measure every strategy against real servers
 //	shop echo      serve the HTTP stack alone, the bench's http-echo ceiling
 //	shop reconcile set lua's Redis stock from the database once, and say what it fixed
+//	shop token     print a buyer token signed with SHOP_JWT_SECRET
 package main
 
 import (
@@ -21,12 +22,14 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stockguard/shop/internal/app"
+	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/httpapi"
@@ -46,6 +49,7 @@ commands:
   reconcile run lua's reconciliation once: persist the reservations that
             dead instances left pending, set Redis's stock from the
             database, and print what it found and fixed
+  token     print a buyer token signed with SHOP_JWT_SECRET: shop token USER [--ttl D]
 
 Run 'shop <command> -h' for the flags of a command. Every flag can also be
 set by its SHOP_* environment variable; a flag wins over the variable.
@@ -80,6 +84,8 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		return echo(ctx, args, getenv, stderr)
 	case "reconcile":
 		return reconcile(ctx, args, getenv, stdout, stderr)
+	case "token":
+		return token(args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -131,6 +137,10 @@ func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.W
 	}
 	log := slog.New(httpapi.LogRequestIDs(slog.NewJSONHandler(stderr, nil)))
 	log.Info("starting", slog.Any("config", cfg))
+	if cfg.BuyerAuth == config.AuthNone {
+		log.Warn("buyer authentication is off (SHOP_BUYER_AUTH=none): the buyer is whatever user_id a request names, " +
+			"so anyone can order, refund and read as anyone; set SHOP_BUYER_AUTH=jwt outside demos and load tests")
+	}
 
 	shop, err := app.New(ctx, cfg, log)
 	if err != nil {
@@ -189,6 +199,56 @@ func listen(ctx context.Context, log *slog.Logger, handler http.Handler, httpAdd
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// tokenTTL is how long a token of `shop token` lasts unless --ttl says.
+const tokenTTL = time.Hour
+
+// token prints a buyer token for user, signed with SHOP_JWT_SECRET, with
+// SHOP_JWT_ISSUER and SHOP_JWT_AUDIENCE when they are set.
+func token(args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: shop token USER [--ttl D]\n\nPrints a buyer token for USER, signed with SHOP_JWT_SECRET (HS256).\n\n")
+		fs.PrintDefaults()
+	}
+	ttl := fs.Duration("ttl", tokenTTL, "how long the token is valid")
+	read := config.Flags(fs, getenv, nil, config.ForToken)
+	var user string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		user, args = args[0], args[1:] // USER may come before the flags
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rest := fs.Args()
+	if user == "" && len(rest) > 0 {
+		user, rest = rest[0], rest[1:]
+	}
+	switch {
+	case len(rest) > 0:
+		return fmt.Errorf("unexpected argument %q", rest[0])
+	case !httpapi.ValidID(user):
+		fs.Usage()
+		return fmt.Errorf("USER must be 1 to %d visible ASCII characters, got %q", httpapi.MaxIDLength, user)
+	case *ttl <= 0:
+		return fmt.Errorf("--ttl %s: must be positive", *ttl)
+	}
+	cfg, err := read()
+	if err != nil {
+		return err
+	}
+	if cfg.JWTSecret == "" {
+		return errors.New("shop token signs with SHOP_JWT_SECRET (or --jwt-secret), which is not set; " +
+			"with SHOP_JWT_PUBLIC_KEY, tokens come from whoever holds the private key")
+	}
+	t, err := buyer.Mint([]byte(cfg.JWTSecret), buyer.Token{Subject: user, TTL: *ttl, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience})
+	if err != nil {
+		return fmt.Errorf("SHOP_JWT_SECRET: %w", err)
+	}
+	_, err = fmt.Fprintln(stdout, t)
+	return err
 }
 
 // debugMux serves pprof and the Prometheus metrics, apart from the public

@@ -170,6 +170,8 @@ func TestConfigErrors(t *testing.T) {
 		{"bad zk", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_ZK_ADDRS": "zk1"}, "SHOP_ZK_ADDRS"},
 		{"zookeeper without servers", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_STRATEGY": "zookeeper"}, "strategy zookeeper needs a ZooKeeper server (--zk or SHOP_ZK_ADDRS)"},
 		{"redlock with one master", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_STRATEGY": "redlock", "SHOP_REDLOCK_ADDRS": "r1:6379"}, "strategy redlock needs SHOP_REDLOCK_ADDRS: at least 3"},
+		{"jwt without a key", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_BUYER_AUTH": "jwt"}, "SHOP_BUYER_AUTH=jwt needs SHOP_JWT_SECRET (HS256) or SHOP_JWT_PUBLIC_KEY (RS256 or ES256)"},
+		{"bad buyer rate", map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_BUYER_RATE": "5"}, "SHOP_BUYER_RATE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,11 +185,12 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestSecretsMasked: the start-up log line carries the config without the
-// database password or the admin token.
+// database password, the admin token or the JWT secret.
 func TestSecretsMasked(t *testing.T) {
 	t.Parallel()
 	var stderr strings.Builder
-	env := map[string]string{"SHOP_MYSQL_DSN": "shop:hunter2@tcp(127.0.0.1:1)/shop?timeout=200ms", "SHOP_ADMIN_TOKEN": "tok-secret", "SHOP_HTTP_ADDR": "127.0.0.1:0"}
+	env := map[string]string{"SHOP_MYSQL_DSN": "shop:hunter2@tcp(127.0.0.1:1)/shop?timeout=200ms", "SHOP_ADMIN_TOKEN": "tok-secret", "SHOP_HTTP_ADDR": "127.0.0.1:0",
+		"SHOP_BUYER_AUTH": "jwt", "SHOP_JWT_SECRET": "jwt-secret-of-at-least-32-bytes-long"}
 	err := run(t.Context(), []string{"serve"}, func(k string) string { return env[k] }, io.Discard, &stderr)
 	if err == nil {
 		t.Fatal("serve with no database should fail")
@@ -196,9 +199,69 @@ func TestSecretsMasked(t *testing.T) {
 	if !strings.Contains(log, `"strategy":"atomic"`) {
 		t.Fatalf("config not logged: %s", log)
 	}
-	for _, secret := range []string{"hunter2", "tok-secret"} {
+	if strings.Contains(log, "buyer authentication is off") {
+		t.Errorf("warned that buyer authentication is off with SHOP_BUYER_AUTH=jwt: %s", log)
+	}
+	for _, secret := range []string{"hunter2", "tok-secret", "jwt-secret"} {
 		if strings.Contains(log, secret) || strings.Contains(err.Error(), secret) {
 			t.Errorf("%q leaked: %s %v", secret, log, err)
 		}
+	}
+}
+
+// TestBuyerAuthOffWarns: with buyer authentication off, as by default,
+// serve says so at start.
+func TestBuyerAuthOffWarns(t *testing.T) {
+	t.Parallel()
+	var stderr strings.Builder
+	env := map[string]string{"SHOP_MYSQL_DSN": "shop:x@tcp(127.0.0.1:1)/shop?timeout=200ms", "SHOP_HTTP_ADDR": "127.0.0.1:0"}
+	if err := run(t.Context(), []string{"serve"}, func(k string) string { return env[k] }, io.Discard, &stderr); err == nil {
+		t.Fatal("serve with no database should fail")
+	}
+	if log := stderr.String(); !strings.Contains(log, `"level":"WARN","msg":"buyer authentication is off (SHOP_BUYER_AUTH=none)`) {
+		t.Errorf("no warning: %s", log)
+	}
+}
+
+// TestToken: a `shop serve` with SHOP_BUYER_AUTH=jwt takes the orders of a
+// token that `shop token` printed, for its user, and refuses the request
+// without it or with one that has expired.
+func TestToken(t *testing.T) {
+	t.Parallel()
+	const secret = "a secret of at least thirty-two bytes"
+	env := func(k string) string {
+		return map[string]string{"SHOP_JWT_SECRET": secret, "SHOP_JWT_ISSUER": "test-issuer", "SHOP_JWT_AUDIENCE": "test-shop"}[k]
+	}
+	mint := func(args ...string) string {
+		t.Helper()
+		var stdout strings.Builder
+		if err := run(t.Context(), append([]string{"token"}, args...), env, &stdout, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(stdout.String())
+	}
+	alice, expired := mint("alice"), mint("--ttl", "1s", "alice")
+	s := newShop(t, "SHOP_BUYER_AUTH=jwt", "SHOP_JWT_SECRET="+secret, "SHOP_JWT_ISSUER=test-issuer", "SHOP_JWT_AUDIENCE=test-shop")
+	s.reset(t, "tok", 5)
+	time.Sleep(2 * time.Second) // until expired has
+	for _, c := range []struct {
+		name, auth string
+		want       int
+	}{{"none", "", 401}, {"expired", "Bearer " + expired, 401}, {"alice", "Bearer " + alice, 201}} {
+		code, body := send(t, "POST", s.base+"/api/v1/orders", `{"sku":"tok","quantity":1}`, "Idempotency-Key", c.name, "Authorization", c.auth)
+		if code != c.want || (code == 201 && !strings.Contains(body, `"user_id":"alice"`)) {
+			t.Errorf("%s: %d %s, want %d", c.name, code, body, c.want)
+		}
+	}
+	if a := s.audit(t, "tok", 0, nil); a.Sold != 1 {
+		t.Errorf("sold %d, want 1", a.Sold)
+	}
+	for _, args := range [][]string{{}, {"a b"}, {"alice", "bob"}, {"alice", "--ttl", "-1s"}} {
+		if err := run(t.Context(), append([]string{"token"}, args...), env, io.Discard, io.Discard); err == nil {
+			t.Errorf("shop token %q: no error", args)
+		}
+	}
+	if err := run(t.Context(), []string{"token", "alice"}, func(string) string { return "" }, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "SHOP_JWT_SECRET") {
+		t.Errorf("shop token without a secret: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/httpapi"
@@ -48,6 +49,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("strategy %s: %w", cfg.Strategy, err), a.Close())
 	}
+	buyers, err := cfg.Verifier()
+	if err != nil {
+		return nil, errors.Join(err, a.Close())
+	}
+	var rate *buyer.Limiter
+	if cfg.BuyerRate.N > 0 {
+		rate = buyer.NewLimiter(b.Redis, cfg.BuyerRate.N, cfg.BuyerRate.Period, cfg.RedisPrefix, log)
+	}
 	if l, ok := guard.(*order.Lua); ok {
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		done := make(chan struct{})
@@ -72,6 +81,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 			PendingTTL: cfg.RequestTimeout + pendingMargin,
 		}),
 		AdminToken:     cfg.AdminToken,
+		Buyers:         buyers,
+		Rate:           rate,
 		RequestTimeout: cfg.RequestTimeout,
 		Ready:          b.Ready,
 		Log:            log,

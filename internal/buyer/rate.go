@@ -2,19 +2,15 @@ package buyer
 
 import (
 	"context"
-	"expvar"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
-)
 
-// FailedOpen counts the requests let through unchecked because Redis did
-// not answer the rate limit, in every Limiter of the process. It is
-// published as the expvar "shop_buyer_rate_failed_open".
-var FailedOpen = expvar.NewInt("shop_buyer_rate_failed_open")
+	"github.com/stockguard/shop/internal/metrics"
+)
 
 // Limiter is a per-buyer rate limit, GCRA in Redis (go-redis/redis_rate),
 // so that every instance on the same Redis shares each buyer's allowance.
@@ -53,7 +49,7 @@ func (e *LimitedError) Is(target error) bool { return target == ErrRateLimited }
 // *LimitedError when there is none left. A nil Limiter allows everything.
 //
 // When Redis fails, Allow lets the request through, logs it and counts it
-// in FailedOpen: a limit that stopped every buyer whenever Redis hiccups
+// in metrics.RateFailedOpen: a limit that stopped every buyer whenever Redis hiccups
 // would do more harm than the bots it holds off. The order path still
 // guards the stock and the per-user limit in the database.
 func (l *Limiter) Allow(ctx context.Context, buyer string) error {
@@ -65,7 +61,7 @@ func (l *Limiter) Allow(ctx context.Context, buyer string) error {
 	case err != nil && ctx.Err() != nil:
 		return ctx.Err()
 	case err != nil:
-		FailedOpen.Add(1)
+		metrics.RateFailedOpen.Inc()
 		l.log.WarnContext(ctx, "rate limit unavailable; letting the request through", slog.String("buyer", buyer), slog.Any("err", err))
 		return nil
 	case res.Allowed == 0:

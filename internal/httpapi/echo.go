@@ -32,7 +32,7 @@ func Echo() *gin.Engine {
 			problem(c, "idempotency-key-missing", err.Error())
 			return
 		}
-		b, ok := orderRequest(c)
+		b, ok := orderRequest(c, false)
 		if !ok {
 			return
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	apispec "github.com/stockguard/shop/api"
+	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
 )
@@ -32,10 +33,15 @@ const (
 
 // Config is what the router needs.
 type Config struct {
-	Strategy       string // its name, for the metrics
-	Orders         *order.Service
-	Idempotency    *idempotency.Store
-	AdminToken     string // empty refuses the admin endpoints
+	Strategy    string // its name, for the metrics
+	Orders      *order.Service
+	Idempotency *idempotency.Store
+	AdminToken  string // empty refuses the admin endpoints
+	// Buyers verifies buyer tokens. With nil, the buyer is the user_id the
+	// request names: anyone can act as anyone.
+	Buyers *buyer.Verifier
+	// Rate limits each buyer's orders and refunds; nil is no limit.
+	Rate           *buyer.Limiter
 	RequestTimeout time.Duration
 	Ready          func(context.Context) error // nil error: ready
 	Log            *slog.Logger
@@ -61,15 +67,64 @@ func New(cfg Config) *gin.Engine {
 	r.GET("/readyz", a.ready)
 	r.GET("/api/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", apispec.OpenAPI) })
 
-	idem := idempotency.Middleware(idempotency.MiddlewareConfig{Store: a.Idempotency, MaxBody: MaxBodyBytes, Fail: a.fail, Log: a.Log})
+	// A buyer's order or refund is authenticated, then admitted (its user
+	// checked against the token's, then the rate limit), and only then
+	// reserved under its Idempotency-Key: a request turned away leaves
+	// nothing under its key.
+	idem := idempotency.Middleware(idempotency.MiddlewareConfig{Store: a.Idempotency, MaxBody: MaxBodyBytes, Admit: a.admit, Fail: a.fail, Log: a.Log})
 	v1 := r.Group("/api/v1", a.timeout)
 	v1.PUT("/stock/:sku", a.admin, a.putStock)
 	v1.GET("/stock/:sku", a.getStock)
-	v1.POST("/orders", a.countOrders, idem, a.postOrder)
-	v1.GET("/orders", a.listOrders)
-	v1.GET("/orders/:id", a.getOrder)
-	v1.POST("/orders/:id/refund", idem, a.refundOrder)
+	v1.POST("/orders", a.countOrders, a.authenticate, idem, a.postOrder)
+	v1.GET("/orders", a.authenticate, a.listOrders)
+	v1.GET("/orders/:id", a.authenticate, a.getOrder)
+	v1.POST("/orders/:id/refund", a.authenticate, idem, a.refundOrder)
 	return r
+}
+
+// buyerKey holds, in the gin context, the subject of the request's token.
+const buyerKey = "buyer"
+
+// authenticate requires a valid buyer token when buyer authentication is
+// on, and keeps its subject for user.
+func (a *api) authenticate(c *gin.Context) {
+	if a.Buyers == nil {
+		return
+	}
+	sub, err := a.Buyers.Verify(c.GetHeader("Authorization"))
+	if err == nil && !ValidID(sub) {
+		err = fmt.Errorf("%w: the token's sub must be 1 to %d visible ASCII characters", buyer.ErrUnauthorized, MaxIDLength)
+	}
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	c.Set(buyerKey, sub)
+}
+
+// user returns whose request this is: the token's subject when buyers are
+// authenticated, else the user the request names. A request that names
+// another user than its token's is forbidden; one that names none is its
+// token's.
+func (a *api) user(c *gin.Context, named string) (string, error) {
+	if a.Buyers == nil {
+		return named, nil
+	}
+	sub := c.GetString(buyerKey)
+	if named != "" && named != sub {
+		return "", fmt.Errorf("%w: user_id %q, token for %q", buyer.ErrForbidden, named, sub)
+	}
+	return sub, nil
+}
+
+// admit decides, before an Idempotency-Key is reserved, whose request this
+// is and whether the buyer's rate allows it.
+func (a *api) admit(c *gin.Context, named string) (string, error) {
+	user, err := a.user(c, named)
+	if err != nil || user == "" {
+		return user, err
+	}
+	return user, a.Rate.Allow(c.Request.Context(), user)
 }
 
 func (a *api) recover(c *gin.Context) {
@@ -173,10 +228,11 @@ func toJSON(o order.Order) orderJSON {
 	return orderJSON{ID: o.ID, SKU: o.SKU, UserID: o.UserID, Quantity: o.Quantity, Status: o.Status, CreatedAt: o.CreatedAt, RefundedAt: o.RefundedAt}
 }
 
-// orderRequest decodes and validates an order's body, or answers 400.
-func orderRequest(c *gin.Context) (orderBody, bool) {
+// orderRequest decodes and validates an order's body, or answers 400. With
+// userOptional, as when a token names the buyer, it may leave user_id out.
+func orderRequest(c *gin.Context, userOptional bool) (orderBody, bool) {
 	var b orderBody
-	if !bind(c, &b) || !validID(c, "sku", b.SKU) || !validID(c, "user_id", b.UserID) {
+	if !bind(c, &b) || !validID(c, "sku", b.SKU) || !optionalID(c, "user_id", b.UserID, userOptional) {
 		return b, false
 	}
 	if b.Quantity < 1 || b.Quantity > MaxQuantity {
@@ -187,12 +243,17 @@ func orderRequest(c *gin.Context) (orderBody, bool) {
 }
 
 func (a *api) postOrder(c *gin.Context) {
-	b, ok := orderRequest(c)
+	b, ok := orderRequest(c, a.Buyers != nil)
 	if !ok {
 		return
 	}
+	user, err := a.user(c, b.UserID)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
 	key, _ := idempotency.ParseKey(c.GetHeader(idempotency.Header)) // checked by the middleware
-	o, replayed, err := a.Orders.Place(c.Request.Context(), order.PlaceRequest{SKU: b.SKU, UserID: b.UserID, Quantity: b.Quantity, IdempotencyKey: key})
+	o, replayed, err := a.Orders.Place(c.Request.Context(), order.PlaceRequest{SKU: b.SKU, UserID: user, Quantity: b.Quantity, IdempotencyKey: key})
 	if err != nil {
 		a.fail(c, err)
 		return
@@ -211,11 +272,16 @@ type refundBody struct {
 func (a *api) refundOrder(c *gin.Context) {
 	id, ok := orderID(c)
 	var b refundBody
-	if !ok || !bind(c, &b) || !validID(c, "user_id", b.UserID) {
+	if !ok || !bind(c, &b) || !optionalID(c, "user_id", b.UserID, a.Buyers != nil) {
+		return
+	}
+	user, err := a.user(c, b.UserID)
+	if err != nil {
+		a.fail(c, err)
 		return
 	}
 	key, _ := idempotency.ParseKey(c.GetHeader(idempotency.Header))
-	o, replayed, err := a.Orders.Refund(c.Request.Context(), id, b.UserID, key)
+	o, replayed, err := a.Orders.Refund(c.Request.Context(), id, user, key)
 	if err != nil {
 		a.fail(c, err)
 		return
@@ -239,9 +305,15 @@ func (a *api) listOrders(c *gin.Context) {
 			return
 		}
 	}
-	r := order.ListRequest{UserID: c.Query("user_id"), SKU: c.Query("sku"), Limit: defaultPage}
-	if !validID(c, "user_id", r.UserID) || (r.SKU != "" && !validID(c, "sku", r.SKU)) ||
+	r := order.ListRequest{SKU: c.Query("sku"), Limit: defaultPage}
+	named := c.Query("user_id")
+	if !optionalID(c, "user_id", named, a.Buyers != nil) || (r.SKU != "" && !validID(c, "sku", r.SKU)) ||
 		!intParam(c, "after", 0, math.MaxInt64, &r.After) {
+		return
+	}
+	var err error
+	if r.UserID, err = a.user(c, named); err != nil {
+		a.fail(c, err)
 		return
 	}
 	var limit int64 = defaultPage
@@ -297,7 +369,13 @@ func (a *api) getOrder(c *gin.Context) {
 	if !ok {
 		return
 	}
-	o, err := a.Orders.Get(c.Request.Context(), id)
+	var o order.Order
+	var err error
+	if a.Buyers != nil {
+		o, err = a.Orders.Owned(c.Request.Context(), id, c.GetString(buyerKey))
+	} else {
+		o, err = a.Orders.Get(c.Request.Context(), id)
+	}
 	if err != nil {
 		a.fail(c, err)
 		return
@@ -332,14 +410,26 @@ func bind(c *gin.Context, v any) bool {
 	return false
 }
 
-// validID accepts 1 to MaxIDLength visible ASCII characters.
-func validID(c *gin.Context, field, v string) bool {
+// ValidID reports whether v, a SKU or a user, is 1 to MaxIDLength visible
+// ASCII characters.
+func ValidID(v string) bool {
 	ok := v != "" && len(v) <= MaxIDLength
 	for i := 0; ok && i < len(v); i++ {
 		ok = v[i] > ' ' && v[i] < 0x7f
 	}
+	return ok
+}
+
+// validID answers 400 unless v is a valid ID.
+func validID(c *gin.Context, field, v string) bool {
+	ok := ValidID(v)
 	if !ok {
 		problem(c, "invalid-request", fmt.Sprintf("%s must be 1 to %d visible ASCII characters", field, MaxIDLength))
 	}
 	return ok
+}
+
+// optionalID is validID, but with optional an empty v is valid too.
+func optionalID(c *gin.Context, field, v string, optional bool) bool {
+	return (optional && v == "") || validID(c, field, v)
 }

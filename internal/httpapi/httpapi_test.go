@@ -38,30 +38,59 @@ func newServer(t testing.TB, adminToken string) *httptest.Server {
 // the database too.
 func newGuarded(t testing.TB, adminToken string, newGuard func(*gorm.DB) order.Guard) (*httptest.Server, *gorm.DB) {
 	t.Helper()
-	r := testinfra.Redis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
-	t.Cleanup(func() { rdb.Close() })
-	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
-	svc := order.NewService(gdb, newGuard(gdb), nil)
-	if _, err := svc.ResetStock(t.Context(), "sku-1", 10); err != nil {
+	w := newWorld(t, newGuard)
+	return w.serve(t, httpapi.Config{AdminToken: adminToken}), w.db
+}
+
+// world is what the instances of one shop share: a fresh database with a
+// stock of 10 under "sku-1", and a Redis prefix.
+type world struct {
+	db       *gorm.DB
+	redis    testinfra.RedisNamespace
+	newGuard func(*gorm.DB) order.Guard
+}
+
+func newWorld(t testing.TB, newGuard func(*gorm.DB) order.Guard) *world {
+	t.Helper()
+	w := &world{redis: testinfra.Redis(t), db: testinfra.ShopDB(t, testinfra.MySQL(t)), newGuard: newGuard}
+	w.reset(t, 10)
+	return w
+}
+
+// reset sets the stock of "sku-1" and deletes its orders.
+func (w *world) reset(t testing.TB, quantity int) {
+	t.Helper()
+	if _, err := order.NewService(w.db, w.newGuard(w.db), nil).ResetStock(t.Context(), "sku-1", quantity); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{
-		Orders:         svc,
-		Idempotency:    idempotency.NewStore(rdb, &idempotency.Options{Prefix: r.Prefix}),
-		AdminToken:     adminToken,
-		RequestTimeout: 5 * time.Second,
-		Ready: func(ctx context.Context) error {
-			sqlDB, err := gdb.DB()
-			if err != nil {
-				return err
-			}
-			return sqlDB.PingContext(ctx)
-		},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}))
+}
+
+// client returns a client of the world's Redis, closed at cleanup.
+func (w *world) client(t testing.TB) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: w.redis.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// serve starts one instance of the shop, with its own guard and Redis
+// client, as cfg says; serve fills in the rest.
+func (w *world) serve(t testing.TB, cfg httpapi.Config) *httptest.Server {
+	t.Helper()
+	cfg.Orders = order.NewService(w.db, w.newGuard(w.db), nil)
+	cfg.Idempotency = idempotency.NewStore(w.client(t), &idempotency.Options{Prefix: w.redis.Prefix})
+	cfg.RequestTimeout = 5 * time.Second
+	cfg.Ready = func(ctx context.Context) error {
+		sqlDB, err := w.db.DB()
+		if err != nil {
+			return err
+		}
+		return sqlDB.PingContext(ctx)
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := httptest.NewServer(httpapi.New(cfg))
 	t.Cleanup(srv.Close)
-	return srv, gdb
+	return srv
 }
 
 type call struct {

@@ -100,7 +100,8 @@ func (a *api) countOrders(c *gin.Context) {
 		outcome = "replayed"
 	case status == http.StatusCreated:
 		outcome = "created"
-	case problem == "sold-out", problem == "limit-reached", problem == "busy":
+	case problem == "sold-out", problem == "limit-reached", problem == "busy",
+		problem == "unauthorized", problem == "forbidden", problem == "rate-limited":
 		outcome = problem
 	case problem == "idempotency-key-reused":
 		outcome = "key-reused"

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
@@ -30,7 +33,8 @@ var problems = map[string]struct {
 }{
 	"invalid-request":         {http.StatusBadRequest, "The request is invalid"},
 	"idempotency-key-missing": {http.StatusBadRequest, "Idempotency-Key header is required"},
-	"unauthorized":            {http.StatusUnauthorized, "Missing or bad admin token"},
+	"unauthorized":            {http.StatusUnauthorized, "Missing or bad token"},
+	"forbidden":               {http.StatusForbidden, "The request names another user than its token"},
 	"not-found":               {http.StatusNotFound, "Not found"},
 	"method-not-allowed":      {http.StatusMethodNotAllowed, "Method not allowed"},
 	"sold-out":                {http.StatusConflict, "Not enough stock"},
@@ -38,11 +42,13 @@ var problems = map[string]struct {
 	"already-refunded":        {http.StatusConflict, "The order is already refunded"},
 	"limit-reached":           {http.StatusConflict, "Per-user limit reached"},
 	"idempotency-key-reused":  {http.StatusUnprocessableEntity, "Idempotency-Key reused with a different request"},
+	"rate-limited":            {http.StatusTooManyRequests, "Too many requests from this buyer"},
 	"busy":                    {http.StatusServiceUnavailable, "Busy, try again"},
 	"internal":                {http.StatusInternalServerError, "Internal error"},
 }
 
-// retryAfter is the Retry-After, in seconds, sent with busy.
+// retryAfter is the Retry-After, in seconds, sent with busy and
+// request-in-progress.
 const retryAfter = "1"
 
 // problem writes the problem of type slug and aborts the request.
@@ -54,6 +60,9 @@ func problem(c *gin.Context, slug, detail string) {
 	if slug == "busy" || slug == "request-in-progress" {
 		c.Header("Retry-After", retryAfter)
 	}
+	if slug == "unauthorized" && c.Writer.Header().Get("WWW-Authenticate") == "" {
+		c.Header("WWW-Authenticate", `Bearer realm="stockguard"`)
+	}
 	c.Header("Content-Type", "application/problem+json")
 	c.Set(problemKey, slug)
 	c.AbortWithStatusJSON(p.status, Problem{Type: slug, Title: p.title, Status: p.status, Detail: detail, Instance: c.Request.URL.Path})
@@ -62,7 +71,16 @@ func problem(c *gin.Context, slug, detail string) {
 // fail maps an error from the layers below to its problem: the one place
 // where domain errors meet HTTP.
 func (a *api) fail(c *gin.Context, err error) {
+	var limited *buyer.LimitedError
 	switch {
+	case errors.Is(err, buyer.ErrUnauthorized):
+		problem(c, "unauthorized", err.Error())
+	case errors.Is(err, buyer.ErrForbidden):
+		problem(c, "forbidden", err.Error())
+	case errors.As(err, &limited):
+		// Whole seconds, rounded up: a client that waits that long is let in.
+		c.Header("Retry-After", strconv.FormatInt(int64(max(limited.RetryAfter, time.Second)+time.Second-1)/int64(time.Second), 10))
+		problem(c, "rate-limited", err.Error())
 	case errors.Is(err, idempotency.ErrKeyMissing):
 		problem(c, "idempotency-key-missing", err.Error())
 	case errors.Is(err, idempotency.ErrKeyInvalid):

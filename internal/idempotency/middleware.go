@@ -25,15 +25,21 @@ type MiddlewareConfig struct {
 	// MaxBody is the largest body fingerprinted; a larger one is left to the
 	// handler to refuse.
 	MaxBody int64
+	// Admit, if set, says whose request this is, given the user_id the body
+	// names ("" for none), before anything is reserved under the key. Its
+	// error ends the request, written by Fail, with nothing stored. Without
+	// Admit, the user is the one the body names.
+	Admit func(c *gin.Context, named string) (user string, err error)
 	// Fail writes the response for ErrKeyMissing, ErrKeyInvalid,
-	// ErrInProgress and ErrKeyReused.
+	// ErrInProgress and ErrKeyReused, and for Admit's errors.
 	Fail func(*gin.Context, error)
 	Log  *slog.Logger
 }
 
 // Middleware requires an Idempotency-Key on the route and answers a repeat
 // of a request with the first response. The request body must be a JSON
-// object with a "user_id": keys are scoped per user and per route.
+// object; keys are scoped per route and per user, the body's "user_id" or
+// the one Admit says. A request with no user is left to the handler.
 //
 // Only final answers are stored: 2xx and 4xx. A 5xx (such as 503 busy)
 // decided nothing, so its key is released for a retry. When Redis fails, the
@@ -58,6 +64,16 @@ func Middleware(cfg MiddlewareConfig) gin.HandlerFunc {
 		}
 		user, fp, ok := Fingerprint(c.Request.Method, c.Request.URL.Path, body)
 		if !ok {
+			c.Next()
+			return
+		}
+		if cfg.Admit != nil {
+			if user, err = cfg.Admit(c, user); err != nil {
+				cfg.Fail(c, err)
+				return
+			}
+		}
+		if user == "" {
 			c.Next()
 			return
 		}
@@ -133,8 +149,9 @@ func (r *recorder) WriteString(s string) (int, error) {
 }
 
 // Fingerprint hashes the canonical form of a request: method, path, user and
-// the body's fields, whatever their order or spacing. ok is false when the
-// body is not a JSON object with a string user_id.
+// the body's fields, whatever their order or spacing. user is the body's
+// user_id, "" when it has none. ok is false when the body is not a JSON
+// object, or its user_id is not a string.
 func Fingerprint(method, path string, body []byte) (user, fp string, ok bool) {
 	var fields map[string]any
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -142,9 +159,10 @@ func Fingerprint(method, path string, body []byte) (user, fp string, ok bool) {
 	if dec.Decode(&fields) != nil {
 		return "", "", false
 	}
-	user, ok = fields["user_id"].(string)
-	if !ok {
-		return "", "", false
+	if v, named := fields["user_id"]; named {
+		if user, ok = v.(string); !ok {
+			return "", "", false
+		}
 	}
 	canonical, err := json.Marshal(fields) // map keys come out sorted
 	if err != nil {

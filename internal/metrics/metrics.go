@@ -36,8 +36,8 @@ var (
 	// ("unmatched" for none), method and status.
 	HTTPRequests = histogram("shop_http_request_duration_seconds", "Latency of the API's requests.", latency, "route", "method", "status")
 	// Orders counts the answers to order requests, by strategy and outcome:
-	// created, replayed, sold-out, limit-reached, busy, key-reused,
-	// in-progress, invalid or error.
+	// created, replayed, sold-out, limit-reached, busy, unauthorized,
+	// forbidden, rate-limited, key-reused, in-progress, invalid or error.
 	Orders = counter("shop_orders_total", "Answers to order requests, by outcome.", "strategy", "outcome")
 	// Idempotency counts what the Idempotency-Key store answered, where it
 	// did not let a request through as new: a stored response replayed, a
@@ -45,6 +45,11 @@ var (
 	// request, or the store unavailable (the database's unique index then
 	// guards alone).
 	Idempotency = counter("shop_idempotency_total", "Idempotency-Key store answers other than a new request.", "result")
+
+	// RateFailedOpen counts requests let through the per-buyer rate limit
+	// unchecked because Redis did not answer it.
+	RateFailedOpen = register(prometheus.NewCounter(prometheus.CounterOpts{Name: "shop_buyer_rate_failed_open_total",
+		Help: "Requests let through the per-buyer rate limit unchecked because Redis did not answer."}))
 
 	// BatchSize is how many buyers one group-commit transaction answered.
 	BatchSize = histogram("shop_batch_size", "Buyers answered by one group-commit transaction.",

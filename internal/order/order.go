@@ -4,7 +4,6 @@
 package order
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -186,9 +185,9 @@ func (purchase) TableName() string { return "user_purchases" }
 // not own the order is told it does not exist. A refund already made under
 // the same idempotency key is returned with replayed set.
 func (s *Service) Refund(ctx context.Context, id int64, userID, key string) (o Order, replayed bool, err error) {
-	o, err = s.Get(ctx, id)
-	if err != nil || o.UserID != userID {
-		return Order{}, false, cmp.Or(err, fmt.Errorf("%w: %d", ErrNotFound, id))
+	o, err = s.Owned(ctx, id, userID)
+	if err != nil {
+		return Order{}, false, err
 	}
 	if o.Status == StatusCreated {
 		refundedAt := time.Now().UTC()
@@ -269,8 +268,18 @@ func (s *Service) List(ctx context.Context, r ListRequest) ([]Order, error) {
 
 // Get reads one order.
 func (s *Service) Get(ctx context.Context, id int64) (Order, error) {
+	return take(s.db.WithContext(ctx).Where("id = ?", id), id)
+}
+
+// Owned reads one order of userID: another user's order is not found, as
+// one that does not exist.
+func (s *Service) Owned(ctx context.Context, id int64, userID string) (Order, error) {
+	return take(s.db.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID), id)
+}
+
+func take(q *gorm.DB, id int64) (Order, error) {
 	var o Order
-	err := s.db.WithContext(ctx).Take(&o, id).Error
+	err := q.Take(&o).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Order{}, fmt.Errorf("%w: %d", ErrNotFound, id)
 	}

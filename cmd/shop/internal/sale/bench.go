@@ -36,7 +36,7 @@ type Bench struct {
 // Run runs the bench. It returns the error of a bad plan before it starts
 // anything.
 func (b Bench) Run(ctx context.Context) (*loadtest.Report, error) {
-	cfg := b.Config
+	cfg := anyBuyer(b.Config)
 	var missing []error
 	if cfg.MySQLDSN == "" {
 		missing = append(missing, errors.New("bench needs a MySQL server: --mysql or SHOP_MYSQL_DSN"))

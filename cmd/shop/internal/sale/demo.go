@@ -39,7 +39,7 @@ func (d Demo) Run(ctx context.Context) (*loadtest.Report, error) {
 	if err := validate(d.Plan); err != nil {
 		return nil, err
 	}
-	cfg := d.Config
+	cfg := anyBuyer(d.Config)
 	var cleanup []func()
 	defer func() {
 		for _, c := range cleanup {

@@ -39,7 +39,9 @@ func TestDemo(t *testing.T) {
 }
 
 // TestDemoOnRealServers runs the demo as it runs with SHOP_* set: on MySQL,
-// Redis and ZooKeeper, every strategy.
+// Redis and ZooKeeper, every strategy. Buyer authentication and a buyer
+// rate limit in the environment are left out: the demo's buyers carry no
+// token.
 func TestDemoOnRealServers(t *testing.T) {
 	t.Parallel()
 	redis, etcd := testinfra.Redis(t), testinfra.Etcd(t)
@@ -47,7 +49,8 @@ func TestDemoOnRealServers(t *testing.T) {
 		Plan: loadtest.Plan{Instances: 3, Stock: 20, Burst: loadtest.Burst{Buyers: 200}},
 		Config: demoConfig(t, map[string]string{"SHOP_MYSQL_DSN": testinfra.MySQL(t), "SHOP_REDIS_ADDR": redis.Addr,
 			"SHOP_REDIS_PREFIX": redis.Prefix, "SHOP_ZK_ADDRS": strings.Join(testinfra.ZooKeeper(t).Addrs, ","),
-			"SHOP_ETCD_ADDRS": strings.Join(etcd.Endpoints, ","), "SHOP_ETCD_PREFIX": etcd.Prefix}),
+			"SHOP_ETCD_ADDRS": strings.Join(etcd.Endpoints, ","), "SHOP_ETCD_PREFIX": etcd.Prefix,
+			"SHOP_BUYER_AUTH": "jwt", "SHOP_JWT_SECRET": strings.Repeat("s", 32), "SHOP_BUYER_RATE": "1/h"}),
 	}, true)
 }
 

@@ -17,9 +17,19 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/loadtest"
 )
+
+// anyBuyer returns cfg with buyer authentication and the per-buyer rate
+// limit off, whatever the environment says. The demo and the bench measure
+// the strategies: their buyers name themselves in the body, with no token,
+// and a closed loop sends one buyer's next order as soon as it is answered.
+func anyBuyer(cfg config.Config) config.Config {
+	cfg.BuyerAuth, cfg.BuyerRate = config.AuthNone, config.Rate{}
+	return cfg
+}
 
 // validate checks the plan, and that it names only known strategies.
 func validate(p loadtest.Plan) error {
