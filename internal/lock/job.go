@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"time"
+
+	"github.com/stockguard/shop/internal/metrics"
 )
 
 // Job is work that must run on one node at a time: a periodic job of a
@@ -38,14 +40,22 @@ func (j Job) Once(ctx context.Context, l Locker, name string, wait bool) (err er
 	if err != nil {
 		return err
 	}
+	running := metrics.JobRunning.WithLabelValues(name)
+	running.Set(1)
 	defer func() {
+		running.Set(0)
 		lost := lease.Err() // nil while held
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
 		_ = lease.Release(rctx) // a lost lease expires on its own
-		if lost != nil {
-			err = errors.Join(err, lost)
+		result := "ok"
+		switch {
+		case lost != nil:
+			err, result = errors.Join(err, lost), "lost"
+		case err != nil:
+			result = "failed"
 		}
+		metrics.JobRuns.WithLabelValues(name, result).Inc()
 	}()
 	held, cancel := WithLease(ctx, lease)
 	defer cancel()
@@ -56,6 +66,10 @@ func (j Job) Once(ctx context.Context, l Locker, name string, wait bool) (err er
 // its lock first, until ctx ends. A turn that finds the lock held by
 // another node is skipped. onErr, if not nil, hears of each failed run.
 func (j Job) Every(ctx context.Context, l Locker, name string, interval time.Duration, onErr func(error)) {
+	for _, result := range []string{"ok", "failed", "lost"} {
+		metrics.JobRuns.WithLabelValues(name, result)
+	}
+	metrics.JobRunning.WithLabelValues(name)
 	for {
 		// Jitter, so that the nodes' turns do not fall in step.
 		wait := interval/2 + rand.N(interval)

@@ -51,6 +51,26 @@ var (
 	RateFailedOpen = register(prometheus.NewCounter(prometheus.CounterOpts{Name: "shop_buyer_rate_failed_open_total",
 		Help: "Requests let through the per-buyer rate limit unchecked because Redis did not answer."}))
 
+	// JobRuns counts the turns of the jobs that run on one instance at a
+	// time (lock.Job) that this process ran, by job and result: ok, failed,
+	// or lost, when the lease ended before the run did.
+	JobRuns = counter("shop_job_runs_total", "Turns of single-instance jobs this process ran, by result.", "job", "result")
+	// JobRunning is 1 while this process runs a turn of the job.
+	JobRunning = register(prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shop_job_running",
+		Help: "1 while this process runs a turn of the single-instance job."}, []string{"job"}))
+
+	// LuaPending is how many lua reservations were in the recovery logs and
+	// not yet in the database, at the last reconcile this process ran.
+	LuaPending = register(prometheus.NewGauge(prometheus.GaugeOpts{Name: "shop_lua_pending_reservations",
+		Help: "lua reservations logged in Redis and not yet in the database, at this process's last reconcile."}))
+	// LuaClaimed counts the reservations this process's reconciles took
+	// over from dead instances, by result: persisted, or released (refused
+	// by the database, or already there).
+	LuaClaimed = counter("shop_lua_claimed_total", "lua reservations claimed from dead instances, by result.", "result")
+	// LuaCorrections counts the SKU states this process's reconciles
+	// changed, by reason: missing, epoch (another epoch's) or drift.
+	LuaCorrections = counter("shop_lua_reconcile_corrections_total", "SKU states in Redis that reconcile set anew, by reason.", "reason")
+
 	// BatchSize is how many buyers one group-commit transaction answered.
 	BatchSize = histogram("shop_batch_size", "Buyers answered by one group-commit transaction.",
 		prometheus.ExponentialBuckets(1, 2, 8), "strategy")
