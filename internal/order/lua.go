@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -78,6 +79,12 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 		limit: o.PerUserLimit, idle: o.ClaimIdle, rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), fixing: make(map[string]bool)}
 	l.w.settle = l.settle
+	for _, result := range []string{"persisted", "released"} {
+		metrics.LuaClaimed.WithLabelValues(result)
+	}
+	for _, reason := range []string{"missing", "epoch", "drift"} {
+		metrics.LuaCorrections.WithLabelValues(reason)
+	}
 	return l
 }
 
@@ -103,6 +110,8 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, limit int) (Order, bool
 			}
 		case errors.Is(err, stock.ErrSoldOut):
 			return Order{}, false, fmt.Errorf("order: place: %w", err)
+		case errors.Is(err, stock.ErrKeyReused):
+			return Order{}, false, fmt.Errorf("order: place: %w: %w", ErrKeyReused, err)
 		case errors.Is(err, stock.ErrOverLimit):
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", ErrLimitReached, err)
 		default: // Redis is down, or the state keeps changing: nothing was taken
@@ -159,7 +168,10 @@ func (l *Lua) settle(sku string, batch []*pending, answers []placed) {
 	refused := false
 	for i, p := range batch {
 		r := stock.Reservation{ID: p.entry, UserID: p.r.UserID, Key: p.r.IdempotencyKey, Quantity: p.r.Quantity}
-		if a := answers[i]; a.err == nil && !a.replayed {
+		// A replay is kept too: a buyer's retry takes over its own
+		// reservation (see reserve.lua), so the key's order is this
+		// reservation's.
+		if answers[i].err == nil {
 			kept = append(kept, r)
 			continue
 		}
@@ -290,7 +302,21 @@ type Reconciled struct {
 }
 
 // Fixed reports whether the state changed.
-func (r Reconciled) Fixed() bool { return r.Rebuilt != "" || r.Before == nil || *r.Before != r.After }
+func (r Reconciled) Fixed() bool { return r.reason() != "" }
+
+// reason is why the state changed, for the metrics: missing, epoch or
+// drift; empty if it did not.
+func (r Reconciled) reason() string {
+	switch {
+	case r.Before == nil || r.Rebuilt == "missing":
+		return "missing"
+	case r.Rebuilt != "":
+		return "epoch"
+	case *r.Before != r.After:
+		return "drift"
+	}
+	return ""
+}
 
 func (r Reconciled) String() string {
 	before := "none"
@@ -437,21 +463,30 @@ func (l *Lua) Reconcile(ctx context.Context, token int64) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
+		persisted := l.persist(ctx, sku, claimed)
 		rep.Claimed += len(claimed)
-		rep.Persisted += l.persist(ctx, sku, claimed)
+		rep.Persisted += persisted
+		metrics.LuaClaimed.WithLabelValues("persisted").Add(float64(persisted))
+		metrics.LuaClaimed.WithLabelValues("released").Add(float64(len(claimed) - persisted))
 	}
 	var sold []string
 	err = l.db.WithContext(ctx).Raw(`SELECT e.sku FROM stock_epochs e JOIN stock_items s ON s.sku = e.sku ORDER BY e.sku`).Scan(&sold).Error
 	if err != nil {
 		return rep, fmt.Errorf("order: reconcile: %w", err)
 	}
+	pending := 0
 	for _, sku := range sold {
 		rec, err := l.rebuild(ctx, sku, token)
 		if err != nil {
 			return rep, err
 		}
 		rep.SKUs = append(rep.SKUs, rec)
+		pending += rec.Pending
+		if reason := rec.reason(); reason != "" {
+			metrics.LuaCorrections.WithLabelValues(reason).Inc()
+		}
 	}
+	metrics.LuaPending.Set(float64(pending))
 	return rep, nil
 }
 

@@ -38,6 +38,9 @@ var (
 	// ErrOverLimit means the user's reservations would pass the per-user
 	// limit.
 	ErrOverLimit = errors.New("stock: per-user limit")
+	// ErrKeyReused means the buyer's Idempotency-Key has a reservation in
+	// the log for another quantity.
+	ErrKeyReused = errors.New("stock: idempotency key reserved for another quantity")
 )
 
 // Reservation is one buyer's units taken in Redis and logged in the SKU's
@@ -72,7 +75,16 @@ func NewRedisStock(rdb redis.UniversalClient, prefix string) *RedisStock {
 	return &RedisStock{rdb: rdb, prefix: prefix, consumer: "c-" + strings.ToLower(rand.Text()[:12])}
 }
 
-// keys returns a SKU's keys: state, holdings, log, fence. The braces make
+// The indexes of a SKU's keys.
+const (
+	kState = iota
+	kHoldings
+	kLog
+	kFence
+	kKeys // each logged reservation's entry, by user and Idempotency-Key
+)
+
+// keys returns a SKU's keys, by the indexes above. The braces make
 // the SKU the hash tag; a SKU with braces of its own is hex-encoded, so
 // that they cannot end the tag early.
 func (s *RedisStock) keys(sku string) []string {
@@ -81,7 +93,7 @@ func (s *RedisStock) keys(sku string) []string {
 		tag = hex.EncodeToString([]byte(sku))
 	}
 	k := s.prefix + "lua:{" + tag + "}:"
-	return []string{k + "state", k + "holdings", k + "log", k + "fence"}
+	return []string{k + "state", k + "holdings", k + "log", k + "fence", k + "keys"}
 }
 
 // skus is the set of SKUs that have a log, for Claim.
@@ -92,7 +104,8 @@ func (s *RedisStock) skus() string { return s.prefix + "lua:skus" }
 // reservation, pending for this process. It returns the reservation's id,
 // or ErrStale, ErrSoldOut or ErrOverLimit.
 func (s *RedisStock) Reserve(ctx context.Context, sku string, epoch int64, r Reservation, limit int) (string, error) {
-	v, err := reserveScript.Run(ctx, s.rdb, s.keys(sku)[:3], epoch, r.UserID, r.Key, r.Quantity, limit, s.consumer).StringSlice()
+	k := s.keys(sku)
+	v, err := reserveScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, epoch, r.UserID, r.Key, r.Quantity, limit, s.consumer).StringSlice()
 	if err != nil {
 		return "", fmt.Errorf("stock: reserve: %w", err)
 	}
@@ -103,6 +116,8 @@ func (s *RedisStock) Reserve(ctx context.Context, sku string, epoch int64, r Res
 		return "", fmt.Errorf("%w: %s: epoch %q, want %d", ErrStale, sku, v[1], epoch)
 	case "sold-out":
 		return "", fmt.Errorf("%w: %s", ErrSoldOut, sku)
+	case "reused":
+		return "", fmt.Errorf("%w: %s's key %q has reservation %s", ErrKeyReused, r.UserID, r.Key, v[1])
 	default:
 		return "", fmt.Errorf("%w: %s holds %s of %s, the limit is %d", ErrOverLimit, r.UserID, v[1], sku, limit)
 	}
@@ -115,12 +130,13 @@ func (s *RedisStock) Reserve(ctx context.Context, sku string, epoch int64, r Res
 func (s *RedisStock) Settle(ctx context.Context, sku string, kept, released []Reservation, limited bool) (int, error) {
 	args := []any{flag(limited)}
 	for _, r := range kept {
-		args = append(args, r.ID, r.Quantity, r.UserID, 0)
+		args = append(args, r.ID, r.Quantity, r.UserID, r.Key, 0)
 	}
 	for _, r := range released {
-		args = append(args, r.ID, r.Quantity, r.UserID, 1)
+		args = append(args, r.ID, r.Quantity, r.UserID, r.Key, 1)
 	}
-	n, err := settleScript.Run(ctx, s.rdb, s.keys(sku)[:3], args...).Int()
+	k := s.keys(sku)
+	n, err := settleScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("stock: settle: %w", err)
 	}
@@ -243,7 +259,7 @@ func (s *RedisStock) Claim(ctx context.Context, sku string, idle time.Duration) 
 	start := "0-0"
 	for {
 		msgs, next, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-			Stream: s.keys(sku)[2], Group: group, Consumer: s.consumer, MinIdle: idle, Start: start, Count: 100,
+			Stream: s.keys(sku)[kLog], Group: group, Consumer: s.consumer, MinIdle: idle, Start: start, Count: 100,
 		}).Result()
 		if err != nil {
 			if strings.HasPrefix(err.Error(), "NOGROUP") {
@@ -271,7 +287,8 @@ func (s *RedisStock) SKUs(ctx context.Context) ([]string, error) {
 // Forget deletes sku's keys: a new sale starts.
 func (s *RedisStock) Forget(ctx context.Context, sku string) error {
 	// The fence stays: a token must never pass it again.
-	if err := s.rdb.Del(ctx, s.keys(sku)[:3]...).Err(); err != nil {
+	k := s.keys(sku)
+	if err := s.rdb.Del(ctx, k[kState], k[kHoldings], k[kLog], k[kKeys]).Err(); err != nil {
 		return fmt.Errorf("stock: forget: %w", err)
 	}
 	return s.rdb.SRem(ctx, s.skus(), sku).Err()

@@ -1,14 +1,34 @@
--- reserve.lua: KEYS = {state, holdings, log}, ARGV = {epoch, user, key,
--- quantity, per-user limit (0: none), consumer}.
+-- reserve.lua: KEYS = {state, holdings, log, keys}, ARGV = {epoch, user,
+-- key, quantity, per-user limit (0: none), consumer}.
 -- One buyer's reservation, in one step: check the state's epoch, the stock
 -- and the user's limit, take the units, and append the reservation to the
 -- log, delivered at once to this consumer so that it is pending there
 -- until persisted (and claimable by another consumer if this one dies).
--- Returns {"ok", id}, {"stale", epoch or ""}, {"sold-out", available} or
--- {"limit", held}.
+-- A buyer's retry whose reservation is still in the log (its batch failed,
+-- or its process died) takes that reservation over rather than units of
+-- another buyer: keys maps each logged reservation's user and key to its
+-- entry.
+-- Returns {"ok", id}, {"stale", epoch or ""}, {"sold-out", available},
+-- {"limit", held} or {"reused", id}, when the key's reservation is for
+-- another quantity.
 local epoch = redis.call("HGET", KEYS[1], "epoch")
 if epoch ~= ARGV[1] then
 	return {"stale", epoch or ""}
+end
+local field = ARGV[2] .. "\n" .. ARGV[3]
+local prior = redis.call("HGET", KEYS[4], field)
+if prior then
+	local e = redis.call("XRANGE", KEYS[3], prior, prior)[1]
+	if e then
+		for j = 1, #e[2], 2 do
+			if e[2][j] == "qty" and e[2][j + 1] ~= ARGV[4] then
+				return {"reused", prior}
+			end
+		end
+		redis.call("XCLAIM", KEYS[3], "shop", ARGV[6], 0, prior)
+		return {"ok", prior}
+	end
+	redis.call("HDEL", KEYS[4], field)
 end
 local qty = tonumber(ARGV[4])
 local available = tonumber(redis.call("HGET", KEYS[1], "available"))
@@ -31,6 +51,7 @@ if type(read) ~= "table" or read.err then
 	return {"stale", epoch}
 end
 redis.call("HINCRBY", KEYS[1], "available", -qty)
+redis.call("HSET", KEYS[4], field, id)
 if limit > 0 then
 	redis.call("HINCRBY", KEYS[2], ARGV[2], qty)
 end

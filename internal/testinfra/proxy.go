@@ -82,6 +82,14 @@ func (p *Proxy) Cut() {
 	}
 }
 
+// Mend accepts and forwards new connections again after Cut, as a
+// server back from a restart does.
+func (p *Proxy) Mend() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+}
+
 func (p *Proxy) accept() {
 	for {
 		client, err := p.ln.Accept()

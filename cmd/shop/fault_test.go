@@ -1,0 +1,367 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// The fault tests run lua on three `shop serve` processes, over a Redis of
+// the test's own, which it can kill and start empty, and over MySQL through
+// a proxy, which it can cut: the test's MariaDB is shared with the other
+// tests, so the proxy stands in for stopping it, and the shop sees what a
+// stopped server shows, its connections reset and new ones refused. Buyers
+// retry with their key until they get an answer that is not busy, as a
+// client should. Each test audits the database afterwards: 0 oversold, a
+// row for every 201, no duplicate, and, after one reconcile, 0 undersold
+// and Redis's available equal to the database's.
+
+const (
+	faultStock  = 150
+	faultBuyers = 450
+	// faultArrival spreads the buyers' arrivals, so that the fault lands
+	// mid-burst.
+	faultArrival = 4 * time.Millisecond
+)
+
+// faultSale is lua on three shop processes.
+type faultSale struct {
+	dsn    string // through the proxy
+	gdb    *gorm.DB
+	redis  *testinfra.Server
+	rdb    *redis.Client
+	prefix string
+	proxy  *testinfra.Proxy
+	shops  []*faultShop
+}
+
+type faultShop struct {
+	base, debug string
+	cmd         *exec.Cmd
+}
+
+func newFaultSale(t *testing.T) *faultSale {
+	t.Helper()
+	direct := testinfra.MySQL(t)
+	cfg, err := mysql.ParseDSN(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testinfra.StartProxy(t, cfg.Addr)
+	cfg.Addr = proxy.Addr()
+	s := &faultSale{dsn: cfg.FormatDSN(), gdb: testinfra.ShopDB(t, direct), redis: testinfra.StartRedis(t), proxy: proxy, prefix: "shop:"}
+	s.rdb = redis.NewClient(&redis.Options{Addr: s.redis.Addr()})
+	t.Cleanup(func() { s.rdb.Close() })
+	env := []string{"SHOP_MYSQL_DSN=" + s.dsn, "SHOP_REDIS_ADDR=" + s.redis.Addr(), "SHOP_REDIS_PREFIX=" + s.prefix,
+		"SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=lua", "SHOP_REQUEST_TIMEOUT=2s", "SHOP_CLAIM_IDLE=3s",
+		"SHOP_RECONCILE_INTERVAL=300ms", "SHOP_LOCK_TTL=1s"}
+	for range 3 {
+		addrs, cmd := runShop(t, "--debug=127.0.0.1:0", env)
+		s.shops = append(s.shops, &faultShop{base: "http://" + addrs[0], debug: "http://" + addrs[1], cmd: cmd})
+	}
+	return s
+}
+
+// told is what the buyers of one burst were told.
+type told struct {
+	acked   []int64
+	soldOut int
+}
+
+// burst sells sku to faultBuyers buyers arriving over about two seconds,
+// spread over the shops, and calls fault once faultStock/3 orders are
+// acknowledged. Each buyer retries with its key, on the next shop, until
+// it is answered 201 or sold-out.
+func (s *faultSale) burst(t *testing.T, sku string, fault func()) told {
+	t.Helper()
+	if code, body := send(t, "PUT", s.shops[0].base+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, faultStock), "Authorization", "Bearer secret"); code != http.StatusOK {
+		t.Fatalf("reset %s: %d %s", sku, code, body)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		res     told
+		created atomic.Int64
+		once    sync.Once
+		wg      sync.WaitGroup
+	)
+	client := &http.Client{Timeout: 5 * time.Second}
+	for i := range faultBuyers {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * faultArrival)
+			key, body := fmt.Sprint("k", i), fmt.Sprintf(`{"sku":%q,"user_id":"u%d","quantity":1}`, sku, i)
+			for attempt := 0; ; attempt++ {
+				shop := s.shops[(i+attempt)%len(s.shops)]
+				r, err := post(ctx, client, shop.base+"/api/v1/orders", key, body)
+				switch {
+				case err == nil && r.code == http.StatusCreated:
+					mu.Lock()
+					res.acked = append(res.acked, r.ID)
+					mu.Unlock()
+					if created.Add(1) == faultStock/3 {
+						once.Do(func() { go fault() })
+					}
+					return
+				case err == nil && r.Type == "sold-out":
+					mu.Lock()
+					res.soldOut++
+					mu.Unlock()
+					return
+				case err == nil && r.code < 500 && r.Type != "request-in-progress":
+					t.Errorf("buyer %d: %d %s", i, r.code, r.Type)
+					return
+				case ctx.Err() != nil:
+					t.Errorf("buyer %d got no answer in time: last %+v %v", i, r, err)
+					return
+				}
+				time.Sleep(100 * time.Millisecond) // busy, in progress, or the shop is gone
+			}
+		})
+	}
+	wg.Wait()
+	if created.Load() < faultStock/3 {
+		t.Fatalf("only %d orders acknowledged; the fault never ran", created.Load())
+	}
+	return res
+}
+
+// settle runs one reconcile, after every reservation left pending by a
+// dead shop is old enough to claim, and audits sku: the invariants, and
+// Redis's available equal to the database's.
+func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
+	t.Helper()
+	time.Sleep(3*time.Second + 500*time.Millisecond) // SHOP_CLAIM_IDLE, and a margin
+	env := map[string]string{"SHOP_MYSQL_DSN": s.dsn, "SHOP_REDIS_ADDR": s.redis.Addr(), "SHOP_REDIS_PREFIX": s.prefix, "SHOP_CLAIM_IDLE": "3s"}
+	var out, errs strings.Builder
+	if err := run(t.Context(), []string{"reconcile"}, func(k string) string { return env[k] }, &out, &errs); err != nil {
+		t.Fatalf("shop reconcile: %v\n%s", err, errs.String())
+	}
+	t.Logf("shop reconcile:\n%s", out.String())
+	a, err := audit.SKU(t.Context(), s.gdb, sku, res.soldOut, res.acked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("audit: %+v; %d acknowledged, %d told sold out", a, len(res.acked), res.soldOut)
+	if v := a.Violations(); len(v) > 0 {
+		t.Errorf("invariants broken: %v", v)
+	}
+	if a.Orders != len(res.acked) {
+		var users []string
+		s.gdb.Raw(`SELECT user_id FROM orders WHERE sku = ? AND id NOT IN ?`, sku, append(res.acked, 0)).Scan(&users)
+		t.Errorf("%d orders in the database, %d acknowledged; not acknowledged: %v", a.Orders, len(res.acked), users)
+	}
+	st, err := stock.NewRedisStock(s.rdb, s.prefix).State(t.Context(), sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Exists || st.Available != a.Available {
+		t.Errorf("Redis has %+v, the database %d available", st, a.Available)
+	}
+	return a
+}
+
+// TestFaultKillShop: one of three shops is killed (SIGKILL) mid-burst.
+// Its buyers' retries reach the others; what it had reserved and not
+// persisted is claimed and persisted by another.
+func TestFaultKillShop(t *testing.T) {
+	t.Parallel()
+	s := newFaultSale(t)
+	victim := s.shops[1]
+	res := s.burst(t, "f-kill", func() {
+		if err := victim.cmd.Process.Kill(); err != nil {
+			t.Error(err)
+		}
+	})
+	err := victim.cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the shop was not killed: %v", err)
+	}
+	s.settle(t, "f-kill", res)
+}
+
+// TestFaultRedisRestartsEmpty: Redis is killed mid-burst and started again
+// with nothing in it: no stock state, no recovery log, no Idempotency-Key.
+// The shops rebuild each SKU's state from the database before they sell
+// from it again.
+func TestFaultRedisRestartsEmpty(t *testing.T) {
+	t.Parallel()
+	s := newFaultSale(t)
+	const marker = "fault:marker"
+	if err := s.rdb.Set(t.Context(), marker, 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := make(chan struct{})
+	res := s.burst(t, "f-redis", func() {
+		defer close(restarted)
+		s.redis.Kill()
+		time.Sleep(500 * time.Millisecond)
+		s.redis.Start()
+		if n, err := s.rdb.Exists(context.Background(), marker).Result(); err != nil || n != 0 {
+			t.Errorf("Redis did not come back empty: marker %d, %v", n, err)
+		}
+	})
+	<-restarted
+	s.settle(t, "f-redis", res)
+}
+
+// TestFaultMySQLStops: MySQL is unreachable for 2 seconds mid-burst, every
+// connection reset and new ones refused. Orders in flight fail or commit;
+// none is acknowledged without its row.
+func TestFaultMySQLStops(t *testing.T) {
+	t.Parallel()
+	s := newFaultSale(t)
+	mended := make(chan struct{})
+	res := s.burst(t, "f-mysql", func() {
+		defer close(mended)
+		s.proxy.Cut()
+		db, err := sql.Open("mysql", s.dsn)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err = db.PingContext(ctx)
+			cancel()
+			db.Close()
+		}
+		if err == nil {
+			t.Error("MySQL still answered through the cut proxy")
+		}
+		time.Sleep(2 * time.Second)
+		s.proxy.Mend()
+	})
+	<-mended
+	s.settle(t, "f-mysql", res)
+}
+
+// TestFaultReconcilerPaused: the shop running the reconcile job is paused
+// (SIGSTOP) mid-run for three times its lease's TTL, mid-burst. Another shop
+// takes the job over; the paused run, resumed, learns its lease was lost
+// and changes nothing, as the fence makes sure.
+func TestFaultReconcilerPaused(t *testing.T) {
+	t.Parallel()
+	s := newFaultSale(t)
+	// Many SKUs sold through lua make each reconcile run long enough to
+	// be caught running.
+	for i := range 200 {
+		sku := fmt.Sprint("f-pause-extra-", i)
+		if code, body := send(t, "PUT", s.shops[0].base+"/api/v1/stock/"+sku, `{"quantity":5}`, "Authorization", "Bearer secret"); code != http.StatusOK {
+			t.Fatalf("reset %s: %d %s", sku, code, body)
+		}
+		if code, body := send(t, "POST", s.shops[0].base+"/api/v1/orders", fmt.Sprintf(`{"sku":%q,"user_id":"u","quantity":1}`, sku), "Idempotency-Key", sku); code != http.StatusCreated {
+			t.Fatalf("order %s: %d %s", sku, code, body)
+		}
+	}
+	var paused *faultShop
+	resumed := make(chan struct{})
+	res := s.burst(t, "f-pause", func() {
+		defer close(resumed)
+		// A run may end between the scrape that saw it and the SIGSTOP;
+		// then the pause proves nothing, and the test pauses again.
+		for range 5 {
+			o := s.catchReconciling(t)
+			if o == nil {
+				return
+			}
+			lost := func() float64 { return scrape(t, o.debug)[`shop_job_runs_total{job="reconcile",result="lost"}`] }
+			// Another shop takes the job over once the paused one's lease
+			// expires. Its run may then wait on a stock row that the paused
+			// run locked: MySQL cannot know that a client is paused.
+			tookOver := false
+			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+				tookOver = tookOver || s.othersRunning(t, o)
+			}
+			if err := o.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Error(err)
+				return
+			}
+			// The paused run, resumed, finds its lease lost, if it was
+			// still running when paused.
+			time.Sleep(time.Second)
+			if lost() == 1 {
+				if !tookOver {
+					t.Error("no other shop took the reconcile job over while its runner was paused")
+				}
+				paused = o
+				return
+			}
+		}
+	})
+	<-resumed
+	if paused == nil {
+		t.Fatal("no shop was caught mid-run of the reconcile job")
+	}
+	s.settle(t, "f-pause", res)
+	for i := range 200 {
+		sku := fmt.Sprint("f-pause-extra-", i)
+		a, err := audit.SKU(t.Context(), s.gdb, sku, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := stock.NewRedisStock(s.rdb, s.prefix).State(t.Context(), sku)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Violations()) > 0 || st.Available != a.Available {
+			t.Errorf("%s: %v; Redis %+v, the database %d", sku, a.Violations(), st, a.Available)
+		}
+	}
+}
+
+// othersRunning reports whether a shop other than o runs the reconcile job.
+func (s *faultSale) othersRunning(t *testing.T, o *faultShop) bool {
+	for _, other := range s.shops {
+		if other != o && scrape(t, other.debug)[`shop_job_running{job="reconcile"}`] == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// catchReconciling polls the shops' metrics until one runs the reconcile
+// job, and pauses it at once; it confirms from /proc that the process is
+// stopped. It returns nil if none was caught within 20 seconds.
+func (s *faultSale) catchReconciling(t *testing.T) *faultShop {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, o := range s.shops {
+			if scrape(t, o.debug)[`shop_job_running{job="reconcile"}`] != 1 {
+				continue
+			}
+			if err := o.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Error(err)
+				return nil
+			}
+			// The signal lands soon, not at once.
+			for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", o.cmd.Process.Pid))
+				if err == nil && strings.Contains(string(stat), ") T ") {
+					return o
+				}
+				if time.Now().After(end) {
+					t.Errorf("the shop is not stopped: %q %v", stat, err)
+					return nil
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
