@@ -365,3 +365,54 @@ func TestLuaSameKeyOnce(t *testing.T) {
 	}
 	f.settled(t, a, sku, 0, ids[:1])
 }
+
+// TestLuaOnRedisCluster: lua on a Redis Cluster of three masters, three
+// instances: bursts on SKUs whose keys land on different masters sell
+// exactly their stock, a refund reaches Redis once, and a reconcile leaves
+// Redis equal to the database. Every key a script touches must share its
+// SKU's slot; a key outside it fails with CROSSSLOT.
+func TestLuaOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testinfra.StartRedisCluster(t)})
+	t.Cleanup(func() { rdb.Close() })
+	masters := map[string]bool{}
+	for _, sku := range []string{"apple", "banana", "cherry", "damson", "elder"} {
+		// A database each: the buyers' names and keys are the same.
+		f := newLuaFleet(t, rdb, "shop:", order.LuaOptions{PerUserLimit: 1})
+		shops := []luaShop{f.new(), f.new(), f.new()}
+		if _, err := shops[0].ResetStock(t.Context(), sku, units); err != nil {
+			t.Fatal(err)
+		}
+		acked, soldOut, others := place(t, sku, buyers, shops...)
+		if len(others) > 0 {
+			t.Fatalf("%s: %d buyers failed; first: %v", sku, len(others), others[0])
+		}
+		if len(acked) != units || soldOut != buyers-units {
+			t.Errorf("%s: %d sold, %d sold out; want %d and %d", sku, len(acked), soldOut, units, buyers-units)
+		}
+		var buyer string
+		if err := f.gdb.Raw(`SELECT user_id FROM orders WHERE id = ?`, acked[0]).Scan(&buyer).Error; err != nil {
+			t.Fatal(err)
+		}
+		o, _, err := shops[1].Refund(t.Context(), acked[0], buyer, "refund-"+sku)
+		if err != nil {
+			t.Fatalf("%s: refund: %v", sku, err)
+		}
+		if got := f.redisAvailable(t, sku); got != o.Quantity {
+			t.Errorf("%s: redis has %d after the refund, want %d", sku, got, o.Quantity)
+		}
+		// The refunded unit is for sale again: no buyer was turned away
+		// since.
+		if a := f.settled(t, shops[2], sku, 0, acked[1:]); a.Sold != units-1 {
+			t.Errorf("%s: %d sold after one refund, want %d", sku, a.Sold, units-1)
+		}
+		node, err := rdb.MasterForKey(t.Context(), "{"+sku+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[node.Options().Addr] = true
+	}
+	if len(masters) < 2 {
+		t.Errorf("every SKU landed on one master (%v): the test shows nothing of the cluster", masters)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,16 +60,59 @@ func deleteKeys(ctx context.Context, ns RedisNamespace) error {
 // persistence: the case where Redlock can grant a lock twice.
 func StartRedis(t testing.TB) *Server {
 	t.Helper()
+	s := redisServer(t)
+	s.Start()
+	return s
+}
+
+// redisServer prepares a redis-server of the test's own, with args added.
+func redisServer(t testing.TB, args ...string) *Server {
+	t.Helper()
 	skipShort(t, "redis-server")
 	bin := lookPath(t, "redis-server", "redis-server")
 	dir := t.TempDir()
 	s := newServer(t, "redis-server", freeAddr(t), dir, 30*time.Second)
 	_, port, _ := net.SplitHostPort(s.addr)
 	s.command = func() *exec.Cmd {
-		return exec.Command(bin, "--bind", "127.0.0.1", "--port", port, "--dir", dir,
-			"--save", "", "--appendonly", "no", "--shutdown-on-sigterm", "save")
+		return exec.Command(bin, append([]string{"--bind", "127.0.0.1", "--port", port, "--dir", dir,
+			"--save", "", "--appendonly", "no", "--shutdown-on-sigterm", "save"}, args...)...)
 	}
 	s.ready = func(ctx context.Context) error { return exchange(ctx, s.addr, "PING\r\n", "+PONG") }
-	s.Start()
 	return s
+}
+
+// StartRedisCluster starts a Redis Cluster of three masters, no replicas,
+// private to the test, and returns their addresses once every node says
+// the cluster is ok. redis-cli comes with redis-server.
+func StartRedisCluster(t testing.TB) []string {
+	t.Helper()
+	cli := lookPath(t, "redis-cli", "redis-server")
+	var addrs []string
+	for range 3 {
+		s := redisServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+		s.Start()
+		addrs = append(addrs, s.Addr())
+	}
+	create := exec.Command(cli, append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")...)
+	if out, err := create.CombinedOutput(); err != nil {
+		t.Fatalf("testinfra: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for _, addr := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		for {
+			info, err := c.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if ctx.Err() != nil {
+				c.Close()
+				t.Fatalf("testinfra: Redis Cluster node %s not ok within 30s: %v %q", addr, err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		c.Close()
+	}
+	return addrs
 }
