@@ -168,10 +168,12 @@ func (l *Lua) settle(sku string, batch []*pending, answers []placed) {
 	refused := false
 	for i, p := range batch {
 		r := stock.Reservation{ID: p.entry, UserID: p.r.UserID, Key: p.r.IdempotencyKey, Quantity: p.r.Quantity}
-		// A replay is kept too: a buyer's retry takes over its own
-		// reservation (see reserve.lua), so the key's order is this
-		// reservation's.
-		if answers[i].err == nil {
+		// A replay gives its units back: the key's order took units of its
+		// own. Should that order be this very reservation's (its commit's
+		// answer was lost), Redis then holds a unit more than the database,
+		// which refuses it, and reconcile corrects it: too many in Redis,
+		// never too few.
+		if a := answers[i]; a.err == nil && !a.replayed {
 			kept = append(kept, r)
 			continue
 		}

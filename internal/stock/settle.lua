@@ -2,8 +2,8 @@
 -- 0), then for each reservation: id, quantity, user, key, release (1 or 0)}.
 -- Ends reservations once their batch has committed: each is acknowledged
 -- and deleted from the log, and from keys. A released one (refused by the
--- database) gives its units back, but only
--- if it was still in the log: the log's entries are exactly the units that
+-- database, or a replay of an order that already exists) gives its units
+-- back, but only if it was still in the log: the log's entries are exactly the units that
 -- Redis has taken and the database has not, so one that is gone (Redis
 -- lost it, or it was settled already) was never counted here, or has been
 -- given back. Returns the units given back.
