@@ -42,15 +42,18 @@ const (
 	faultArrival = 4 * time.Millisecond
 )
 
-// faultSale is lua on three shop processes.
+// faultSale is a strategy, lua unless a test says, on three shop
+// processes.
 type faultSale struct {
-	dsn    string // through the proxy
-	gdb    *gorm.DB
-	redis  *testinfra.Server
-	rdb    *redis.Client
-	prefix string
-	proxy  *testinfra.Proxy
-	shops  []*faultShop
+	dsn       string // through the proxy
+	gdb       *gorm.DB
+	redis     *testinfra.Server // nil on a Redis Cluster
+	redisAddr string            // SHOP_REDIS_ADDR
+	strategy  string
+	rdb       redis.UniversalClient
+	prefix    string
+	proxy     *testinfra.Proxy
+	shops     []*faultShop
 }
 
 type faultShop struct {
@@ -58,7 +61,18 @@ type faultShop struct {
 	cmd         *exec.Cmd
 }
 
+// newFaultSale runs lua on a Redis server of the test's own.
 func newFaultSale(t *testing.T) *faultSale {
+	t.Helper()
+	r := testinfra.StartRedis(t)
+	s := newSale(t, "lua", r.Addr())
+	s.redis = r
+	return s
+}
+
+// newSale runs strategy on the Redis at redisAddr: one address, or a Redis
+// Cluster's seed nodes, comma-separated.
+func newSale(t *testing.T, strategy, redisAddr string) *faultSale {
 	t.Helper()
 	direct := testinfra.MySQL(t)
 	cfg, err := mysql.ParseDSN(direct)
@@ -67,11 +81,11 @@ func newFaultSale(t *testing.T) *faultSale {
 	}
 	proxy := testinfra.StartProxy(t, cfg.Addr)
 	cfg.Addr = proxy.Addr()
-	s := &faultSale{dsn: cfg.FormatDSN(), gdb: testinfra.ShopDB(t, direct), redis: testinfra.StartRedis(t), proxy: proxy, prefix: "shop:"}
-	s.rdb = redis.NewClient(&redis.Options{Addr: s.redis.Addr()})
+	s := &faultSale{dsn: cfg.FormatDSN(), gdb: testinfra.ShopDB(t, direct), redisAddr: redisAddr, strategy: strategy, proxy: proxy, prefix: "shop:" + strategy + ":"}
+	s.rdb = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: strings.Split(redisAddr, ",")})
 	t.Cleanup(func() { s.rdb.Close() })
-	env := []string{"SHOP_MYSQL_DSN=" + s.dsn, "SHOP_REDIS_ADDR=" + s.redis.Addr(), "SHOP_REDIS_PREFIX=" + s.prefix,
-		"SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=lua", "SHOP_REQUEST_TIMEOUT=2s", "SHOP_CLAIM_IDLE=3s",
+	env := []string{"SHOP_MYSQL_DSN=" + s.dsn, "SHOP_REDIS_ADDR=" + redisAddr, "SHOP_REDIS_PREFIX=" + s.prefix,
+		"SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=" + strategy, "SHOP_REQUEST_TIMEOUT=2s", "SHOP_CLAIM_IDLE=3s",
 		"SHOP_RECONCILE_INTERVAL=300ms", "SHOP_LOCK_TTL=1s"}
 	for range 3 {
 		addrs, cmd := runShop(t, "--debug=127.0.0.1:0", env)
@@ -150,7 +164,7 @@ func (s *faultSale) burst(t *testing.T, sku string, fault func()) told {
 func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 	t.Helper()
 	time.Sleep(3*time.Second + 500*time.Millisecond) // SHOP_CLAIM_IDLE, and a margin
-	env := map[string]string{"SHOP_MYSQL_DSN": s.dsn, "SHOP_REDIS_ADDR": s.redis.Addr(), "SHOP_REDIS_PREFIX": s.prefix, "SHOP_CLAIM_IDLE": "3s"}
+	env := map[string]string{"SHOP_MYSQL_DSN": s.dsn, "SHOP_REDIS_ADDR": s.redisAddr, "SHOP_REDIS_PREFIX": s.prefix, "SHOP_CLAIM_IDLE": "3s"}
 	var out, errs strings.Builder
 	if err := run(t.Context(), []string{"reconcile"}, func(k string) string { return env[k] }, &out, &errs); err != nil {
 		t.Fatalf("shop reconcile: %v\n%s", err, errs.String())
@@ -169,6 +183,9 @@ func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 		s.gdb.Raw(`SELECT user_id FROM orders WHERE sku = ? AND id NOT IN ?`, sku, append(res.acked, 0)).Scan(&users)
 		t.Errorf("%d orders in the database, %d acknowledged; not acknowledged: %v", a.Orders, len(res.acked), users)
 	}
+	if s.strategy != "lua" {
+		return a
+	}
 	st, err := stock.NewRedisStock(s.rdb, s.prefix).State(t.Context(), sku)
 	if err != nil {
 		t.Fatal(err)
@@ -184,9 +201,14 @@ func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 // persisted is claimed and persisted by another.
 func TestFaultKillShop(t *testing.T) {
 	t.Parallel()
-	s := newFaultSale(t)
+	newFaultSale(t).killOneDuring(t, "f-kill")
+}
+
+// killOneDuring sells sku, kills one shop mid-burst, and audits.
+func (s *faultSale) killOneDuring(t *testing.T, sku string) {
+	t.Helper()
 	victim := s.shops[1]
-	res := s.burst(t, "f-kill", func() {
+	res := s.burst(t, sku, func() {
 		if err := victim.cmd.Process.Kill(); err != nil {
 			t.Error(err)
 		}
@@ -196,7 +218,38 @@ func TestFaultKillShop(t *testing.T) {
 	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("the shop was not killed: %v", err)
 	}
-	s.settle(t, "f-kill", res)
+	s.settle(t, sku, res)
+}
+
+// TestServeOnRedisCluster: SHOP_REDIS_ADDR lists the seed nodes of a Redis
+// Cluster of three masters. lua, and the redis lock, each sell a burst on
+// three shops, one of them killed mid-burst, and the audit holds. The
+// buyers' idempotency keys land on more than one master: the shops spoke
+// to the cluster as one, where a client of one node is refused (MOVED).
+func TestServeOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	addrs := strings.Join(testinfra.StartRedisCluster(t), ",")
+	for _, strategy := range []string{"lua", "redis"} {
+		t.Run(strategy, func(t *testing.T) {
+			s := newSale(t, strategy, addrs)
+			s.killOneDuring(t, "cluster-"+strategy)
+			cluster := s.rdb.(*redis.ClusterClient)
+			var mu sync.Mutex
+			holding := 0
+			err := cluster.ForEachMaster(t.Context(), func(ctx context.Context, m *redis.Client) error {
+				keys, err := m.Keys(ctx, s.prefix+"idem*").Result()
+				mu.Lock()
+				defer mu.Unlock()
+				if len(keys) > 0 {
+					holding++
+				}
+				return err
+			})
+			if err != nil || holding < 2 {
+				t.Errorf("the buyers' keys are on %d master(s) (%v), want at least 2", holding, err)
+			}
+		})
+	}
 }
 
 // TestFaultRedisRestartsEmpty: Redis is killed mid-burst and started again

@@ -25,7 +25,7 @@ type Limiter struct {
 // Keys are "rate:" (the library's own prefix), then prefix, then
 // "buyer:" and the buyer; each expires once its buyer's allowance is whole
 // again.
-func NewLimiter(rdb *redis.Client, n int, period time.Duration, prefix string, log *slog.Logger) *Limiter {
+func NewLimiter(rdb redis.UniversalClient, n int, period time.Duration, prefix string, log *slog.Logger) *Limiter {
 	return &Limiter{
 		limiter: redis_rate.NewLimiter(rdb),
 		limit:   redis_rate.Limit{Rate: n, Burst: n, Period: period},

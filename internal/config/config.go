@@ -28,7 +28,7 @@ type Config struct {
 	HTTPAddr       string        // SHOP_HTTP_ADDR
 	DebugAddr      string        // SHOP_DEBUG_ADDR; empty disables the debug listener
 	MySQLDSN       string        // SHOP_MYSQL_DSN
-	RedisAddr      string        // SHOP_REDIS_ADDR
+	RedisAddr      string        // SHOP_REDIS_ADDR; see RedisAddrs
 	RedisPrefix    string        // SHOP_REDIS_PREFIX, put before every key the shop writes
 	ZKAddrs        []string      // SHOP_ZK_ADDRS, comma-separated
 	ZKRoot         string        // SHOP_ZK_ROOT, the znode that holds the locks
@@ -117,7 +117,7 @@ var settings = [...]setting{
 	str("SHOP_HTTP_ADDR", "http", ":8080", "public HTTP listen address", func(c *Config) *string { return &c.HTTPAddr }),
 	str("SHOP_DEBUG_ADDR", "debug", "127.0.0.1:6060", "pprof and Prometheus metrics listen address, empty to disable", func(c *Config) *string { return &c.DebugAddr }),
 	server(str("SHOP_MYSQL_DSN", "mysql", "", "MySQL DSN, user:pass@tcp(host:port)/db, or sqlite:FILE for an embedded database", func(c *Config) *string { return &c.MySQLDSN })),
-	server(str("SHOP_REDIS_ADDR", "redis", "127.0.0.1:6379", "Redis address", func(c *Config) *string { return &c.RedisAddr })),
+	server(str("SHOP_REDIS_ADDR", "redis", "127.0.0.1:6379", "Redis address; several, comma-separated, are the seed nodes of a Redis Cluster", func(c *Config) *string { return &c.RedisAddr })),
 	str("SHOP_REDIS_PREFIX", "redis-prefix", "shop:", "prefix of every Redis key the shop writes", func(c *Config) *string { return &c.RedisPrefix }),
 	server(list("SHOP_ZK_ADDRS", "zk", "ZooKeeper addresses, comma-separated", func(c *Config) *[]string { return &c.ZKAddrs })),
 	load(str("SHOP_ZK_ROOT", "zk-root", "/stockguard/locks", "znode under which the zookeeper strategy keeps its locks", func(c *Config) *string { return &c.ZKRoot })),
@@ -268,6 +268,19 @@ func Flags(fs *flag.FlagSet, getenv Getenv, strategies []string, use Use) func()
 	}
 }
 
+// RedisAddrs splits SHOP_REDIS_ADDR: one address is a Redis server,
+// several are the seed nodes of a Redis Cluster, from which the client
+// learns the rest.
+func (c Config) RedisAddrs() []string {
+	var addrs []string
+	for a := range strings.SplitSeq(c.RedisAddr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}
+
 // Validate reports every setting of c that is missing or wrong. strategies
 // lists the names the caller can build.
 func (c Config) Validate(strategies []string) error {
@@ -281,8 +294,16 @@ func (c Config) Validate(strategies []string) error {
 			bad("SHOP_BUYER_RATE needs Redis, where every instance counts each buyer's requests: set SHOP_REDIS_ADDR")
 			continue
 		}
-		if _, _, err := net.SplitHostPort(a.addr); err != nil {
-			bad("%s: %q is not host:port", a.name, a.addr)
+		addrs := []string{a.addr}
+		if a.name == "SHOP_REDIS_ADDR" && a.addr != "" {
+			addrs = c.RedisAddrs()
+		}
+		for i, addr := range addrs {
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				bad("%s: %q is not host:port", a.name, addr)
+			} else if slices.Contains(addrs[:i], addr) {
+				bad("%s: %q is listed twice", a.name, addr)
+			}
 		}
 	}
 	for _, l := range []struct {

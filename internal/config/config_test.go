@@ -26,21 +26,29 @@ func load(t *testing.T, env map[string]string) (config.Config, error) {
 	return config.Load(nil, func(k string) string { return env[k] }, strategies, io.Discard)
 }
 
-func TestRedlockAddrs(t *testing.T) {
+// TestAddrLists: the settings that take several addresses, Redlock's
+// masters and a Redis Cluster's seed nodes.
+func TestAddrLists(t *testing.T) {
 	t.Parallel()
+	redlock := func(c config.Config) []string { return c.RedlockAddrs }
 	tests := []struct {
-		name, addrs string
-		want        []string
-		err         string
+		name, env, addrs string
+		got              func(config.Config) []string
+		want             []string
+		err              string
 	}{
-		{"three", "a:1, b:2,c:3", []string{"a:1", "b:2", "c:3"}, ""},
-		{"none", "", nil, ""},
-		{"not host:port", "a:1,b,c:3", nil, `SHOP_REDLOCK_ADDRS: "b" is not host:port`},
-		{"twice", "a:1,b:2,a:1", nil, `SHOP_REDLOCK_ADDRS: "a:1" is listed twice`},
+		{"three", "SHOP_REDLOCK_ADDRS", "a:1, b:2,c:3", redlock, []string{"a:1", "b:2", "c:3"}, ""},
+		{"none", "SHOP_REDLOCK_ADDRS", "", redlock, nil, ""},
+		{"not host:port", "SHOP_REDLOCK_ADDRS", "a:1,b,c:3", redlock, nil, `SHOP_REDLOCK_ADDRS: "b" is not host:port`},
+		{"twice", "SHOP_REDLOCK_ADDRS", "a:1,b:2,a:1", redlock, nil, `SHOP_REDLOCK_ADDRS: "a:1" is listed twice`},
+		{"one redis", "SHOP_REDIS_ADDR", "r:1", config.Config.RedisAddrs, []string{"r:1"}, ""},
+		{"redis cluster", "SHOP_REDIS_ADDR", "r:1, r:2,r:3", config.Config.RedisAddrs, []string{"r:1", "r:2", "r:3"}, ""},
+		{"cluster node not host:port", "SHOP_REDIS_ADDR", "r:1,r", config.Config.RedisAddrs, nil, `SHOP_REDIS_ADDR: "r" is not host:port`},
+		{"cluster node twice", "SHOP_REDIS_ADDR", "r:1,r:1", config.Config.RedisAddrs, nil, `SHOP_REDIS_ADDR: "r:1" is listed twice`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := load(t, map[string]string{"SHOP_REDLOCK_ADDRS": tt.addrs})
+			c, err := load(t, map[string]string{tt.env: tt.addrs})
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err = %v, want it to mention %q", err, tt.err)
@@ -50,8 +58,8 @@ func TestRedlockAddrs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Join(c.RedlockAddrs, " ") != strings.Join(tt.want, " ") {
-				t.Errorf("RedlockAddrs = %q, want %q", c.RedlockAddrs, tt.want)
+			if got := tt.got(c); strings.Join(got, " ") != strings.Join(tt.want, " ") {
+				t.Errorf("%s read as %q, want %q", tt.env, got, tt.want)
 			}
 		})
 	}

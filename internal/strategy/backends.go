@@ -22,8 +22,10 @@ import (
 // Redis always, the rest for the strategies that need them. Open is the one
 // place that opens them, for serve, demo, bench and the tests.
 type Backends struct {
-	DB    *gorm.DB
-	Redis *redis.Client
+	DB *gorm.DB
+	// Redis is a Redis server's client, or a Redis Cluster's when
+	// SHOP_REDIS_ADDR lists several seed nodes.
+	Redis redis.UniversalClient
 	// Redlock holds independent Redis masters, open only for a strategy
 	// that needs Redlock.
 	Redlock []*redis.Client
@@ -149,7 +151,7 @@ func Open(ctx context.Context, cfg config.Config, needs []Need, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	b := &Backends{DB: gdb, Redis: redis.NewClient(&redis.Options{Addr: cfg.RedisAddr})}
+	b := &Backends{DB: gdb, Redis: redis.NewUniversalClient(&redis.UniversalOptions{Addrs: cfg.RedisAddrs()})}
 	b.closers = []func() error{func() error { return db.Close(gdb) }, b.Redis.Close}
 	b.checks = []func(context.Context) error{
 		func(ctx context.Context) error {
