@@ -98,9 +98,6 @@ type placed struct {
 	o        Order
 	replayed bool
 	err      error
-	// drained: told sold out while queued, by a batch that left no stock.
-	// The buyer's key may have an order all the same.
-	drained bool
 }
 
 // NewBatched returns the group-commit strategy on gdb.
@@ -123,7 +120,7 @@ func (b *Batched) place(ctx context.Context, r PlaceRequest, limit int) (Order, 
 			return Order{}, false, fmt.Errorf("order: place: %w", err)
 		}
 		if it.Available < r.Quantity {
-			return Order{}, false, soldOut(r.SKU) // the Service looked the key up first
+			return Order{}, false, soldOut(r.SKU) // the Service looks the key up
 		}
 	}
 	return b.w.submit(&pending{ctx: ctx, r: r, limit: limit})
@@ -145,9 +142,6 @@ func (w *writer) submit(p *pending) (Order, bool, error) {
 	}
 	select {
 	case res := <-p.done:
-		if res.drained {
-			return replayOr(p.ctx, w.db, p.r, res.err)
-		}
 		return res.o, res.replayed, res.err
 	case <-p.ctx.Done():
 		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, context.Cause(p.ctx))
@@ -166,7 +160,8 @@ func soldOut(sku string) error { return fmt.Errorf("order: place: %w: %s", stock
 
 // replayOr answers a buyer who was told err, a refusal, with the order its
 // key already has, if it has one: the refusal may only be because that
-// order took the stock.
+// order took the stock. When the database cannot say, the buyer is busy,
+// never refused: its order may exist.
 func replayOr(ctx context.Context, gdb *gorm.DB, r PlaceRequest, err error) (Order, bool, error) {
 	o, found, e := existing(ctx, gdb, r)
 	switch {
@@ -174,6 +169,8 @@ func replayOr(ctx context.Context, gdb *gorm.DB, r PlaceRequest, err error) (Ord
 		return o, true, nil
 	case errors.Is(e, ErrKeyReused):
 		return Order{}, false, e
+	case e != nil:
+		return Order{}, false, fmt.Errorf("%w: %w", stock.ErrBusy, e)
 	default:
 		return Order{}, false, err
 	}
@@ -216,7 +213,7 @@ func (w *writer) write(sku string) {
 					kept = append(kept, p)
 					continue
 				}
-				p.done <- placed{err: soldOut(sku), drained: true}
+				p.done <- placed{err: soldOut(sku)}
 			}
 			l.queue = kept
 		}

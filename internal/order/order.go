@@ -93,11 +93,13 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed 
 		if o, found, err := existing(ctx, s.db, r); found || err != nil {
 			return o, found, err
 		}
-		return p.place(ctx, r, s.limit)
+		o, replayed, err = p.place(ctx, r, s.limit)
+	} else {
+		o, replayed, err = s.place(ctx, r)
 	}
-	o, replayed, err = s.place(ctx, r)
 	// A refusal may be the key's own order having taken the stock or the
-	// user's limit: a retry whose first answer the key store forgot.
+	// user's limit: a retry whose first answer the key store forgot, or
+	// whose first attempt, answered busy, committed while this one decided.
 	if r.IdempotencyKey != "" && (errors.Is(err, stock.ErrSoldOut) || errors.Is(err, ErrLimitReached)) {
 		return replayOr(ctx, s.db, r, err)
 	}
