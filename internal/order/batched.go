@@ -90,8 +90,10 @@ type pending struct {
 	r     PlaceRequest
 	limit int
 	done  chan placed // buffered: the writer never waits for the buyer
-	// entry is the reservation's id in lua's stream; empty for batched.
+	// entry is the reservation's id in lua's stream, and epoch the epoch
+	// of the Redis state it was taken from; empty and 0 for batched.
 	entry string
+	epoch int64
 }
 
 type placed struct {
@@ -342,8 +344,16 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 		}
 	}
 	limit := batch[0].limit
+	// lua's reservations were taken from a Redis state; one of an epoch
+	// before the SKU's current one was lost with its state (Redis restarted
+	// empty), and the state built since does not count it. Persisting it
+	// would sell a unit that Redis sells again, and its buyer, answered
+	// busy, may since have been told sold out: it is refused, busy, and its
+	// buyer's retry reserves in the current state. The check needs the
+	// row locked first, so lua never takes all at once.
+	fenced := batch[0].entry != ""
 	took := false
-	if asked > 0 && limit == 0 {
+	if asked > 0 && limit == 0 && !fenced {
 		if took, err = takeAll(tx, sku, asked, now); err != nil {
 			return 0, err // a failed statement may have ended the transaction
 		}
@@ -371,6 +381,12 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 	if took {
 		available += asked // every buyer's units fit
 	}
+	var epoch int64
+	if fenced {
+		if epoch, err = readEpoch(tx, sku); err != nil {
+			return 0, err
+		}
+	}
 	held := map[string]int{}
 	if limit > 0 {
 		var rows []purchase
@@ -390,6 +406,10 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 		r, k := p.r, userKey{p.r.UserID, p.r.IdempotencyKey}
 		if o, ok := known[k]; ok {
 			answers[i] = replayOf(o, r)
+			continue
+		}
+		if fenced && p.epoch != epoch {
+			answers[i].err = fmt.Errorf("order: place: %w: the reservation's Redis state, of epoch %d, was lost; the SKU is in epoch %d", stock.ErrBusy, p.epoch, epoch)
 			continue
 		}
 		if _, ok := first[k]; ok {

@@ -103,7 +103,7 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, limit int) (Order, bool
 		id, err := l.redis.Reserve(ctx, r.SKU, epoch, res, limit)
 		switch {
 		case err == nil:
-			return l.w.submit(&pending{ctx: ctx, r: r, limit: limit, entry: id})
+			return l.w.submit(&pending{ctx: ctx, r: r, limit: limit, entry: id, epoch: epoch})
 		case errors.Is(err, stock.ErrStale) && attempt < 3:
 			if err := l.refresh(ctx, r.SKU, epoch); err != nil {
 				return Order{}, false, fmt.Errorf("order: place: %w", err)
@@ -461,11 +461,11 @@ func (l *Lua) Reconcile(ctx context.Context, token int64) (Report, error) {
 		return rep, err
 	}
 	for _, sku := range skus {
-		claimed, err := l.redis.Claim(ctx, sku, l.idle)
+		epoch, claimed, err := l.redis.Claim(ctx, sku, l.idle)
 		if err != nil {
 			return rep, err
 		}
-		persisted := l.persist(ctx, sku, claimed)
+		persisted := l.persist(ctx, sku, epoch, claimed)
 		rep.Claimed += len(claimed)
 		rep.Persisted += persisted
 		metrics.LuaClaimed.WithLabelValues("persisted").Add(float64(persisted))
@@ -494,13 +494,13 @@ func (l *Lua) Reconcile(ctx context.Context, token int64) (Report, error) {
 
 // persist puts claimed reservations through the writer, as their buyers'
 // own would have been, and counts those now in the database.
-func (l *Lua) persist(ctx context.Context, sku string, claimed []stock.Reservation) int {
+func (l *Lua) persist(ctx context.Context, sku string, epoch int64, claimed []stock.Reservation) int {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	n := 0
 	for _, r := range claimed {
 		wg.Go(func() {
-			_, replayed, err := l.w.submit(&pending{ctx: ctx, limit: l.limit, entry: r.ID,
+			_, replayed, err := l.w.submit(&pending{ctx: ctx, limit: l.limit, entry: r.ID, epoch: epoch,
 				r: PlaceRequest{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, IdempotencyKey: r.Key}})
 			if err == nil && !replayed {
 				mu.Lock()

@@ -253,9 +253,20 @@ func (s *RedisStock) Load(ctx context.Context, sku string, l Load) (Loaded, erro
 }
 
 // Claim takes over sku's reservations that have been pending, in any
-// process, for at least idle: their process is dead or stuck.
-func (s *RedisStock) Claim(ctx context.Context, sku string, idle time.Duration) ([]Reservation, error) {
-	var claimed []Reservation
+// process, for at least idle: their process is dead or stuck. It returns
+// the epoch of the state they were taken under, read before the claim: if
+// Redis loses them after, a state of a later epoch does not count them.
+func (s *RedisStock) Claim(ctx context.Context, sku string, idle time.Duration) (epoch int64, claimed []Reservation, err error) {
+	e, err := s.rdb.HGet(ctx, s.keys(sku)[kState], "epoch").Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil, nil // no state, so no log: nothing to claim
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("stock: claim: %w", err)
+	}
+	if epoch, err = strconv.ParseInt(e, 10, 64); err != nil {
+		return 0, nil, fmt.Errorf("stock: claim: epoch %q: %w", e, err)
+	}
 	start := "0-0"
 	for {
 		msgs, next, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
@@ -263,13 +274,13 @@ func (s *RedisStock) Claim(ctx context.Context, sku string, idle time.Duration) 
 		}).Result()
 		if err != nil {
 			if strings.HasPrefix(err.Error(), "NOGROUP") {
-				return claimed, nil // no log: nothing to claim
+				return epoch, claimed, nil // no log: nothing to claim
 			}
-			return claimed, fmt.Errorf("stock: claim: %w", err)
+			return epoch, claimed, fmt.Errorf("stock: claim: %w", err)
 		}
 		claimed = append(claimed, reservations(msgs)...)
 		if next == "0-0" || next == "" {
-			return claimed, nil
+			return epoch, claimed, nil
 		}
 		start = next
 	}
