@@ -33,6 +33,12 @@ var outcomeNames = [...]string{"ordered", "sold-out", "limit-reached", "busy", "
 
 func (o Outcome) String() string { return outcomeNames[o] }
 
+// Answer is one buyer's answer, as a load hears it.
+type Answer struct {
+	Outcome Outcome
+	Latency time.Duration
+}
+
 // Classify maps an answer to its outcome.
 func Classify(status int, problemType string) Outcome {
 	switch {
@@ -109,7 +115,7 @@ const (
 
 // Run sends the burst to sku. progress, if not nil, is called after every
 // answer.
-func (b Burst) Run(ctx context.Context, shop Shop, sku string, progress func()) (Stats, error) {
+func (b Burst) Run(ctx context.Context, shop Shop, sku string, progress func(Answer)) (Stats, error) {
 	if b.Buyers < 1 {
 		return Stats{}, fmt.Errorf("loadtest: a burst needs at least 1 buyer, not %d", b.Buyers)
 	}
@@ -121,7 +127,7 @@ func (b Burst) Run(ctx context.Context, shop Shop, sku string, progress func()) 
 }
 
 // Run sends the steady load to sku.
-func (s Steady) Run(ctx context.Context, shop Shop, sku string, progress func()) (Stats, error) {
+func (s Steady) Run(ctx context.Context, shop Shop, sku string, progress func(Answer)) (Stats, error) {
 	n := s.Buyers()
 	if s.Rate <= 0 || n < 1 {
 		return Stats{}, fmt.Errorf("loadtest: rate %g/s for %s sends no buyers", s.Rate, s.Duration)
@@ -146,7 +152,7 @@ type Closed struct {
 }
 
 // Run sends the closed loop to sku.
-func (c Closed) Run(ctx context.Context, shop Shop, sku string, progress func()) (Stats, error) {
+func (c Closed) Run(ctx context.Context, shop Shop, sku string, progress func(Answer)) (Stats, error) {
 	if c.Buyers < 1 || c.Duration <= 0 {
 		return Stats{}, fmt.Errorf("loadtest: a closed loop needs buyers and a duration, not %d for %s", c.Buyers, c.Duration)
 	}
@@ -164,7 +170,7 @@ type tally struct {
 // fire sends n buyers through workers goroutines released together, or as
 // many as it can until a non-zero until. With due set, buyer i is sent at
 // due(start, i) and its latency counts from then.
-func fire(ctx context.Context, shop Shop, sku string, n, workers int, due func(time.Time, int) time.Time, until time.Time, progress func()) (Stats, error) {
+func fire(ctx context.Context, shop Shop, sku string, n, workers int, due func(time.Time, int) time.Time, until time.Time, progress func(Answer)) (Stats, error) {
 	if len(shop.URLs) == 0 {
 		return Stats{}, fmt.Errorf("loadtest: no shop URLs")
 	}
@@ -188,7 +194,7 @@ func fire(ctx context.Context, shop Shop, sku string, n, workers int, due func(t
 			t.acked = append(t.acked, id)
 		}
 		if progress != nil {
-			progress()
+			progress(Answer{Outcome: out, Latency: time.Since(sent)})
 		}
 		return true
 	})

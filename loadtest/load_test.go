@@ -92,7 +92,7 @@ func TestBurst(t *testing.T) {
 			stub, shop := newStub(t, 30)
 			answers := 0
 			var mu sync.Mutex
-			stats, err := loadtest.Burst{Buyers: 100, Concurrency: concurrency}.Run(t.Context(), shop, "phone", func() {
+			stats, err := loadtest.Burst{Buyers: 100, Concurrency: concurrency}.Run(t.Context(), shop, "phone", func(loadtest.Answer) {
 				mu.Lock()
 				answers++
 				mu.Unlock()

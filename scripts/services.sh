@@ -37,6 +37,7 @@ export SHOP_TEST_MYSQL_DSN='shop:shop@tcp(127.0.0.1:3306)/?parseTime=true'
 export SHOP_TEST_REDIS_ADDR=127.0.0.1:6379
 export SHOP_TEST_ZK_ADDR=127.0.0.1:2181
 export SHOP_TEST_ETCD_ADDR=127.0.0.1:2379
+export SHOP_TEST_CHROMIUM=/usr/bin/chromium
 export SHOP_MYSQL_DSN='shop:shop@tcp(127.0.0.1:3306)/shop?parseTime=true'
 export SHOP_REDIS_ADDR=127.0.0.1:6379
 export SHOP_ZK_ADDRS=127.0.0.1:2181
@@ -51,6 +52,7 @@ Provide the services another way and point the tests and the app at them:
   MySQL 8 or MariaDB, user shop/shop with ALL on *.*   SHOP_TEST_MYSQL_DSN, SHOP_MYSQL_DSN
   ZooKeeper (apt-get install zookeeper)                SHOP_TEST_ZK_ADDR, SHOP_ZK_ADDRS
   etcd (apt-get install etcd-server)                   SHOP_TEST_ETCD_ADDR, SHOP_ETCD_ADDRS
+  Chromium, for the live view's page test (apt-get install chromium)   SHOP_TEST_CHROMIUM
 "scripts/services.sh env" shows the expected values. Or start a Docker engine:
 the tests then run these services with testcontainers.
 EOF
@@ -70,6 +72,8 @@ install_missing() {
 		pkgs+=(default-jre-headless libzookeeper-java)
 	fi
 	listening $ETCD_PORT || have etcd || pkgs+=(etcd-server)
+	# Not a server: the browser the live view's page test drives.
+	have chromium || pkgs+=(chromium)
 	((${#pkgs[@]})) || return 0
 
 	if [[ $EUID -ne 0 ]] || ! have apt-get; then

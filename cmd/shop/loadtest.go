@@ -6,12 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/stockguard/shop/cmd/shop/internal/live"
 	"github.com/stockguard/shop/cmd/shop/internal/sale"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/strategy"
@@ -24,6 +27,7 @@ type loadFlags struct {
 	strategies         string
 	config             func() (config.Config, error) // the shop's, once parsed
 	jsonFile, htmlFile string
+	serve              string // the live view's listen address; empty for none
 	fs                 *flag.FlagSet
 }
 
@@ -48,6 +52,7 @@ func newLoadFlags(name string, getenv config.Getenv, stderr io.Writer, usage str
 	f.config = config.Flags(fs, getenv, strategy.Names(), config.ForLoad)
 	fs.StringVar(&f.jsonFile, "json", "", "also write every figure as JSON to this file")
 	fs.StringVar(&f.htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
+	fs.StringVar(&f.serve, "serve", "", "serve a live view of the run at this address, host:port, and keep serving it after the run until interrupted")
 	return f
 }
 
@@ -79,10 +84,12 @@ func demo(ctx context.Context, args []string, getenv config.Getenv, stdout, stde
 	if err != nil {
 		return err
 	}
-	progress, done := newProgress(stderr)
+	progress, done, err := f.progress(ctx, stderr)
+	if err != nil {
+		return err
+	}
 	rep, err := sale.Demo{Plan: f.plan, Config: cfg, Progress: progress}.Run(ctx)
-	done()
-	return f.write(rep, err, "shop demo", args, stdout)
+	return done(f.write(rep, err, "shop demo", args, stdout))
 }
 
 const benchUsage = `usage: shop bench [flags]
@@ -107,11 +114,13 @@ func bench(ctx context.Context, args []string, getenv config.Getenv, stdout, std
 		return err
 	}
 	b.Plan = f.plan
-	progress, done := newProgress(stderr)
+	progress, done, err := f.progress(ctx, stderr)
+	if err != nil {
+		return err
+	}
 	b.Progress = progress
 	rep, err := b.Run(ctx)
-	done()
-	return f.write(rep, err, "shop bench", args, stdout)
+	return done(f.write(rep, err, "shop bench", args, stdout))
 }
 
 // write prints the report and writes the files asked for, even when the run
@@ -141,6 +150,75 @@ func writeFile(name string, write func(io.Writer) error) error {
 	return errors.Join(write(f), f.Close())
 }
 
+// progress returns what hears the run: the progress bar on a terminal, and
+// the live view if --serve asked for it, which starts listening now. done
+// ends them, once the report is written: the live view serves the final
+// state until ctx ends.
+func (f *loadFlags) progress(ctx context.Context, stderr io.Writer) (p sale.Progress, done func(error) error, err error) {
+	bar, clear := newProgress(stderr)
+	if f.serve == "" {
+		return bar, func(err error) error { clear(); return err }, nil
+	}
+	ln, err := net.Listen("tcp", f.serve)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--serve: %w", err)
+	}
+	view := live.New()
+	srv := &http.Server{Handler: view.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	url := "http://" + ln.Addr().String() + "/"
+	fmt.Fprintf(stderr, "live view: %s\n", url)
+	tee := tee{view}
+	if bar != nil {
+		tee = append(tee, bar)
+	}
+	return tee, func(err error) error {
+		clear()
+		view.Finish()
+		if ctx.Err() == nil {
+			fmt.Fprintf(stderr, "live view: the run has ended; still serving %s until interrupted\n", url)
+			<-ctx.Done()
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		srv.Shutdown(sctx) // event streams end with the server's connections
+		return err
+	}, nil
+}
+
+// tee passes a run's progress to each of its members.
+type tee []sale.Progress
+
+func (t tee) Begin(total int) {
+	for _, p := range t {
+		p.Begin(total)
+	}
+}
+
+func (t tee) Describe(what string) {
+	for _, p := range t {
+		p.Describe(what)
+	}
+}
+
+func (t tee) Start(strategy, kind string, stock int) {
+	for _, p := range t {
+		p.Start(strategy, kind, stock)
+	}
+}
+
+func (t tee) Add(a loadtest.Answer) {
+	for _, p := range t {
+		p.Add(a)
+	}
+}
+
+func (t tee) Audited(strategy, kind string, ph *loadtest.Phase) {
+	for _, p := range t {
+		p.Audited(strategy, kind, ph)
+	}
+}
+
 // bar shows progress on a terminal.
 type bar struct{ *progressbar.ProgressBar }
 
@@ -162,4 +240,7 @@ func newProgress(stderr io.Writer) (sale.Progress, func()) {
 
 func (b bar) Begin(total int)      { b.ChangeMax(total) }
 func (b bar) Describe(what string) { b.ProgressBar.Describe(fmt.Sprintf("%-24s", what)) }
-func (b bar) Add()                 { b.ProgressBar.Add(1) }
+func (b bar) Add(loadtest.Answer)  { b.ProgressBar.Add(1) }
+
+func (bar) Start(string, string, int)               {}
+func (bar) Audited(string, string, *loadtest.Phase) {}

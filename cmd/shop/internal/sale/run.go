@@ -78,11 +78,17 @@ type Fleet struct {
 // Launcher starts instances of the shop running strategy.
 type Launcher func(ctx context.Context, strategy string, instances int) (Fleet, error)
 
-// Progress hears of a run as it goes. Add may be called concurrently.
+// Progress hears of a run as it goes: the progress bar, and the live view.
+// Add may be called concurrently.
 type Progress interface {
 	Begin(total int)      // how many answers the run will wait for
 	Describe(what string) // what runs now
-	Add()                 // one more answer
+	// Start: a phase (burst, steady or closed) of strategy starts, with
+	// stock units on sale.
+	Start(strategy, phase string, stock int)
+	Add(a loadtest.Answer) // one more answer
+	// Audited: the phase has ended, and p is what the database says.
+	Audited(strategy, phase string, p *loadtest.Phase)
 }
 
 // runner runs a plan's strategies one at a time.
@@ -114,12 +120,12 @@ func (r runner) run(ctx context.Context, s strategy.Strategy) (res loadtest.Resu
 		err = errors.Join(err, stopErr)
 	}()
 	tag := strings.ToLower(rand.Text()[:6])
-	res.Burst, err = r.phase(ctx, fleet.Shop, "sale-"+s.Name+"-"+tag, r.plan.Stock, r.plan.Burst.Run)
+	res.Burst, err = r.phase(ctx, fleet.Shop, s.Name, "burst", "sale-"+s.Name+"-"+tag, r.plan.Stock, r.plan.Burst.Run)
 	if err == nil && r.plan.Steady.Rate > 0 {
-		res.Steady, err = r.phase(ctx, fleet.Shop, "steady-"+s.Name+"-"+tag, r.plan.Steady.Buyers(), r.plan.Steady.Run)
+		res.Steady, err = r.phase(ctx, fleet.Shop, s.Name, "steady", "steady-"+s.Name+"-"+tag, r.plan.Steady.Buyers(), r.plan.Steady.Run)
 	}
 	if err == nil && r.plan.Closed.Duration > 0 {
-		res.Closed, err = r.phase(ctx, fleet.Shop, "closed-"+s.Name+"-"+tag, closedStock, r.plan.Closed.Run)
+		res.Closed, err = r.phase(ctx, fleet.Shop, s.Name, "closed", "closed-"+s.Name+"-"+tag, closedStock, r.plan.Closed.Run)
 	}
 	return res, err
 }
@@ -128,12 +134,12 @@ func (r runner) run(ctx context.Context, s strategy.Strategy) (res loadtest.Resu
 // and the most the admin API takes.
 const closedStock = 1_000_000_000
 
-type loadFunc func(ctx context.Context, shop loadtest.Shop, sku string, progress func()) (loadtest.Stats, error)
+type loadFunc func(ctx context.Context, shop loadtest.Shop, sku string, progress func(loadtest.Answer)) (loadtest.Stats, error)
 
 // phase puts stock units of a fresh sku on sale, sends the load, audits it,
 // and deletes the sku's rows, so that later runs start from the same
 // table sizes.
-func (r runner) phase(ctx context.Context, shop loadtest.Shop, sku string, stock int, load loadFunc) (*loadtest.Phase, error) {
+func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku string, stock int, load loadFunc) (*loadtest.Phase, error) {
 	if r.settle != nil {
 		if err := r.settle(ctx); err != nil {
 			return nil, err
@@ -142,8 +148,9 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, sku string, stock
 	if err := shop.Reset(ctx, sku, stock); err != nil {
 		return nil, err
 	}
-	var progress func()
+	var progress func(loadtest.Answer)
 	if r.progress != nil {
+		r.progress.Start(name, kind, stock)
 		progress = r.progress.Add
 	}
 	stats, err := load(ctx, shop, sku, progress)
@@ -163,6 +170,9 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, sku string, stock
 	// served: the sale ended unsold.
 	if stats.Busy > 0 && a.Available > 0 {
 		p.Problems = append(p.Problems, fmt.Sprintf("%d buyers were sent away busy while %d units were left", stats.Busy, a.Available))
+	}
+	if r.progress != nil {
+		r.progress.Audited(name, kind, p)
 	}
 	return p, forget(ctx, r.db, sku)
 }
