@@ -50,6 +50,8 @@ commands:
             dead instances left pending, set Redis's stock from the
             database, and print what it found and fixed
   token     print a buyer token signed with SHOP_JWT_SECRET: shop token USER [--ttl D]
+  lesson    reproduce the seed articles' failures beside their fixes:
+            shop lesson (the list), shop lesson NAME, shop lesson all
 
 Run 'shop <command> -h' for the flags of a command. Every flag can also be
 set by its SHOP_* environment variable; a flag wins over the variable.
@@ -86,6 +88,8 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		return reconcile(ctx, args, getenv, stdout, stderr)
 	case "token":
 		return token(args, getenv, stdout, stderr)
+	case "lesson":
+		return lessonCmd(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -7,7 +7,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -31,9 +30,7 @@ func NewBareLease(client *redis.Client, key string, ttl time.Duration) *BareLeas
 }
 
 // Unlock implements Lock, checking the owner: that part is right.
-func (l *BareLease) Unlock(ctx context.Context) error {
-	return lock.CompareAndDelete.Run(ctx, l.client, []string{l.key}, l.value).Err()
-}
+func (l *BareLease) Unlock(ctx context.Context) error { return compareAndDelete(ctx, l.owned) }
 
 // WriteUnfenced is the write of a holder that trusts its lease: it sets the
 // stock it computed from its earlier read and runs fn, in one transaction,

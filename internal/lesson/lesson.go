@@ -217,7 +217,7 @@ func Summary(w io.Writer, results []Result) error {
 		case r.Err != "":
 			fmt.Fprintf(tw, "%s\t-\t-\terror: %s\n", r.Name, r.Err)
 		default:
-			fmt.Fprintf(tw, "%s\t%s\t%s\t\n", r.Name, yes[r.Reproduced], yes[r.Held])
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\n", r.Name, yes[r.Reproduced], yes[r.Held])
 		}
 	}
 	return tw.Flush()

@@ -1,13 +1,10 @@
-// Package lesson keeps the classic mistakes with distributed locks, from
-// the seed articles, each reproduced beside its fix. Nothing here is safe,
-// and no strategy can select it: the shop's order path never imports it.
-// The mistakes use the stock, so they live above it, not under
-// internal/lock.
+// Package lesson reproduces the failures the seed articles describe, each
+// beside its fix, for `shop lesson`. A Lesson runs the same scenario twice,
+// with the mistake and with the fix, and reports numbers read back from
+// Redis and the database, never what its code meant to do.
 //
-// Each mistake has a test that injects the exact fault that breaks it (a
-// crash between two commands, a pause past the TTL, a clock that runs
-// ahead) and watches it fail, then runs the same scenario against the
-// corresponding lock of internal/lock, which holds:
+// The mistakes themselves live here too; nothing here is safe, and no
+// strategy can select it: the shop's order path never imports it.
 //
 //	SetNXThenExpire   SETNX, then EXPIRE: a crash between them locks forever (seed 002)
 //	UncheckedDelete   DEL without an owner check frees another holder's lock (seeds 002, 004)
@@ -16,7 +13,7 @@
 //	BareLease         a lease with no watchdog, and writes with no fencing token: a holder
 //	                  paused past its TTL writes over its successor (seeds 002, 004)
 //
-// Run them with: go test -v ./internal/lesson
+// Each lesson has a test on real servers that checks the stores itself.
 package lesson
 
 import (
@@ -25,6 +22,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/shop/internal/lock"
 )
 
 // Lock is what every mistake offers: the shape of the seeds' Java locks.
@@ -45,6 +44,12 @@ type owned struct {
 
 func newOwned(client *redis.Client, key string, ttl time.Duration) owned {
 	return owned{client: client, key: key, ttl: ttl, value: rand.Text()}
+}
+
+// compareAndDelete releases o only while it still holds the key: the
+// owner check that a plain DEL lacks.
+func compareAndDelete(ctx context.Context, o owned) error {
+	return lock.CompareAndDelete.Run(ctx, o.client, []string{o.key}, o.value).Err()
 }
 
 // TryLock takes the key with SET NX PX: the one right way to take a Redis

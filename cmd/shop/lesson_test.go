@@ -1,0 +1,79 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stockguard/shop/internal/lesson"
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// runLessons runs `shop lesson all --json` with env as its variables.
+func runLessons(t *testing.T, env map[string]string) []lesson.Result {
+	t.Helper()
+	var out, errs strings.Builder
+	err := run(t.Context(), []string{"lesson", "all", "--json"}, func(k string) string { return env[k] }, &out, &errs)
+	var results []lesson.Result
+	if jerr := json.Unmarshal([]byte(out.String()), &results); jerr != nil {
+		t.Fatalf("shop lesson all: %v, %v\n%s%s", err, jerr, out.String(), errs.String())
+	}
+	if err != nil {
+		t.Errorf("shop lesson all: %v", err)
+	}
+	if len(results) != len(lesson.All()) {
+		t.Fatalf("%d results for %d lessons", len(results), len(lesson.All()))
+	}
+	return results
+}
+
+// TestLessonsEmbedded: with nothing configured, every lesson that needs no
+// server of its own runs on miniredis and SQLite, reproduces its failure
+// and holds with its fix; the others say what they need.
+func TestLessonsEmbedded(t *testing.T) {
+	t.Parallel()
+	for _, r := range runLessons(t, nil) {
+		switch {
+		case len(r.Needs) > 0:
+			if !strings.Contains(r.Skipped, "needs "+string(r.Needs[0].Server)) {
+				t.Errorf("%s: skipped %q, want it to name %s", r.Name, r.Skipped, r.Needs[0].Server)
+			}
+		case !r.OK():
+			t.Errorf("%s: reproduced %v, held %v, skipped %q, error %q", r.Name, r.Reproduced, r.Held, r.Skipped, r.Err)
+		}
+	}
+}
+
+// TestLessonsOnServers: with the servers of scripts/services.sh, every
+// lesson runs, none is skipped, and each reproduces its failure and holds
+// with its fix.
+func TestLessonsOnServers(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"SHOP_MYSQL_DSN": testinfra.MySQL(t), "SHOP_REDIS_ADDR": testinfra.Redis(t).Addr,
+		"SHOP_ZK_ADDRS": strings.Join(testinfra.ZooKeeper(t).Addrs, ",")}
+	for _, r := range runLessons(t, env) {
+		if !r.OK() {
+			t.Errorf("%s: reproduced %v, held %v, skipped %q, error %q", r.Name, r.Reproduced, r.Held, r.Skipped, r.Err)
+		}
+	}
+}
+
+// TestLessonList: without a name, the lessons are listed; an unknown name
+// is an error that lists them.
+func TestLessonList(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	if err := run(t.Context(), []string{"lesson"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lesson.All() {
+		if !strings.Contains(out.String(), l.Name) {
+			t.Errorf("the list lacks %s:\n%s", l.Name, out.String())
+		}
+	}
+	err := run(t.Context(), []string{"lesson", "no-such"}, func(string) string { return "" }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "oversell") {
+		t.Errorf("shop lesson no-such: %v, want an error that lists the lessons", err)
+	}
+}

@@ -1,0 +1,132 @@
+package lesson_test
+
+import (
+	"testing"
+
+	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/lesson"
+)
+
+// Each lesson runs on real servers. The test reads the stores itself,
+// after the lesson, wherever the lesson leaves its data there; where it
+// must clean up (a Redis key with no expiry), it checks the numbers the
+// lesson read from Redis.
+
+// audited reads the audit of one of the lesson's SKUs.
+func audited(t *testing.T, env *lesson.Env, sale string) audit.Audit {
+	t.Helper()
+	a, err := audit.SKU(t.Context(), env.DB, env.Prefix+sale, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// verdict fails the test unless the lesson reproduced its failure and its
+// fix held.
+func verdict(t *testing.T, r lesson.Result) {
+	t.Helper()
+	if !r.Reproduced || !r.Held {
+		t.Errorf("%s: reproduced %v, held %v; mistake %+v, fix %+v", r.Name, r.Reproduced, r.Held, r.Mistake, r.Fix)
+	}
+}
+
+func TestOversell(t *testing.T) {
+	t.Parallel()
+	env := realEnv(t, 0)
+	verdict(t, run(t, env, "oversell"))
+	if a := audited(t, env, "oversell-mistake"); a.Oversold == 0 {
+		t.Errorf("read-then-write: %+v, want units oversold", a)
+	}
+	if a := audited(t, env, "oversell-fix"); a.Oversold != 0 || a.Orders != 5 || a.Available != 0 {
+		t.Errorf("conditional UPDATE: %+v, want 5 orders and nothing left", a)
+	}
+}
+
+func TestLocalLock(t *testing.T) {
+	t.Parallel()
+	env := realEnv(t, 0)
+	verdict(t, run(t, env, "local-lock"))
+	if a := audited(t, env, "local-lock-1"); a.Oversold != 0 || a.Orders != 5 {
+		t.Errorf("a mutex in 1 instance: %+v, want 5 orders", a)
+	}
+	if a := audited(t, env, "local-lock-3"); a.Oversold == 0 {
+		t.Errorf("a mutex in each of 3 instances: %+v, want units oversold", a)
+	}
+	if a := audited(t, env, "local-lock-fix"); a.Oversold != 0 || a.Orders != 5 {
+		t.Errorf("a Redis lock: %+v, want 5 orders", a)
+	}
+}
+
+func TestSetNXExpire(t *testing.T) {
+	t.Parallel()
+	r := run(t, realEnv(t, 0), "setnx-expire")
+	verdict(t, r)
+	if m := r.Mistake.Numbers; m["pttl_ms_after_crash"] != -1 || m["taken_after_2_ttl"] != 0 {
+		t.Errorf("SETNX then EXPIRE: %v, want a key with no expiry that nobody takes", m)
+	}
+	if f := r.Fix.Numbers; f["pttl_ms_after_crash"] <= 0 || f["taken_after_2_ttl"] != 1 {
+		t.Errorf("SET NX PX: %v, want an expiring key, taken after its TTL", f)
+	}
+}
+
+func TestUncheckedDelete(t *testing.T) {
+	t.Parallel()
+	r := run(t, realEnv(t, 0), "unchecked-delete")
+	verdict(t, r)
+	if m := r.Mistake.Numbers; m["key_after_a_release"] != 0 || m["c_got_in_while_b_held"] != 1 {
+		t.Errorf("DEL: %v, want B's key deleted and C in", m)
+	}
+	if f := r.Fix.Numbers; f["key_after_a_release"] != 1 || f["c_got_in_while_b_held"] != 0 {
+		t.Errorf("compare-and-delete: %v, want B's key kept and C out", f)
+	}
+}
+
+func TestGetsetClock(t *testing.T) {
+	t.Parallel()
+	r := run(t, realEnv(t, 0), "getset-clock")
+	verdict(t, r)
+	if m := r.Mistake.Numbers; m["b_took_a_live_lock"] != 1 || m["b_lock_deleted_by_a"] != 1 {
+		t.Errorf("GETSET on timestamps: %v, want B in and its lock deleted by A", m)
+	}
+	if f := r.Fix.Numbers; f["b_took_a_live_lock"] != 0 {
+		t.Errorf("SET NX PX: %v, want B kept out", f)
+	}
+}
+
+func TestPausedLease(t *testing.T) {
+	t.Parallel()
+	env := realEnv(t, 0)
+	r := run(t, env, "paused-lease")
+	verdict(t, r)
+	if a := audited(t, env, "paused-lease-mistake"); a.Orders != 2 || a.Oversold != 1 {
+		t.Errorf("no fence: %+v, want 2 orders for the 1 unit", a)
+	}
+	if a := audited(t, env, "paused-lease-fix"); a.Orders != 1 || a.Oversold != 0 || r.Fix.Numbers["a_refused"] != 1 {
+		t.Errorf("fenced: %+v, %v; want 1 order and A's write refused", a, r.Fix.Numbers)
+	}
+}
+
+func TestDuplicateSubmit(t *testing.T) {
+	t.Parallel()
+	env := realEnv(t, 0)
+	verdict(t, run(t, env, "duplicate-submit"))
+	if a := audited(t, env, "duplicate-submit-mistake"); a.Orders != 2 {
+		t.Errorf("no key: %+v, want 2 orders", a)
+	}
+	if a := audited(t, env, "duplicate-submit-fix"); a.Orders != 1 {
+		t.Errorf("one key: %+v, want 1 order", a)
+	}
+}
+
+func TestDoubleRefund(t *testing.T) {
+	t.Parallel()
+	env := realEnv(t, 0)
+	verdict(t, run(t, env, "double-refund"))
+	if a := audited(t, env, "double-refund-mistake"); a.Available != 2 {
+		t.Errorf("read, then write: %+v, want the 1 unit returned twice", a)
+	}
+	if a := audited(t, env, "double-refund-fix"); a.Available != 1 || a.Orders != 0 {
+		t.Errorf("conditional: %+v, want the unit returned once and no live order", a)
+	}
+}
