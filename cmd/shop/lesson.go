@@ -137,7 +137,8 @@ func lessonEnv(ctx context.Context, cfg config.Config) (env *lesson.Env, closeEn
 			closeEnv()
 		}
 	}()
-	env = &lesson.Env{Prefix: "lesson:" + strings.ToLower(rand.Text()[:8]) + ":", Advance: time.Sleep, ZooKeeper: cfg.ZKAddrs}
+	env = &lesson.Env{Prefix: "lesson:" + strings.ToLower(rand.Text()[:8]) + ":", Advance: time.Sleep,
+		ZooKeeper: cfg.ZKAddrs, ZooKeeperRoot: "/stockguard/lessons"}
 	addr := cfg.RedisAddr
 	if addr == "" {
 		m, err := miniredis.Run()

@@ -130,3 +130,29 @@ func TestDoubleRefund(t *testing.T) {
 		t.Errorf("conditional: %+v, want the unit returned once and no live order", a)
 	}
 }
+
+func TestOptimisticCollapse(t *testing.T) {
+	t.Parallel()
+	env := realEnv(t, 0)
+	r := run(t, env, "optimistic-collapse")
+	verdict(t, r)
+	if a := audited(t, env, "optimistic-collapse-mistake"); a.Available == 0 || r.Mistake.Numbers["turned_away_busy"] == 0 {
+		t.Errorf("3 tries: %+v, %v; want units left while buyers were turned away", a, r.Mistake.Numbers)
+	}
+	if a := audited(t, env, "optimistic-collapse-fix"); a.Available != 0 || a.Orders != 50 || a.Oversold != 0 {
+		t.Errorf("the optimistic strategy: %+v, want all 50 units sold", a)
+	}
+}
+
+func TestZKHerd(t *testing.T) {
+	t.Parallel()
+	r := run(t, realEnv(t, 0), "zk-herd")
+	verdict(t, r)
+	m, f := r.Mistake.Numbers, r.Fix.Numbers
+	if m["releases"] != 8 || m["wakeups"] <= m["releases"] {
+		t.Errorf("watching the children: %v, want more wake-ups than releases", m)
+	}
+	if f["releases"] != 8 || f["wakeups"] > f["releases"]-1 {
+		t.Errorf("watching the predecessor: %v, want at most one wake-up per release", f)
+	}
+}
