@@ -139,17 +139,56 @@ func lessonEnv(ctx context.Context, cfg config.Config) (env *lesson.Env, closeEn
 	}()
 	env = &lesson.Env{Prefix: "lesson:" + strings.ToLower(rand.Text()[:8]) + ":", Advance: time.Sleep,
 		ZooKeeper: cfg.ZKAddrs, ZooKeeperRoot: "/stockguard/lessons"}
-	addr := cfg.RedisAddr
-	if addr == "" {
+	// Embedded servers are fast-forwarded; real ones are waited for.
+	var embedded []*miniredis.Miniredis
+	embed := func() (*miniredis.Miniredis, error) {
 		m, err := miniredis.Run()
 		if err != nil {
-			return nil, nil, fmt.Errorf("lesson: miniredis: %w", err)
+			return nil, fmt.Errorf("lesson: miniredis: %w", err)
 		}
 		closers = append(closers, m.Close)
-		addr, env.Advance = m.Addr(), m.FastForward
+		embedded = append(embedded, m)
+		return m, nil
 	}
-	env.Redis = redis.NewClient(&redis.Options{Addr: addr})
-	closers = append(closers, func() { env.Redis.Close() })
+	client := func(addr string) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		closers = append(closers, func() { c.Close() })
+		return c
+	}
+	addr := cfg.RedisAddr
+	if addr == "" {
+		m, err := embed()
+		if err != nil {
+			return nil, nil, err
+		}
+		addr = m.Addr()
+	}
+	env.Redis = client(addr)
+	if len(cfg.RedlockAddrs) == 0 {
+		for range 3 {
+			m, err := embed()
+			if err != nil {
+				return nil, nil, err
+			}
+			// An embedded master restarts without its data.
+			env.Masters = append(env.Masters, lesson.Master{Client: client(m.Addr()),
+				RestartEmpty: func(context.Context) error { m.FlushAll(); return nil }})
+		}
+	}
+	for _, a := range cfg.RedlockAddrs {
+		c := client(a)
+		// A real master is not restarted: the lesson's keys on it go, as a
+		// restart without persistence would lose them.
+		env.Masters = append(env.Masters, lesson.Master{Client: c,
+			RestartEmpty: func(ctx context.Context) error { return deleteKeys(ctx, c, env.Prefix) }})
+	}
+	if cfg.RedisAddr == "" && len(cfg.RedlockAddrs) == 0 {
+		env.Advance = func(d time.Duration) {
+			for _, m := range embedded {
+				m.FastForward(d)
+			}
+		}
+	}
 	dsn := cfg.MySQLDSN
 	if dsn == "" {
 		dir, err := os.MkdirTemp("", "stockguard-lesson-")
@@ -167,18 +206,24 @@ func lessonEnv(ctx context.Context, cfg config.Config) (env *lesson.Env, closeEn
 		return nil, nil, err
 	}
 	env.MySQL = !strings.HasPrefix(dsn, db.SQLitePrefix)
+	// What the lessons left in a real Redis goes; on MySQL their SKUs
+	// stay, named by the prefix, for a look afterwards.
 	if cfg.RedisAddr != "" {
-		// What the lessons left in a shared Redis goes; on MySQL their
-		// SKUs stay, named by the prefix, for a look afterwards.
-		closers = append(closers, func() { deleteLessonKeys(env) })
+		closers = append(closers, func() { deleteKeys(context.Background(), env.Redis, env.Prefix) })
+	}
+	for _, m := range env.Masters[:len(cfg.RedlockAddrs)] {
+		closers = append(closers, func() { deleteKeys(context.Background(), m.Client, env.Prefix) })
 	}
 	return env, closeEnv, nil
 }
 
-func deleteLessonKeys(env *lesson.Env) {
-	ctx := context.Background()
-	iter := env.Redis.Scan(ctx, 0, env.Prefix+"*", 1000).Iterator()
+// deleteKeys deletes the keys under prefix.
+func deleteKeys(ctx context.Context, c *redis.Client, prefix string) error {
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	for iter.Next(ctx) {
-		env.Redis.Del(ctx, iter.Val())
+		if err := c.Del(ctx, iter.Val()).Err(); err != nil {
+			return err
+		}
 	}
+	return iter.Err()
 }

@@ -156,3 +156,21 @@ func TestZKHerd(t *testing.T) {
 		t.Errorf("watching the predecessor: %v, want at most one wake-up per release", f)
 	}
 }
+
+func TestRedlockFailover(t *testing.T) {
+	t.Parallel()
+	env := realEnv(t, 3)
+	r := run(t, env, "redlock-failover")
+	verdict(t, r)
+	for _, tr := range []*lesson.Trial{r.Mistake, r.Fix} {
+		if tr.Numbers["holders_at_once"] != 2 {
+			t.Errorf("%s: %v, want A and B holding the lock at once", tr.Name, tr.Numbers)
+		}
+	}
+	if a := audited(t, env, "redlock-failover-mistake"); a.Orders != 2 || a.Oversold != 1 {
+		t.Errorf("no fence: %+v, want 2 orders for the 1 unit", a)
+	}
+	if a := audited(t, env, "redlock-failover-fix"); a.Orders != 1 || r.Fix.Numbers["a_refused"] != 1 {
+		t.Errorf("fenced: %+v, %v; want 1 order and A's write refused", a, r.Fix.Numbers)
+	}
+}
