@@ -174,3 +174,16 @@ func TestRedlockFailover(t *testing.T) {
 		t.Errorf("fenced: %+v, %v; want 1 order and A's write refused", a, r.Fix.Numbers)
 	}
 }
+
+func TestFastPathCrash(t *testing.T) {
+	t.Parallel()
+	env := realEnv(t, 0)
+	r := run(t, env, "fast-path-crash")
+	verdict(t, r)
+	if a := audited(t, env, "fast-path-crash-mistake"); a.Orders >= int(r.Mistake.Numbers["acknowledged"]) {
+		t.Errorf("the in-memory queue: %+v, %v; want fewer orders than buyers told they bought", a, r.Mistake.Numbers)
+	}
+	if a := audited(t, env, "fast-path-crash-fix"); a.Orders != 10 || a.Available != 0 || r.Fix.Numbers["redis_available"] != 0 {
+		t.Errorf("lua: %+v, %v; want all 10 reservations persisted, Redis and the database at 0", a, r.Fix.Numbers)
+	}
+}
