@@ -29,8 +29,8 @@ const (
 
 // Need is a server a lesson needs, and why.
 type Need struct {
-	Server Server
-	Why    string
+	Server Server `json:"server"`
+	Why    string `json:"why"`
 }
 
 // Env holds the stores a lesson runs on. `shop lesson` fills it from the
@@ -104,7 +104,7 @@ type Lesson struct {
 	Setup string `json:"setup"`
 	// Takeaway is the lesson in a line.
 	Takeaway string `json:"takeaway"`
-	Needs    []Need `json:"-"`
+	Needs    []Need `json:"needs,omitempty"`
 	// Mistake runs the scenario as the seed does it, Fix as the shop does.
 	Mistake func(ctx context.Context, env *Env) (Trial, error) `json:"-"`
 	Fix     func(ctx context.Context, env *Env) (Trial, error) `json:"-"`
