@@ -339,16 +339,23 @@ func TestBuyerRateLimit(t *testing.T) {
 	if orders < rate || orders > most {
 		t.Errorf("%d orders in the database, want from %d (the burst) to %d", orders, rate, most)
 	}
-	created, limited := 0, -1
+	created, limited, busy := 0, -1, 0
 	for i, a := range answers {
 		switch {
 		case a.code == http.StatusCreated:
 			created++
 		case a.code == http.StatusTooManyRequests && a.slug == "rate-limited" && a.problem && a.retry != "":
 			limited = i
+		case a.code == http.StatusServiceUnavailable && a.slug == "busy":
+			// Nothing decided: 1,000 requests at once can outlast the
+			// deadline on a loaded machine. It stores no key (checked below).
+			busy++
 		default:
 			t.Fatalf("answer %+v, want 201 or 429 rate-limited with Retry-After", a)
 		}
+	}
+	if busy > 0 {
+		t.Logf("%d requests answered busy", busy)
 	}
 	if int64(created) != orders {
 		t.Errorf("%d orders acknowledged, %d in the database", created, orders)

@@ -79,7 +79,9 @@ func (w *world) serve(t testing.TB, cfg httpapi.Config) *httptest.Server {
 	t.Helper()
 	cfg.Orders = order.NewService(w.db, w.newGuard(w.db), nil)
 	cfg.Idempotency = idempotency.NewStore(w.client(t), &idempotency.Options{Prefix: w.redis.Prefix})
-	cfg.RequestTimeout = 5 * time.Second
+	// Generous: a test that runs beside the whole suite on 2 cores must not
+	// see its requests end busy for want of time.
+	cfg.RequestTimeout = 30 * time.Second
 	cfg.Ready = func(ctx context.Context) error {
 		sqlDB, err := w.db.DB()
 		if err != nil {
