@@ -122,10 +122,11 @@ func (b *Batched) place(ctx context.Context, r PlaceRequest, limit int) (Order, 
 			return Order{}, false, fmt.Errorf("order: place: %w", err)
 		}
 		if it.Available < r.Quantity {
-			return Order{}, false, soldOut(r.SKU) // the Service looks the key up
+			return replayOr(ctx, b.db, r, soldOut(r.SKU))
 		}
 	}
-	return b.w.submit(&pending{ctx: ctx, r: r, limit: limit})
+	o, replayed, err := b.w.submit(&pending{ctx: ctx, r: r, limit: limit})
+	return checkRefusal(ctx, b.db, r, o, replayed, err)
 }
 
 // submit queues p for its SKU's next batch and waits for its answer.

@@ -92,18 +92,35 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 // when the buyer's ctx has ended.
 const redisTimeout = 5 * time.Second
 
-// place reserves in Redis, then persists through the writer.
+// place reserves in Redis, then persists through the writer. Redis's
+// refusals are final (stock.RedisStock.Reserve); the database's are checked
+// against the key's order.
 func (l *Lua) place(ctx context.Context, r PlaceRequest, limit int) (Order, bool, error) {
 	res := stock.Reservation{UserID: r.UserID, Key: r.IdempotencyKey, Quantity: r.Quantity}
+	checked := false
 	for attempt := 0; ; attempt++ {
 		epoch, err := l.epoch(ctx, r.SKU)
 		if err != nil {
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
-		id, err := l.redis.Reserve(ctx, r.SKU, epoch, res, limit)
+		id, err := l.redis.Reserve(ctx, r.SKU, epoch, res, limit, checked)
 		switch {
 		case err == nil:
-			return l.w.submit(&pending{ctx: ctx, r: r, limit: limit, entry: id, epoch: epoch})
+			o, replayed, err := l.w.submit(&pending{ctx: ctx, r: r, limit: limit, entry: id, epoch: epoch})
+			return checkRefusal(ctx, l.db, r, o, replayed, err)
+		case errors.Is(err, stock.ErrCheck) && !checked:
+			// The key may have an order that Redis does not know of: find
+			// it before taking stock that a new buyer then misses.
+			o, found, err := existing(ctx, l.db, r)
+			switch {
+			case found:
+				return o, true, nil
+			case errors.Is(err, ErrKeyReused):
+				return Order{}, false, err
+			case err != nil:
+				return Order{}, false, fmt.Errorf("%w: %w", stock.ErrBusy, err)
+			}
+			checked = true
 		case errors.Is(err, stock.ErrStale) && attempt < 3:
 			if err := l.refresh(ctx, r.SKU, epoch); err != nil {
 				return Order{}, false, fmt.Errorf("order: place: %w", err)
@@ -164,26 +181,30 @@ func (l *Lua) refresh(ctx context.Context, sku string, seen int64) error {
 // settle runs once a batch has committed: its reservations are in the
 // database now, or were refused, and leave the stream.
 func (l *Lua) settle(sku string, batch []*pending, answers []placed) {
-	var kept, released []stock.Reservation
+	rs := make([]stock.Reservation, len(batch))
+	how := make([]stock.Settled, len(batch))
 	refused := false
 	for i, p := range batch {
-		r := stock.Reservation{ID: p.entry, UserID: p.r.UserID, Key: p.r.IdempotencyKey, Quantity: p.r.Quantity}
+		rs[i] = stock.Reservation{ID: p.entry, UserID: p.r.UserID, Key: p.r.IdempotencyKey, Quantity: p.r.Quantity}
 		// A replay gives its units back: the key's order took units of its
 		// own. Should that order be this very reservation's (its commit's
 		// answer was lost), Redis then holds a unit more than the database,
 		// which refuses it, and reconcile corrects it: too many in Redis,
 		// never too few.
-		if a := answers[i]; a.err == nil && !a.replayed {
-			kept = append(kept, r)
-			continue
+		switch a := answers[i]; {
+		case a.err == nil && a.replayed:
+			how[i] = stock.Replayed
+		case a.err == nil:
+			how[i] = stock.Kept
+		default:
+			how[i] = stock.Released
+			refused = refused || errors.Is(a.err, stock.ErrSoldOut) || errors.Is(a.err, ErrLimitReached)
 		}
-		released = append(released, r)
-		refused = refused || errors.Is(answers[i].err, stock.ErrSoldOut) || errors.Is(answers[i].err, ErrLimitReached)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
 	defer cancel()
 	// Should it fail, they stay pending and are claimed and settled later.
-	_, _ = l.redis.Settle(ctx, sku, kept, released, l.limit > 0)
+	_, _ = l.redis.Settle(ctx, sku, rs, how, l.limit > 0)
 	if refused {
 		// Redis granted what the database refused: its state is stale.
 		l.fix(sku)
@@ -362,12 +383,19 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 		case st.Epoch != rec.Epoch:
 			rec.Rebuilt = fmt.Sprintf("epoch %d, want %d", st.Epoch, rec.Epoch)
 		}
+		load := stock.Load{Token: token, Epoch: rec.Epoch, Available: it.Available, Limited: l.limit > 0}
 		if rec.Rebuilt != "" {
 			if rec.Epoch, err = newEpoch(tx, sku, rec.Epoch); err != nil {
 				return err
 			}
+			load.Epoch = rec.Epoch
+			// Keys that have orders are unknown to a state built anew.
+			var sold bool
+			if err := tx.Raw(`SELECT EXISTS (SELECT 1 FROM orders WHERE sku = ?)`, sku).Row().Scan(&sold); err != nil {
+				return err
+			}
+			load.Lookup = &sold
 		}
-		load := stock.Load{Token: token, Epoch: rec.Epoch, Available: it.Available, Limited: l.limit > 0}
 		if load.Persisted, err = persisted(tx, sku, st.Log); err != nil {
 			return err
 		}

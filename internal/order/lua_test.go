@@ -202,6 +202,65 @@ func TestLuaRebuildsEmptyRedis(t *testing.T) {
 	}
 }
 
+// TestLuaRetryTakesNoStock: a retry whose key already has an order gets
+// that order without a reservation, so it never holds a unit that a new
+// buyer then misses: first while Redis knows the key's order, then after
+// Redis lost the SKU's keys and built its state again from a database that
+// has orders.
+func TestLuaRetryTakesNoStock(t *testing.T) {
+	t.Parallel()
+	f := newLuaFleet(t, nil, "", order.LuaOptions{})
+	shop := f.new()
+	ctx := t.Context()
+	const sku = "retry-no-stock"
+	if _, err := shop.ResetStock(ctx, sku, 3); err != nil {
+		t.Fatal(err)
+	}
+	buy := func(user string) order.Order {
+		t.Helper()
+		o, replayed, err := shop.Place(ctx, order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: "k-" + user})
+		if err != nil || replayed {
+			t.Fatalf("%s: replayed %v, %v", user, replayed, err)
+		}
+		return o
+	}
+	logged := func() int64 { // reservations ever added to the SKU's log
+		t.Helper()
+		info, err := f.rdb.XInfoStream(ctx, f.prefix+"lua:{"+sku+"}:log").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.EntriesAdded
+	}
+	retry := func(o order.Order, when string) {
+		t.Helper()
+		before := logged()
+		again, replayed, err := shop.Place(ctx, order.PlaceRequest{SKU: sku, UserID: o.UserID, Quantity: 1, IdempotencyKey: *o.IdempotencyKey})
+		if err != nil || !replayed || again.ID != o.ID {
+			t.Fatalf("retry %s: order %d, replayed %v, %v; want order %d replayed", when, again.ID, replayed, err, o.ID)
+		}
+		if n := logged() - before; n != 0 {
+			t.Errorf("retry %s: %d reservations made, want none", when, n)
+		}
+	}
+
+	ann := buy("ann")
+	retry(ann, "with Redis intact")
+	keys, err := f.rdb.Keys(ctx, "*{"+sku+"}*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("no keys of %s in Redis to delete: %v", sku, err)
+	}
+	if err := f.rdb.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	buy("bob") // builds the state again
+	retry(ann, "after Redis lost the SKU")
+	if got := f.redisAvailable(t, sku); got != 1 {
+		t.Errorf("redis has %d available, want 1", got)
+	}
+	f.settled(t, shop, sku, 0, []int64{ann.ID})
+}
+
 // TestLuaClaimsDeadReservations: a process that reserved and died before
 // persisting leaves its reservations pending in the stream. Reconcile on
 // another instance claims them once idle and persists them, and the
@@ -225,7 +284,7 @@ func TestLuaClaimsDeadReservations(t *testing.T) {
 	dead := stock.NewRedisStock(f.rdb, f.prefix) // another process's consumer
 	for i := range 3 {
 		r := stock.Reservation{UserID: fmt.Sprint("ghost-", i), Key: "g", Quantity: 1}
-		if _, err := dead.Reserve(t.Context(), sku, epoch, r, 0); err != nil {
+		if _, err := dead.Reserve(t.Context(), sku, epoch, r, 0, false); err != nil {
 			t.Fatal(err)
 		}
 	}

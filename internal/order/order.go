@@ -87,27 +87,26 @@ type PlaceRequest struct {
 // returned with replayed set, and no stock is taken.
 func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed bool, err error) {
 	if p, ok := s.guard.(placer); ok && r.IdempotencyKey != "" {
-		// They decide before the database does: a retry whose first answer
-		// the key store forgot must find its order before it takes stock
-		// that a new buyer then misses.
-		if o, found, err := existing(ctx, s.db, r); found || err != nil {
-			return o, found, err
-		}
-		o, replayed, err = p.place(ctx, r, s.limit)
-	} else {
-		o, replayed, err = s.place(ctx, r)
+		return p.place(ctx, r, s.limit)
 	}
-	// A refusal may be the key's own order having taken the stock or the
-	// user's limit: a retry whose first answer the key store forgot, or
-	// whose first attempt, answered busy, committed while this one decided.
+	o, replayed, err = s.place(ctx, r)
+	return checkRefusal(ctx, s.db, r, o, replayed, err)
+}
+
+// checkRefusal answers a refusal, sold out or over the limit, with the
+// order r's key already has, if it has one. The refusal may be because
+// that order took the stock or the user's limit: a retry whose first
+// answer the key store forgot, or whose first attempt, answered busy,
+// committed while this one decided. Other answers pass as they are.
+func checkRefusal(ctx context.Context, gdb *gorm.DB, r PlaceRequest, o Order, replayed bool, err error) (Order, bool, error) {
 	if r.IdempotencyKey != "" && (errors.Is(err, stock.ErrSoldOut) || errors.Is(err, ErrLimitReached)) {
-		return replayOr(ctx, s.db, r, err)
+		return replayOr(ctx, gdb, r, err)
 	}
 	return o, replayed, err
 }
 
 // placer is a strategy that places orders itself, rather than through
-// Adjust: batched and lua, which batch them.
+// Adjust: batched and lua, which batch them. It checks its refusals itself.
 type placer interface {
 	place(ctx context.Context, r PlaceRequest, limit int) (Order, bool, error)
 }

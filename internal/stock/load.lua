@@ -1,12 +1,16 @@
 -- load.lua: KEYS = {state, holdings, log, fence}, ARGV = {fencing token (0:
--- none), epoch, available in the database, limited (1 or 0), n, then n ids
--- of log entries whose orders the database has, then user, units pairs of
--- what the database says users hold}.
+-- none), epoch, available in the database, limited (1 or 0), lookup (1 or 0
+-- for a state built anew, "" to keep it), n, then n ids of log entries
+-- whose orders the database has, then user, units pairs of what the
+-- database says users hold}.
 -- Sets a SKU's Redis state from the database, run while the database's
 -- stock row is locked: available is the database's, less every reservation
 -- still in the log that the database does not have, counted here, in the
 -- same step as the write, so that a reservation made meanwhile is counted
--- too. A token below the fence, a later run's, changes nothing. Returns
+-- too. A kept state whose available was wrong had lost writes, so its
+-- keys may have too: it gets lookup set, which sends every key to the
+-- database before it reserves (see reserve.lua). A token below the fence,
+-- a later run's, changes nothing. Returns
 -- {"ok", available before or "", available after, pending entries} or
 -- {"fenced", fence}.
 local token = tonumber(ARGV[1])
@@ -18,13 +22,13 @@ if token > 0 then
 	redis.call("SET", KEYS[4], ARGV[1])
 end
 local limited = ARGV[4] == "1"
-local n = tonumber(ARGV[5])
+local n = tonumber(ARGV[6])
 local persisted = {}
-for i = 6, 5 + n do
+for i = 7, 6 + n do
 	persisted[ARGV[i]] = true
 end
 local held = {}
-for i = 6 + n, #ARGV, 2 do
+for i = 7 + n, #ARGV, 2 do
 	held[ARGV[i]] = tonumber(ARGV[i + 1])
 end
 redis.pcall("XGROUP", "CREATE", KEYS[3], "shop", "$", "MKSTREAM") -- BUSYGROUP: it exists
@@ -42,7 +46,14 @@ for _, e in ipairs(redis.call("XRANGE", KEYS[3], "-", "+")) do
 end
 local before = redis.call("HGET", KEYS[1], "available") or ""
 local available = tonumber(ARGV[3]) - pending
+local lookup = ARGV[5]
+if lookup == "" and before ~= "" and tonumber(before) ~= available then
+	lookup = "1"
+end
 redis.call("HSET", KEYS[1], "available", available, "epoch", ARGV[2])
+if lookup ~= "" then
+	redis.call("HSET", KEYS[1], "lookup", lookup)
+end
 redis.call("DEL", KEYS[2])
 if limited then
 	for user, units in pairs(held) do

@@ -41,6 +41,11 @@ var (
 	// ErrKeyReused means the buyer's Idempotency-Key has a reservation in
 	// the log for another quantity.
 	ErrKeyReused = errors.New("stock: idempotency key reserved for another quantity")
+	// ErrCheck means the buyer's key may have an order that Redis does not
+	// know of: the key's order was persisted, or the state was built while
+	// the database had orders. The caller looks the key up in the database
+	// and, if it has no order there, reserves again with checked set.
+	ErrCheck = errors.New("stock: look the idempotency key up in the database first")
 )
 
 // Reservation is one buyer's units taken in Redis and logged in the SKU's
@@ -101,11 +106,15 @@ func (s *RedisStock) skus() string { return s.prefix + "lua:skus" }
 
 // Reserve takes r's units of sku if the state is the epoch's, the stock
 // suffices and the user stays within limit (0: none), and logs the
-// reservation, pending for this process. It returns the reservation's id,
-// or ErrStale, ErrSoldOut or ErrOverLimit.
-func (s *RedisStock) Reserve(ctx context.Context, sku string, epoch int64, r Reservation, limit int) (string, error) {
+// reservation, pending for this process. checked says that the caller
+// found no order under r's key in the database. It returns the
+// reservation's id, or ErrStale, ErrSoldOut, ErrOverLimit, ErrKeyReused or
+// ErrCheck.
+//
+// A refusal is final: the key has no order that Redis does not know of.
+func (s *RedisStock) Reserve(ctx context.Context, sku string, epoch int64, r Reservation, limit int, checked bool) (string, error) {
 	k := s.keys(sku)
-	v, err := reserveScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, epoch, r.UserID, r.Key, r.Quantity, limit, s.consumer).StringSlice()
+	v, err := reserveScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, epoch, r.UserID, r.Key, r.Quantity, limit, s.consumer, flag(checked)).StringSlice()
 	if err != nil {
 		return "", fmt.Errorf("stock: reserve: %w", err)
 	}
@@ -118,22 +127,34 @@ func (s *RedisStock) Reserve(ctx context.Context, sku string, epoch int64, r Res
 		return "", fmt.Errorf("%w: %s", ErrSoldOut, sku)
 	case "reused":
 		return "", fmt.Errorf("%w: %s's key %q has reservation %s", ErrKeyReused, r.UserID, r.Key, v[1])
+	case "check":
+		return "", fmt.Errorf("%w: %s's key %q", ErrCheck, r.UserID, r.Key)
 	default:
 		return "", fmt.Errorf("%w: %s holds %s of %s, the limit is %d", ErrOverLimit, r.UserID, v[1], sku, limit)
 	}
 }
 
-// Settle ends reservations of sku whose batch has committed: kept ones
-// are in the database now; released ones are not, and give their units
-// back. limited says whether holdings are kept. It returns the units
-// given back.
-func (s *RedisStock) Settle(ctx context.Context, sku string, kept, released []Reservation, limited bool) (int, error) {
+// Settled is how a reservation ended, for Settle.
+type Settled int
+
+// How reservations end.
+const (
+	// Kept: the database has the reservation's order.
+	Kept Settled = iota
+	// Released: the database refused it; its units go back.
+	Released
+	// Replayed: its key already had an order, which took units of its
+	// own; its units go back.
+	Replayed
+)
+
+// Settle ends reservations of sku whose batch has committed, each as how
+// says: the same length as rs. limited says whether holdings are kept. It
+// returns the units given back.
+func (s *RedisStock) Settle(ctx context.Context, sku string, rs []Reservation, how []Settled, limited bool) (int, error) {
 	args := []any{flag(limited)}
-	for _, r := range kept {
-		args = append(args, r.ID, r.Quantity, r.UserID, r.Key, 0)
-	}
-	for _, r := range released {
-		args = append(args, r.ID, r.Quantity, r.UserID, r.Key, 1)
+	for i, r := range rs {
+		args = append(args, r.ID, r.Quantity, r.UserID, r.Key, int(how[i]))
 	}
 	k := s.keys(sku)
 	n, err := settleScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, args...).Int()
@@ -209,6 +230,11 @@ type Load struct {
 	// Held is what each user holds in the database, when Limited.
 	Held    map[string]int
 	Limited bool
+	// Lookup, for a state built anew, says that the database has orders
+	// of the SKU whose keys Redis does not know: each key is looked up in
+	// the database before it reserves (ErrCheck). Nil keeps what the
+	// state had, unless its available was wrong: then it is set.
+	Lookup *bool
 }
 
 // Loaded is what Load found and set.
@@ -223,7 +249,11 @@ type Loaded struct {
 // job whose token is below the last one's gets ErrFenced and changes
 // nothing.
 func (s *RedisStock) Load(ctx context.Context, sku string, l Load) (Loaded, error) {
-	args := []any{l.Token, l.Epoch, l.Available, flag(l.Limited), len(l.Persisted)}
+	lookup := ""
+	if l.Lookup != nil {
+		lookup = strconv.Itoa(flag(*l.Lookup))
+	}
+	args := []any{l.Token, l.Epoch, l.Available, flag(l.Limited), lookup, len(l.Persisted)}
 	for _, id := range l.Persisted {
 		args = append(args, id)
 	}

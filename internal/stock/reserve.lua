@@ -1,22 +1,33 @@
 -- reserve.lua: KEYS = {state, holdings, log, keys}, ARGV = {epoch, user,
--- key, quantity, per-user limit (0: none), consumer}.
+-- key, quantity, per-user limit (0: none), consumer, checked (1 or 0)}.
 -- One buyer's reservation, in one step: check the state's epoch, the stock
 -- and the user's limit, take the units, and append the reservation to the
 -- log, delivered at once to this consumer so that it is pending there
 -- until persisted (and claimable by another consumer if this one dies).
--- A buyer's retry whose reservation is still in the log (its batch failed,
--- or its process died) takes that reservation over rather than units of
--- another buyer: keys maps each logged reservation's user and key to its
--- entry.
+-- keys maps each user and key to its reservation's entry while it is in
+-- the log, then to "done" once the database has its order. A buyer's retry
+-- whose reservation is still in the log (its batch failed, or its process
+-- died) takes that reservation over rather than units of another buyer.
+-- One whose key is done, or any key while the state's "lookup" is set (the
+-- state was built when the database had orders that keys does not know),
+-- is sent to the database first: "checked" says that the caller has looked
+-- and the key has no order there.
 -- Returns {"ok", id}, {"stale", epoch or ""}, {"sold-out", available},
--- {"limit", held} or {"reused", id}, when the key's reservation is for
--- another quantity.
+-- {"limit", held}, {"reused", id}, when the key's reservation is for
+-- another quantity, or {"check"}.
 local epoch = redis.call("HGET", KEYS[1], "epoch")
 if epoch ~= ARGV[1] then
 	return {"stale", epoch or ""}
 end
 local field = ARGV[2] .. "\n" .. ARGV[3]
 local prior = redis.call("HGET", KEYS[4], field)
+local checked = ARGV[7] == "1"
+if prior == "done" or (not prior and redis.call("HGET", KEYS[1], "lookup") == "1") then
+	if not checked then
+		return {"check"}
+	end
+	prior = false
+end
 if prior then
 	local e = redis.call("XRANGE", KEYS[3], prior, prior)[1]
 	if e then

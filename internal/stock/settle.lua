@@ -1,21 +1,25 @@
 -- settle.lua: KEYS = {state, holdings, log, keys}, ARGV = {limited (1 or
--- 0), then for each reservation: id, quantity, user, key, release (1 or 0)}.
+-- 0), then for each reservation: id, quantity, user, key, how (0 kept, 1
+-- released, 2 released as a replay)}.
 -- Ends reservations once their batch has committed: each is acknowledged
--- and deleted from the log, and from keys. A released one (refused by the
--- database, or a replay of an order that already exists) gives its units
--- back, but only if it was still in the log: the log's entries are exactly the units that
--- Redis has taken and the database has not, so one that is gone (Redis
--- lost it, or it was settled already) was never counted here, or has been
--- given back. Returns the units given back.
+-- and deleted from the log. In keys, a key whose order the database has
+-- (kept, or a replay of its order) is marked done; a refused one is
+-- removed. A released one gives its units back, but only if it was still
+-- in the log: the log's entries are exactly the units that Redis has taken
+-- and the database has not, so one that is gone (Redis lost it, or it was
+-- settled already) was never counted here, or has been given back. Returns the units given back.
 local given = 0
 for i = 2, #ARGV, 5 do
 	redis.call("XACK", KEYS[3], "shop", ARGV[i])
 	local gone = redis.call("XDEL", KEYS[3], ARGV[i])
 	local field = ARGV[i + 2] .. "\n" .. ARGV[i + 3]
-	if redis.call("HGET", KEYS[4], field) == ARGV[i] then
+	local how = ARGV[i + 4]
+	if how ~= "1" then
+		redis.call("HSET", KEYS[4], field, "done")
+	elseif redis.call("HGET", KEYS[4], field) == ARGV[i] then
 		redis.call("HDEL", KEYS[4], field)
 	end
-	if ARGV[i + 4] == "1" and gone == 1 and redis.call("EXISTS", KEYS[1]) == 1 then
+	if how ~= "0" and gone == 1 and redis.call("EXISTS", KEYS[1]) == 1 then
 		local qty = tonumber(ARGV[i + 1])
 		redis.call("HINCRBY", KEYS[1], "available", qty)
 		if ARGV[1] == "1" then
