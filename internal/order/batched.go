@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,6 +64,9 @@ type writer struct {
 
 	mu   sync.Mutex
 	skus map[string]*line // a SKU is here while its writer runs
+
+	idsOnce sync.Once
+	ids     bool // see exactIDs
 }
 
 func newWriter(gdb *gorm.DB, name string) *writer {
@@ -233,6 +237,11 @@ func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
 	defer func(start time.Time) {
 		metrics.BatchCommit.WithLabelValues(w.name).Observe(time.Since(start).Seconds())
 	}(time.Now())
+	// The first attempt assumes that no key of the batch has an order yet,
+	// which is almost always so (the key store answers retries): should one
+	// have, the INSERT fails on the unique index, and the batch runs again
+	// at once, with the keys looked up.
+	lookedUp := false
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := batchContext(batch)
 		if ctx.Err() != nil {
@@ -240,14 +249,21 @@ func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
 			return 0, false // every buyer has been answered busy
 		}
 		answers := make([]placed, len(batch))
-		known, err := lookup(ctx, w.db, batch)
+		known, err := map[userKey]Order{}, error(nil)
+		if lookedUp {
+			known, err = lookup(ctx, w.db, batch)
+		}
 		if err == nil {
 			err = w.db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-				left, err = decide(tx, sku, batch, known, answers)
+				left, err = decide(tx, sku, batch, known, answers, w.exactIDs(tx))
 				return err
 			})
 		}
 		cancel()
+		if db.IsDuplicate(err) && !lookedUp {
+			lookedUp = true
+			continue
+		}
 		if err == nil {
 			if w.settle != nil {
 				w.settle(sku, batch, answers)
@@ -257,8 +273,8 @@ func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
 			}
 			return left, true
 		}
-		// A duplicate key means another SKU's batch inserted one of these
-		// keys after this batch looked: the next attempt finds it.
+		// A duplicate key now means another SKU's batch inserted one of
+		// these keys after this batch looked: the next attempt finds it.
 		if !db.IsRetryable(err) && !db.IsDuplicate(err) {
 			for _, p := range batch {
 				p.done <- placed{err: fmt.Errorf("order: place: %w", err)}
@@ -331,7 +347,7 @@ func lookup(ctx context.Context, gdb *gorm.DB, batch []*pending) (map[userKey]Or
 // its first statement to the commit, so it does as little as it can in
 // between: when every buyer's units fit and no per-user limit applies, it
 // takes them all with its first statement.
-func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, answers []placed) (left int, err error) {
+func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, answers []placed, exactIDs bool) (left int, err error) {
 	now := time.Now().UTC()
 	users := make([]string, len(batch))
 	asked, seen := 0, map[userKey]bool{}
@@ -460,23 +476,14 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 				return 0, err
 			}
 		}
-		// The ids, read back by key: a multi-row INSERT's ids need not be
-		// consecutive, but none is below the first, and under the row lock
-		// no other order of this SKU is inserted.
-		var ids []Order
-		if err := tx.Raw(`SELECT id, user_id, idempotency_key FROM orders WHERE sku = ? AND id >= ?`, sku, granted[0].ID).Scan(&ids).Error; err != nil {
-			return 0, err
-		}
-		byKey := make(map[userKey]int64, len(ids))
-		for _, o := range ids {
-			if o.IdempotencyKey != nil {
-				byKey[userKey{o.UserID, *o.IdempotencyKey}] = o.ID
+		if !exactIDs {
+			if err := readIDs(tx, sku, granted); err != nil {
+				return 0, err
 			}
 		}
 		g := 0
 		for i := range answers {
 			if answers[i].err == errGranted {
-				granted[g].ID = byKey[userKey{granted[g].UserID, *granted[g].IdempotencyKey}]
 				answers[i] = placed{o: granted[g]}
 				g++
 			}
@@ -489,6 +496,44 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 		}
 	}
 	return available - taken, nil
+}
+
+// readIDs sets the ids of the orders just inserted, read back by key: a
+// multi-row INSERT's ids need not be consecutive, but none is below the
+// first, and under the row lock no other order of this SKU is inserted.
+func readIDs(tx *gorm.DB, sku string, granted []Order) error {
+	var ids []Order
+	if err := tx.Raw(`SELECT id, user_id, idempotency_key FROM orders WHERE sku = ? AND id >= ?`, sku, granted[0].ID).Scan(&ids).Error; err != nil {
+		return err
+	}
+	byKey := make(map[userKey]int64, len(ids))
+	for _, o := range ids {
+		if o.IdempotencyKey != nil {
+			byKey[userKey{o.UserID, *o.IdempotencyKey}] = o.ID
+		}
+	}
+	for i, o := range granted {
+		granted[i].ID = byKey[userKey{o.UserID, *o.IdempotencyKey}]
+	}
+	return nil
+}
+
+// exactIDs reports whether the ids that GORM sets after a multi-row INSERT
+// are the rows' own. Where the database returns them (INSERT … RETURNING:
+// SQLite, MariaDB 10.5 and later) they are. Elsewhere (MySQL) GORM counts
+// up from the first, one at a time: right for one INSERT's rows, which get
+// consecutive ids in every InnoDB lock mode, only while the server's
+// auto_increment_increment is 1. It is asked once.
+func (w *writer) exactIDs(tx *gorm.DB) bool {
+	w.idsOnce.Do(func() {
+		if slices.Contains(tx.Callback().Create().Clauses, "RETURNING") {
+			w.ids = true
+			return
+		}
+		var step int
+		w.ids = tx.Raw(`SELECT @@auto_increment_increment`).Row().Scan(&step) == nil && step == 1
+	})
+	return w.ids
 }
 
 // takeAll takes asked units of sku, locking its row, if they are there.
