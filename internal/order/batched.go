@@ -366,11 +366,12 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 	// empty), and the state built since does not count it. Persisting it
 	// would sell a unit that Redis sells again, and its buyer, answered
 	// busy, may since have been told sold out: it is refused, busy, and its
-	// buyer's retry reserves in the current state. The check needs the
-	// row locked first, so lua never takes all at once.
+	// buyer's retry reserves in the current state. The epoch is read under
+	// the row lock; should a reservation be refused, the units taken for it
+	// go back before the commit.
 	fenced := batch[0].entry != ""
 	took := false
-	if asked > 0 && limit == 0 && !fenced {
+	if asked > 0 && limit == 0 {
 		if took, err = takeAll(tx, sku, asked, now); err != nil {
 			return 0, err // a failed statement may have ended the transaction
 		}
@@ -390,19 +391,14 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 			return -1, nil
 		}
 	}
-	// What is left, after the units taken if took.
+	// What is left, after the units taken if took, and the epoch.
 	var available int
-	if err := tx.Raw(`SELECT available FROM stock_items WHERE sku = ?`, sku).Row().Scan(&available); err != nil {
+	var epoch int64
+	if err := tx.Raw(`SELECT available, (SELECT COALESCE(MAX(epoch), 0) FROM stock_epochs WHERE sku = ?) FROM stock_items WHERE sku = ?`, sku, sku).Row().Scan(&available, &epoch); err != nil {
 		return 0, err
 	}
 	if took {
 		available += asked // every buyer's units fit
-	}
-	var epoch int64
-	if fenced {
-		if epoch, err = readEpoch(tx, sku); err != nil {
-			return 0, err
-		}
 	}
 	held := map[string]int{}
 	if limit > 0 {
@@ -448,6 +444,11 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 			key := r.IdempotencyKey
 			granted = append(granted, Order{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, IdempotencyKey: &key, CreatedAt: now})
 			answers[i].err = errGranted
+		}
+	}
+	if took && taken < asked { // refused reservations of a lost epoch
+		if err := tx.Exec(`UPDATE stock_items SET available = available + ? WHERE sku = ?`, asked-taken, sku).Error; err != nil {
+			return 0, err
 		}
 	}
 	if len(granted) > 0 {
