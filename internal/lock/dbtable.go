@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"time"
 
+	"github.com/stockguard/shop/internal/backoff"
 	"github.com/stockguard/shop/internal/db"
 )
 
@@ -93,7 +94,16 @@ func (d *DBTable) try(ctx context.Context, name string) (grant, error) {
 	return grant{
 		token: token,
 		release: func(ctx context.Context) error {
-			return heldRow(affected(d.db.ExecContext(ctx, dbRelease, token, owner)))
+			// InnoDB may pick the release as the victim of a deadlock with
+			// another instance's insert or takeover, which lock the name's
+			// entry before the row: it changed nothing, and runs again. A
+			// row left behind would keep everyone out until it expired.
+			for attempt := 0; ; attempt++ {
+				err := heldRow(affected(d.db.ExecContext(ctx, dbRelease, token, owner)))
+				if !db.IsRetryable(err) || backoff.Wait(ctx, attempt) != nil {
+					return err
+				}
+			}
 		},
 		keep: renewal(d.ttl, start, func(ctx context.Context) error {
 			return heldRow(affected(d.db.ExecContext(ctx, dbRenew, ttl, token, owner)))
