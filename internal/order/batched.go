@@ -165,10 +165,11 @@ func (b *Batched) stocked(sku string) bool {
 
 func soldOut(sku string) error { return fmt.Errorf("order: place: %w: %s", stock.ErrSoldOut, sku) }
 
-// replayOr answers a buyer who was told err, a refusal, with the order its
-// key already has, if it has one: the refusal may only be because that
-// order took the stock. When the database cannot say, the buyer is busy,
-// never refused: its order may exist.
+// replayOr answers a buyer with the order its key already has, if it has
+// one, and otherwise with err: a refusal, which may only be because that
+// order took the stock, or nil when the buyer has no answer yet. When the
+// database cannot say, the buyer is busy, never refused: its order may
+// exist.
 func replayOr(ctx context.Context, gdb *gorm.DB, r PlaceRequest, err error) (Order, bool, error) {
 	o, found, e := existing(ctx, gdb, r)
 	switch {

@@ -111,14 +111,8 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, limit int) (Order, bool
 		case errors.Is(err, stock.ErrCheck) && !checked:
 			// The key may have an order that Redis does not know of: find
 			// it before taking stock that a new buyer then misses.
-			o, found, err := existing(ctx, l.db, r)
-			switch {
-			case found:
-				return o, true, nil
-			case errors.Is(err, ErrKeyReused):
-				return Order{}, false, err
-			case err != nil:
-				return Order{}, false, fmt.Errorf("%w: %w", stock.ErrBusy, err)
+			if o, found, err := replayOr(ctx, l.db, r, nil); found || err != nil {
+				return o, found, err
 			}
 			checked = true
 		case errors.Is(err, stock.ErrStale) && attempt < 3:
