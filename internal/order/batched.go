@@ -250,7 +250,8 @@ func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
 			return 0, false // every buyer has been answered busy
 		}
 		answers := make([]placed, len(batch))
-		known, err := map[userKey]Order{}, error(nil)
+		var known map[userKey]Order // nil: no key has an order
+		var err error
 		if lookedUp {
 			known, err = lookup(ctx, w.db, batch)
 		}
