@@ -121,12 +121,8 @@ func (b *Batched) Adjust(ctx context.Context, sku string, delta int, fn stock.Fn
 func (b *Batched) place(ctx context.Context, r PlaceRequest, limit int) (Order, bool, error) {
 	if !b.stocked(r.SKU) {
 		// Sold out is answered at once, by a read that takes no lock.
-		it, err := stock.Get(ctx, b.db, r.SKU)
-		if err != nil {
-			return Order{}, false, fmt.Errorf("order: place: %w", err)
-		}
-		if it.Available < r.Quantity {
-			return replayOr(ctx, b.db, r, soldOut(r.SKU))
+		if o, found, err := firstRead(ctx, b.db, r); found || err != nil {
+			return o, found, err
 		}
 	}
 	o, replayed, err := b.w.submit(&pending{ctx: ctx, r: r, limit: limit})

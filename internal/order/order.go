@@ -5,6 +5,7 @@ package order
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -89,8 +90,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed 
 	if p, ok := s.guard.(placer); ok && r.IdempotencyKey != "" {
 		return p.place(ctx, r, s.limit)
 	}
-	o, replayed, err = s.place(ctx, r)
-	return checkRefusal(ctx, s.db, r, o, replayed, err)
+	return s.place(ctx, r)
 }
 
 // checkRefusal answers a refusal, sold out or over the limit, with the
@@ -111,39 +111,86 @@ type placer interface {
 	place(ctx context.Context, r PlaceRequest, limit int) (Order, bool, error)
 }
 
-func (s *Service) place(ctx context.Context, r PlaceRequest) (o Order, replayed bool, err error) {
-	o = Order{SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, CreatedAt: time.Now().UTC()}
+// checker is a strategy that lets a purchase make its first read itself
+// (stock.Queued): the order service reads the key with the stock.
+type checker interface {
+	AdjustAfter(ctx context.Context, sku string, delta int, check stock.Check, fn stock.Fn) error
+}
+
+// errAnswered ends a purchase that its first read answered.
+var errAnswered = errors.New("order: answered by the first read")
+
+func (s *Service) place(ctx context.Context, r PlaceRequest) (Order, bool, error) {
+	o := Order{SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, CreatedAt: time.Now().UTC()}
 	if r.IdempotencyKey != "" {
 		o.IdempotencyKey = &r.IdempotencyKey
 	}
-	err = s.guard.Adjust(ctx, r.SKU, -r.Quantity, func(tx *gorm.DB) error {
+	fn := func(tx *gorm.DB) error {
 		if err := s.hold(tx, r.UserID, r.SKU, r.Quantity); err != nil {
 			return err
 		}
 		return tx.Create(&o).Error
-	})
+	}
+	var err error
+	if c, ok := s.guard.(checker); ok && r.IdempotencyKey != "" {
+		var first placed // the first read's answer, if it ended the purchase
+		answered := false
+		err = c.AdjustAfter(ctx, r.SKU, -r.Quantity, func(ctx context.Context) error {
+			first.o, first.replayed, first.err = firstRead(ctx, s.db, r)
+			if answered = first.replayed || first.err != nil; answered {
+				return errAnswered
+			}
+			return nil
+		}, fn)
+		if answered {
+			return first.o, first.replayed, first.err
+		}
+	} else {
+		err = s.guard.Adjust(ctx, r.SKU, -r.Quantity, fn)
+	}
 	if db.IsDuplicate(err) {
 		return s.replay(ctx, r)
 	}
 	if err != nil {
-		return Order{}, false, fmt.Errorf("order: place: %w", err)
+		return checkRefusal(ctx, s.db, r, Order{}, false, fmt.Errorf("order: place: %w", err))
 	}
 	return o, false, nil
+}
+
+// firstRead is a purchase's first read, before it queues: in one
+// statement, what is left of r's SKU and whether r's key already has an
+// order. It answers with that order (found), or refuses (ErrSoldOut,
+// ErrKeyReused, stock.ErrNotFound, or ErrBusy when the database cannot
+// say), or lets the purchase queue (neither). A sold-out answer so costs
+// one read, and a retry whose first answer the key store forgot is
+// answered without queuing.
+func firstRead(ctx context.Context, gdb *gorm.DB, r PlaceRequest) (Order, bool, error) {
+	var available int
+	var id sql.NullInt64
+	err := gdb.WithContext(ctx).Raw(`SELECT available, (SELECT id FROM orders WHERE user_id = ? AND idempotency_key = ?) FROM stock_items WHERE sku = ?`,
+		r.UserID, r.IdempotencyKey, r.SKU).Row().Scan(&available, &id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Order{}, false, fmt.Errorf("order: place: %w: %s", stock.ErrNotFound, r.SKU)
+	case err != nil:
+		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
+	case id.Valid:
+		return replayOr(ctx, gdb, r, nil)
+	case available < r.Quantity:
+		return Order{}, false, soldOut(r.SKU)
+	}
+	return Order{}, false, nil
 }
 
 // replay answers a request whose idempotency key already has an order: the
 // database's unique index, the last line of defence when the key store has
 // forgotten the key.
 func (s *Service) replay(ctx context.Context, r PlaceRequest) (Order, bool, error) {
-	var o Order
-	err := s.db.WithContext(ctx).Where("user_id = ? AND idempotency_key = ?", r.UserID, r.IdempotencyKey).Take(&o).Error
-	if err != nil {
-		return Order{}, false, fmt.Errorf("order: replay: %w", err)
+	o, found, err := existing(ctx, s.db, r)
+	if err == nil && !found {
+		err = fmt.Errorf("order: replay: %w", gorm.ErrRecordNotFound)
 	}
-	if o.SKU != r.SKU || o.Quantity != r.Quantity {
-		return Order{}, false, fmt.Errorf("%w: order %d", ErrKeyReused, o.ID)
-	}
-	return o, true, nil
+	return o, found, err
 }
 
 // hold adds units to what the user holds of sku and refuses the order if

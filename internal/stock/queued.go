@@ -63,15 +63,32 @@ func NewQueued(gdb *gorm.DB, guard Guard) *Queued {
 	return &Queued{db: gdb, guard: guard, skus: make(map[string]*line)}
 }
 
+// Check is a purchase's first read, the plain read that Queued makes
+// before the purchase queues. It ends the purchase with its error, such as
+// ErrSoldOut when the stock is short, or lets it queue with nil.
+type Check func(ctx context.Context) error
+
 // Adjust implements the strategy.
 func (q *Queued) Adjust(ctx context.Context, sku string, delta int, fn Fn) error {
-	if delta < 0 && !q.stocked(sku) {
+	return q.AdjustAfter(ctx, sku, delta, func(ctx context.Context) error {
 		it, err := Get(ctx, q.db, sku)
 		if err != nil {
 			return busyIfDone(ctx, err)
 		}
 		if it.Available+delta < 0 {
 			return fmt.Errorf("%w: %s", ErrSoldOut, sku)
+		}
+		return nil
+	}, fn)
+}
+
+// AdjustAfter is Adjust with the caller's own first read: check runs
+// where Adjust would read the stock, so that a caller can read what it
+// needs in the same statement.
+func (q *Queued) AdjustAfter(ctx context.Context, sku string, delta int, check Check, fn Fn) error {
+	if delta < 0 && !q.stocked(sku) {
+		if err := check(ctx); err != nil {
+			return err
 		}
 	}
 	l, ticket := q.enter(sku)
