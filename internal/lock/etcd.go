@@ -164,22 +164,33 @@ func (e *Etcd) enqueue(ctx context.Context, s *concurrency.Session, pfx string, 
 		if !wait {
 			return 0, ErrLocked
 		}
-		if err := e.awaitDelete(ctx, string(before.Kvs[0].Key), resp.Header.Revision); err != nil {
+		if err := e.awaitDelete(ctx, string(before.Kvs[0].Key)); err != nil {
 			return 0, cause(err)
 		}
 	}
 }
 
-// awaitDelete waits until key, read at revision rev, is deleted.
-// concurrency.Mutex watches from rev itself, which the server serves from
-// its history on a timer of up to 100ms; from rev+1 the watch is current
-// and sees the delete as it happens, and it cannot miss it: the key
-// existed at rev.
-func (e *Etcd) awaitDelete(ctx context.Context, key string, rev int64) error {
+// awaitDelete waits until key is deleted. A watch from a revision the
+// store has passed is served from its history, on a timer of up to 100ms;
+// concurrency.Mutex watches from the revision it read, which by then other
+// contenders' writes have often passed. So the watch starts at the current
+// revision, which the server serves as writes happen, and once it is in
+// place a read says whether the key is already gone: a delete after that
+// read comes through the watch.
+func (e *Etcd) awaitDelete(ctx context.Context, key string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wr clientv3.WatchResponse
-	for wr = range e.client.Watch(ctx, key, clientv3.WithRev(rev+1)) {
+	for wr = range e.client.Watch(ctx, key, clientv3.WithCreatedNotify()) {
+		if wr.Created {
+			resp, err := e.client.Get(ctx, key, clientv3.WithCountOnly())
+			if err != nil {
+				return err
+			}
+			if resp.Count == 0 {
+				return nil
+			}
+		}
 		for _, ev := range wr.Events {
 			if ev.Type == mvccpb.DELETE {
 				return nil
