@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -170,9 +171,15 @@ func (z *ZooKeeper) hold(node string) (grant, error) {
 	if err != nil {
 		return grant{}, err
 	}
+	// The node is ephemeral: once its session has expired, the server has
+	// deleted it, and a release need not reach the server to know it.
+	var expired atomic.Bool
 	return grant{
 		token: stat.Czxid,
 		release: func(context.Context) error {
+			if expired.Load() {
+				return ErrNotHeld
+			}
 			err := z.conn.Delete(node, -1)
 			if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrSessionExpired) {
 				return ErrNotHeld
@@ -186,6 +193,7 @@ func (z *ZooKeeper) hold(node string) (grant, error) {
 					return nil
 				case ev := <-changed:
 					if ev.Err != nil {
+						expired.Store(errors.Is(ev.Err, zk.ErrSessionExpired))
 						return fmt.Errorf("zookeeper session: %w", ev.Err)
 					}
 					if ev.Type == zk.EventNodeDeleted {
