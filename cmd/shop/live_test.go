@@ -93,6 +93,28 @@ func (d *liveDemo) audited(t *testing.T) map[string]*loadtest.Phase {
 // orders, oversold and stock left of every burst, and the answers.
 func TestLiveView(t *testing.T) {
 	t.Parallel()
+	untilNoneOversells(t, "the demo shows nothing to turn red", followLiveView)
+}
+
+// untilNoneOversells runs check, a demo followed through the live view that
+// returns none's oversold units, until none oversold. none's oversell is a
+// race: on a starved machine its buyers may happen to come one at a time,
+// and then the view has nothing to turn red. Every run's other checks
+// count.
+func untilNoneOversells(t *testing.T, why string, check func(*testing.T) int) {
+	for run := 1; ; run++ {
+		if check(t) > 0 {
+			return
+		}
+		if run == 3 {
+			t.Errorf("none did not oversell in %d runs: %s", run, why)
+			return
+		}
+		t.Logf("run %d: none did not oversell; running the demo again", run)
+	}
+}
+
+func followLiveView(t *testing.T) int {
 	d := startLiveDemo(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -146,9 +168,7 @@ func TestLiveView(t *testing.T) {
 			t.Errorf("%s: the series ends at %v, want %d orders", p.Strategy, p.Series[n-1], want.Ordered)
 		}
 	}
-	if bursts["none"].Audit.Oversold == 0 {
-		t.Error("none did not oversell: the demo shows nothing to turn red")
-	}
+	return bursts["none"].Audit.Oversold
 }
 
 // TestLiveViewInChromium opens the page in headless Chromium before the
@@ -167,6 +187,16 @@ func TestLiveViewInChromium(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Navigate("about:blank")); err != nil { // the browser is up before the sale
 		t.Fatal(err)
 	}
+	untilNoneOversells(t, "the page had nothing to turn red", func(t *testing.T) int { return readLivePage(t, ctx) })
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatal("the page did not finish in time")
+	}
+}
+
+// readLivePage opens the live view of a new demo and checks, once the run
+// has ended, the numbers it shows against the audit. It returns none's
+// oversold units.
+func readLivePage(t *testing.T, ctx context.Context) int {
 	d := startLiveDemo(t)
 	if _, err := chromedp.Run(ctx, chromedp.Navigate(d.url)); err != nil {
 		t.Fatal(err)
@@ -197,10 +227,5 @@ func TestLiveViewInChromium(t *testing.T) {
 			t.Errorf("%s: oversold %d, and its counter's class is %q", s, a.Oversold, class)
 		}
 	}
-	if bursts["none"].Audit.Oversold == 0 {
-		t.Error("none did not oversell: the page had nothing to turn red")
-	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		t.Fatal("the page did not finish in time")
-	}
+	return bursts["none"].Audit.Oversold
 }
