@@ -63,7 +63,7 @@ const (
 )
 
 func (d *DBTable) grant(ctx context.Context, name string, wait bool) (grant, error) {
-	return poll(ctx, wait, func(ctx context.Context) (grant, error) {
+	return poll(ctx, wait, backoff.Limit, func(ctx context.Context) (grant, error) {
 		return d.try(ctx, name)
 	})
 }

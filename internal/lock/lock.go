@@ -300,16 +300,24 @@ func WithLease(parent context.Context, l *Lease) (context.Context, context.Cance
 	}
 }
 
+// redisPoll bounds the backoff of a Redis lock's waiters. A poll there is
+// one step in Redis's memory, cheap enough to make every few milliseconds,
+// and a released lock then stands free for at most this long. A dbtable
+// poll is a transaction on the shop's database, and backs off as far as a
+// retried transaction does (backoff.Limit).
+const redisPoll = 8 * time.Millisecond
+
 // poll takes a lock through try, which makes one attempt and returns
 // ErrLocked while another holder has the lock. With wait it tries again
-// after a jittered exponential backoff until it succeeds or ctx ends.
-func poll(ctx context.Context, wait bool, try func(context.Context) (grant, error)) (grant, error) {
+// after a jittered exponential backoff, up to limit, until it succeeds or
+// ctx ends.
+func poll(ctx context.Context, wait bool, limit time.Duration, try func(context.Context) (grant, error)) (grant, error) {
 	for attempt := 0; ; attempt++ {
 		g, err := try(ctx)
 		if !wait || !errors.Is(err, ErrLocked) {
 			return g, err
 		}
-		if err := backoff.Wait(ctx, attempt); err != nil {
+		if err := backoff.WaitUpTo(ctx, attempt, limit); err != nil {
 			return grant{}, err
 		}
 	}

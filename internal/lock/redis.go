@@ -94,7 +94,7 @@ func NewRedis(client RedisClient, opts *RedisOptions) *Redis {
 
 func (r *Redis) grant(ctx context.Context, name string, wait bool) (grant, error) {
 	keys := redisKeys(r.prefix, name)
-	return poll(ctx, wait, func(ctx context.Context) (grant, error) {
+	return poll(ctx, wait, redisPoll, func(ctx context.Context) (grant, error) {
 		owner := rand.Text()
 		start := time.Now()
 		token, err := acquireScript.Run(ctx, r.client, keys, owner, r.ttl.Milliseconds()).Int64()

@@ -85,7 +85,7 @@ func NewRedlock(nodes []RedisClient, opts *RedisOptions) (*Redlock, error) {
 
 func (r *Redlock) grant(ctx context.Context, name string, wait bool) (grant, error) {
 	keys := redisKeys(r.prefix, name)
-	return poll(ctx, wait, func(ctx context.Context) (grant, error) {
+	return poll(ctx, wait, redisPoll, func(ctx context.Context) (grant, error) {
 		return r.try(ctx, keys)
 	})
 }
