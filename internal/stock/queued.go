@@ -97,7 +97,16 @@ func (q *Queued) AdjustAfter(ctx context.Context, sku string, delta int, check C
 		return fmt.Errorf("%w: %s", err, sku)
 	}
 	defer func() { <-l.turn }()
-	err := q.guard.Adjust(ctx, sku, delta, fn)
+	var err error
+	if r, ok := q.guard.(relay); ok {
+		err = r.adjustThen(ctx, sku, delta, fn, func() bool {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			return l.refs > 1
+		})
+	} else {
+		err = q.guard.Adjust(ctx, sku, delta, fn)
+	}
 	if delta < 0 && (err == nil || errors.Is(err, ErrSoldOut)) {
 		q.mu.Lock()
 		l.stocked = err == nil
@@ -173,10 +182,27 @@ func (q *Queued) enter(sku string) (*line, uint64) {
 	return l, l.tickets
 }
 
+// leave takes a buyer out of l. The last one out has the guard drop what
+// it kept for the line.
 func (q *Queued) leave(sku string, l *line) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if l.refs--; l.refs == 0 {
+	l.refs--
+	empty := l.refs == 0
+	if empty {
 		delete(q.skus, sku)
 	}
+	q.mu.Unlock()
+	if r, ok := q.guard.(relay); ok && empty {
+		r.drop(sku)
+	}
+}
+
+// relay is a guard that can keep what it holds for the next change of the
+// same SKU in this process, as Locked keeps its lease.
+type relay interface {
+	// adjustThen is Adjust; after it, waiting says whether another change
+	// of sku waits in this process.
+	adjustThen(ctx context.Context, sku string, delta int, fn Fn, waiting func() bool) error
+	// drop gives up what is kept for sku: no change of it waits any more.
+	drop(sku string)
 }
