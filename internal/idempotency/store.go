@@ -74,15 +74,16 @@ type Options struct {
 	PendingTTL time.Duration
 }
 
-// Store keeps idempotency records in Redis.
+// Store keeps idempotency records in Redis. The claims and answers of
+// concurrent requests go to Redis together, in pipelines.
 type Store struct {
-	rdb  redis.Scripter
+	pipe *pipe
 	opts Options
 }
 
 // NewStore returns a Store on rdb.
-func NewStore(rdb redis.Scripter, opts *Options) *Store {
-	s := &Store{rdb: rdb}
+func NewStore(rdb redis.UniversalClient, opts *Options) *Store {
+	s := &Store{pipe: &pipe{rdb: rdb}}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -113,7 +114,7 @@ func (s *Store) Begin(ctx context.Context, scope Scope, fingerprint string) (*Cl
 		return nil, nil, err
 	}
 	key := s.redisKey(scope)
-	v, err := beginScript.Run(ctx, s.rdb, []string{key}, pending, s.opts.PendingTTL.Milliseconds()).Text()
+	v, err := s.pipe.run(ctx, beginScript, []string{key}, pending, s.opts.PendingTTL.Milliseconds()).Text()
 	if errors.Is(err, redis.Nil) {
 		return &Claim{key: key, pending: string(pending)}, nil, nil
 	}
@@ -150,7 +151,7 @@ func (s *Store) Abandon(ctx context.Context, c *Claim) error {
 }
 
 func (s *Store) finish(ctx context.Context, c *Claim, final string) error {
-	err := finishScript.Run(ctx, s.rdb, []string{c.key}, c.pending, final, s.opts.TTL.Milliseconds()).Err()
+	err := s.pipe.run(ctx, finishScript, []string{c.key}, c.pending, final, s.opts.TTL.Milliseconds()).Err()
 	if err != nil {
 		return fmt.Errorf("idempotency: finish: %w", err)
 	}

@@ -1,7 +1,11 @@
 package idempotency_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,5 +105,92 @@ func TestStorePendingExpires(t *testing.T) {
 	}
 	if _, _, err := s.Begin(ctx, scope, "fp"); !errors.Is(err, idempotency.ErrInProgress) {
 		t.Fatalf("after the stale Complete: %v, want the new request still in progress", err)
+	}
+}
+
+// pipelines counts the pipelines a client sends.
+type pipelines struct{ n atomic.Int32 }
+
+func (*pipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*pipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		p.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// TestStorePipelines: the claims of concurrent requests go to Redis
+// together, each answered on its own, and a Redis restarted empty, which
+// has lost the scripts too, still answers.
+func TestStorePipelines(t *testing.T) {
+	t.Parallel()
+	srv := testinfra.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	count := &pipelines{}
+	rdb.AddHook(count)
+	s := idempotency.NewStore(rdb, nil)
+
+	const requests = 200
+	claims := make(chan *idempotency.Claim, requests)
+	var wg sync.WaitGroup
+	for i := range requests {
+		wg.Go(func() {
+			c, stored, err := s.Begin(t.Context(), idempotency.Scope{UserID: "u", Endpoint: "e", Key: fmt.Sprint(i)}, "fp")
+			if c == nil || stored != nil || err != nil {
+				t.Errorf("Begin %d: %v %v %v, want a claim", i, c, stored, err)
+			}
+			claims <- c
+		})
+	}
+	wg.Wait()
+	close(claims)
+	if n := count.n.Load(); n >= requests {
+		t.Errorf("%d pipelines for %d concurrent claims; want fewer", n, requests)
+	}
+	for c := range claims {
+		if c != nil {
+			if err := s.Complete(t.Context(), c, "fp", idempotency.Response{Status: 201}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	for i := range requests {
+		if _, stored, err := s.Begin(t.Context(), idempotency.Scope{UserID: "u", Endpoint: "e", Key: fmt.Sprint(i)}, "fp"); stored == nil || stored.Status != 201 {
+			t.Fatalf("key %d after Complete: %+v %v, want the stored 201", i, stored, err)
+		}
+	}
+
+	srv.Kill() // no snapshot: it restarts empty
+	srv.Start()
+	if n, err := rdb.DBSize(t.Context()).Result(); err != nil || n != 0 {
+		t.Fatalf("Redis restarted with %d keys (%v), want none", n, err)
+	}
+	scope := idempotency.Scope{UserID: "u", Endpoint: "e", Key: "0"}
+	c, _, err := s.Begin(t.Context(), scope, "fp")
+	if c == nil || err != nil {
+		t.Fatalf("Begin once Redis restarted empty: %v %v, want a claim", c, err)
+	}
+	if err := s.Complete(t.Context(), c, "fp", idempotency.Response{Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	if _, stored, err := s.Begin(t.Context(), scope, "fp"); stored == nil || err != nil {
+		t.Errorf("replay once Redis restarted empty: %+v %v", stored, err)
+	}
+}
+
+// TestStoreCancelled: a request whose ctx has ended claims nothing.
+func TestStoreCancelled(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, idempotency.Options{})
+	scope := idempotency.Scope{UserID: "u", Endpoint: "e", Key: "k"}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, _, err := s.Begin(ctx, scope, "fp"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Begin with an ended ctx: %v, want context.Canceled", err)
+	}
+	if c, _, err := s.Begin(t.Context(), scope, "fp"); c == nil || err != nil {
+		t.Errorf("Begin after it: %v %v, want a claim: the ended request claimed the key", c, err)
 	}
 }

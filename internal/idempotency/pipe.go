@@ -1,0 +1,101 @@
+package idempotency
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// pipe sends the scripts of concurrent requests to Redis together: all the
+// calls that come while one pipeline is out go in the next, one write and
+// one read for all of them, as group commit does for a database. An idle
+// pipe sends a call at once. Each call has two round trips of its own
+// otherwise, its key's claim and its answer, for every order of every
+// strategy.
+type pipe struct {
+	rdb redis.UniversalClient
+
+	mu      sync.Mutex
+	queue   []*call
+	sending bool // a goroutine is sending the queue
+}
+
+type call struct {
+	ctx    context.Context
+	script *redis.Script
+	keys   []string
+	args   []any
+	cmd    *redis.Cmd    // set before done is closed
+	done   chan struct{} // closed when cmd has its answer
+}
+
+// pipeTimeout bounds a pipeline. A caller whose ctx ends first stops
+// waiting; its script may still run, as a single call's may after a
+// timeout.
+const pipeTimeout = 5 * time.Second
+
+// run runs script as EVALSHA in the next pipeline, and as EVAL if Redis does
+// not have it (it restarted empty).
+func (p *pipe) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	c := &call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
+	p.mu.Lock()
+	p.queue = append(p.queue, c)
+	start := !p.sending
+	p.sending = true
+	p.mu.Unlock()
+	if start {
+		go p.drain()
+	}
+	select {
+	case <-c.done:
+		return c.cmd
+	case <-ctx.Done():
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(context.Cause(ctx))
+		return cmd
+	}
+}
+
+// drain sends the queue, one pipeline at a time, until it is empty.
+func (p *pipe) drain() {
+	for {
+		p.mu.Lock()
+		batch := p.queue
+		p.queue = nil
+		if len(batch) == 0 {
+			p.sending = false
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		p.send(batch)
+	}
+}
+
+func (p *pipe) send(batch []*call) {
+	ctx, cancel := context.WithTimeout(context.Background(), pipeTimeout)
+	defer cancel()
+	pl := p.rdb.Pipeline()
+	sent := make([]*call, 0, len(batch))
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil { // its caller has stopped waiting: not sent
+			c.cmd = redis.NewCmd(c.ctx)
+			c.cmd.SetErr(err)
+			close(c.done)
+			continue
+		}
+		c.cmd = c.script.EvalSha(ctx, pl, c.keys, c.args...)
+		sent = append(sent, c)
+	}
+	if len(sent) > 0 {
+		_, _ = pl.Exec(ctx) // each command has its own error
+	}
+	for _, c := range sent {
+		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+			c.cmd = c.script.Eval(ctx, p.rdb, c.keys, c.args...)
+		}
+		close(c.done)
+	}
+}
