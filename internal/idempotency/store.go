@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/shop/internal/redispipe"
 )
 
 var (
@@ -74,16 +76,17 @@ type Options struct {
 	PendingTTL time.Duration
 }
 
-// Store keeps idempotency records in Redis. The claims and answers of
-// concurrent requests go to Redis together, in pipelines.
+// Store keeps idempotency records in Redis. Each request costs two
+// scripts, its key's claim and its answer; those of concurrent requests go
+// to Redis together, in pipelines.
 type Store struct {
-	pipe *pipe
+	pipe *redispipe.Pipe
 	opts Options
 }
 
 // NewStore returns a Store on rdb.
 func NewStore(rdb redis.UniversalClient, opts *Options) *Store {
-	s := &Store{pipe: &pipe{rdb: rdb}}
+	s := &Store{pipe: redispipe.New(rdb)}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -114,7 +117,7 @@ func (s *Store) Begin(ctx context.Context, scope Scope, fingerprint string) (*Cl
 		return nil, nil, err
 	}
 	key := s.redisKey(scope)
-	v, err := s.pipe.run(ctx, beginScript, []string{key}, pending, s.opts.PendingTTL.Milliseconds()).Text()
+	v, err := s.pipe.Run(ctx, beginScript, []string{key}, pending, s.opts.PendingTTL.Milliseconds()).Text()
 	if errors.Is(err, redis.Nil) {
 		return &Claim{key: key, pending: string(pending)}, nil, nil
 	}
@@ -151,7 +154,7 @@ func (s *Store) Abandon(ctx context.Context, c *Claim) error {
 }
 
 func (s *Store) finish(ctx context.Context, c *Claim, final string) error {
-	err := s.pipe.run(ctx, finishScript, []string{c.key}, c.pending, final, s.opts.TTL.Milliseconds()).Err()
+	err := s.pipe.Run(ctx, finishScript, []string{c.key}, c.pending, final, s.opts.TTL.Milliseconds()).Err()
 	if err != nil {
 		return fmt.Errorf("idempotency: finish: %w", err)
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/shop/internal/redispipe"
 )
 
 var (
@@ -68,6 +70,7 @@ type Reservation struct {
 // Reserve, Settle, Adjust and Load each keep it in one atomic step.
 type RedisStock struct {
 	rdb      redis.UniversalClient
+	pipe     *redispipe.Pipe // for Reserve, which every buyer makes
 	prefix   string
 	consumer string // this process in the log's consumer group
 }
@@ -77,7 +80,7 @@ const group = "shop"
 
 // NewRedisStock returns the stock on rdb, every key under prefix.
 func NewRedisStock(rdb redis.UniversalClient, prefix string) *RedisStock {
-	return &RedisStock{rdb: rdb, prefix: prefix, consumer: "c-" + strings.ToLower(rand.Text()[:12])}
+	return &RedisStock{rdb: rdb, pipe: redispipe.New(rdb), prefix: prefix, consumer: "c-" + strings.ToLower(rand.Text()[:12])}
 }
 
 // The indexes of a SKU's keys.
@@ -114,7 +117,7 @@ func (s *RedisStock) skus() string { return s.prefix + "lua:skus" }
 // A refusal is final: the key has no order that Redis does not know of.
 func (s *RedisStock) Reserve(ctx context.Context, sku string, epoch int64, r Reservation, limit int, checked bool) (string, error) {
 	k := s.keys(sku)
-	v, err := reserveScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, epoch, r.UserID, r.Key, r.Quantity, limit, s.consumer, flag(checked)).StringSlice()
+	v, err := s.pipe.Run(ctx, reserveScript, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, epoch, r.UserID, r.Key, r.Quantity, limit, s.consumer, flag(checked)).StringSlice()
 	if err != nil {
 		return "", fmt.Errorf("stock: reserve: %w", err)
 	}

@@ -1,4 +1,8 @@
-package idempotency
+// Package redispipe sends the Lua scripts of concurrent callers to Redis
+// together: all the calls that come while one pipeline is out go in the
+// next, one write and one read for all of them, as group commit does for a
+// database. An idle Pipe sends a call at once.
+package redispipe
 
 import (
 	"context"
@@ -8,13 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// pipe sends the scripts of concurrent requests to Redis together: all the
-// calls that come while one pipeline is out go in the next, one write and
-// one read for all of them, as group commit does for a database. An idle
-// pipe sends a call at once. Each call has two round trips of its own
-// otherwise, its key's claim and its answer, for every order of every
-// strategy.
-type pipe struct {
+// Pipe sends scripts to one Redis, or one Redis Cluster, in pipelines. Its
+// methods may be called from any goroutine.
+type Pipe struct {
 	rdb redis.UniversalClient
 
 	mu      sync.Mutex
@@ -36,9 +36,13 @@ type call struct {
 // timeout.
 const pipeTimeout = 5 * time.Second
 
-// run runs script as EVALSHA in the next pipeline, and as EVAL if Redis does
-// not have it (it restarted empty).
-func (p *pipe) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+// New returns a Pipe to rdb.
+func New(rdb redis.UniversalClient) *Pipe { return &Pipe{rdb: rdb} }
+
+// Run runs script as EVALSHA in the next pipeline, and as EVAL if Redis does
+// not have it (it restarted empty). Scripts run in the order of their Run
+// calls.
+func (p *Pipe) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	c := &call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
 	p.mu.Lock()
 	p.queue = append(p.queue, c)
@@ -59,7 +63,7 @@ func (p *pipe) run(ctx context.Context, script *redis.Script, keys []string, arg
 }
 
 // drain sends the queue, one pipeline at a time, until it is empty.
-func (p *pipe) drain() {
+func (p *Pipe) drain() {
 	for {
 		p.mu.Lock()
 		batch := p.queue
@@ -74,7 +78,7 @@ func (p *pipe) drain() {
 	}
 }
 
-func (p *pipe) send(batch []*call) {
+func (p *Pipe) send(batch []*call) {
 	ctx, cancel := context.WithTimeout(context.Background(), pipeTimeout)
 	defer cancel()
 	pl := p.rdb.Pipeline()
