@@ -69,7 +69,9 @@ const (
 
 // Serial is a lock strategy's ceiling: one worker looping acquire, fence
 // claim, the order transaction and release, the fastest the lock can hand
-// a SKU from buyer to buyer.
+// a SKU from buyer to buyer when each buyer acquires it. Runs (see
+// stock.Locked) let one acquisition serve several buyers of an instance,
+// so a lock strategy can pass it.
 func Serial(name string) Ceiling { return Ceiling("serial-" + name) }
 
 // registry is every strategy, in the order reports show them.
