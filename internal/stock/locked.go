@@ -39,8 +39,9 @@ func LockName(sku string) string { return "stock:" + sku }
 // buyers per acquisition (a run). Each buyer still writes in its own
 // fenced transaction, under the run's token: the sale stays serial, but a
 // hand-over inside a process costs no release, no acquisition and no fence
-// claim. A lease lost during a run refuses the rest of it, as it refuses a
-// single buyer.
+// claim. The fence is what refuses the rest of a run whose lease was lost,
+// as it refuses a single stale buyer, so only a lease that fences starts
+// runs: the local lock's does not, and each of its buyers still acquires.
 type Locked struct {
 	db     *gorm.DB
 	locker Locker
@@ -97,7 +98,7 @@ func (s *Locked) adjustThen(ctx context.Context, sku string, delta int, fn Fn, w
 	err := fenced(held, s.db, sku, delta, token, r.served == 0, fn)
 	cancel()
 	r.served++
-	if err == nil && waiting != nil && r.served < maxRun && r.lease.Err() == nil && waiting() {
+	if err == nil && waiting != nil && r.lease.Fences() && r.served < maxRun && r.lease.Err() == nil && waiting() {
 		s.mu.Lock()
 		s.kept[sku] = r
 		s.mu.Unlock()
