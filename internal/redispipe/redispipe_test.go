@@ -1,0 +1,81 @@
+package redispipe_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/shop/internal/redispipe"
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// incr returns the key's new value: each call has its own answer.
+var incr = redis.NewScript(`return redis.call('INCR', KEYS[1])`)
+
+// pipelines counts the pipelines a client sends.
+type pipelines struct{ n atomic.Int32 }
+
+func (*pipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*pipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		p.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// TestPipeRun, on a private Redis (it flushes the scripts): concurrent
+// calls share pipelines and each gets its own answer; scripts Redis lost
+// are sent again in full; a call whose ctx has ended is not sent.
+func TestPipeRun(t *testing.T) {
+	t.Parallel()
+	srv := testinfra.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	count := &pipelines{}
+	rdb.AddHook(count)
+	p := redispipe.New(rdb)
+	ctx := t.Context()
+
+	const calls = 200
+	seen := make([]atomic.Bool, calls+1)
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Go(func() {
+			n, err := p.Run(ctx, incr, []string{"n"}).Int()
+			switch {
+			case err != nil:
+				t.Errorf("Run: %v", err)
+			case n < 1 || n > calls:
+				t.Errorf("Run answered %d, want 1 to %d", n, calls)
+			case seen[n].Swap(true):
+				t.Errorf("two calls answered %d", n)
+			}
+		})
+	}
+	wg.Wait()
+	if n := count.n.Load(); n >= calls {
+		t.Errorf("%d pipelines for %d concurrent calls; want fewer", n, calls)
+	}
+
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.Run(ctx, incr, []string{"n"}).Int(); n != calls+1 || err != nil {
+		t.Fatalf("Run after SCRIPT FLUSH: %d %v, want %d", n, err, calls+1)
+	}
+
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := p.Run(ended, incr, []string{"n"}).Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run with an ended ctx: %v, want context.Canceled", err)
+	}
+	// The next call is sent after the ended one would have been.
+	if n, err := p.Run(ctx, incr, []string{"n"}).Int(); n != calls+2 || err != nil {
+		t.Errorf("Run after the ended call: %d %v, want %d: the ended call was sent", n, err, calls+2)
+	}
+}
