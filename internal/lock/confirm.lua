@@ -1,6 +1,8 @@
--- confirm.lua (Redlock): KEYS = {lock, fence counter}, ARGV = {owner, token}.
--- Raises this master's fence counter to the token chosen over the quorum, if
--- the owner still holds the lock here. Returns 1, or 0 if it does not.
+-- confirm.lua: KEYS = {lock, fence counter}, ARGV = {owner, token}.
+-- Raises this master's fence counter to the token, if the owner still holds
+-- the lock here: the token a Redlock chose over its quorum, or the one
+-- Lease.Raise chose past a fence. Returns 1, or 0 if the owner does not hold
+-- the lock.
 if redis.call("get", KEYS[1]) ~= ARGV[1] then
 	return 0
 end

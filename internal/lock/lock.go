@@ -46,6 +46,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stockguard/shop/internal/backoff"
@@ -86,6 +87,10 @@ type grant struct {
 	// keep, when not nil, runs while the lease is held. It returns why the
 	// lock was lost, or nil once ctx ends (the lease was released).
 	keep func(ctx context.Context) error
+	// raise, when not nil, raises the store's count of the lock's
+	// acquisitions to token, while this hold still owns the lock, or
+	// returns ErrNotHeld: see Lease.Raise.
+	raise func(ctx context.Context, token int64) error
 }
 
 // backend is what a lock store provides; locker adds the rest.
@@ -198,6 +203,8 @@ type Lease struct {
 	cancel  context.CancelCauseFunc
 	kept    chan struct{} // closed when g.keep has returned
 
+	token atomic.Int64 // g.token, or what Raise made it
+
 	mu    sync.Mutex
 	holds int // Acquire calls not yet released: more than one when re-entered
 }
@@ -206,6 +213,7 @@ func newLease(key leaseKey, g grant, lk locker) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{key: key, g: g, fences: lk.fences, backend: lk.name, granted: time.Now(),
 		ctx: ctx, cancel: cancel, kept: make(chan struct{}), holds: 1}
+	l.token.Store(g.token)
 	if g.keep == nil {
 		close(l.kept)
 		return l
@@ -225,7 +233,41 @@ func (l *Lease) Name() string { return l.key.name }
 
 // Token returns the fencing token: larger than the token of every earlier
 // acquisition of the same lock from the same store.
-func (l *Lease) Token() int64 { return l.g.token }
+func (l *Lease) Token() int64 { return l.token.Load() }
+
+// raiseMargin is how far Raise goes past the floor it is given: room for
+// tokens that the store handed out before it lost its count and that have
+// not reached the fenced store yet. Each holder writes as soon as it has
+// its token, so there are few of them.
+const raiseMargin = 1 << 16
+
+// Raise gives the lease a new token, floor + 65,536, for a store that has
+// lost its count of the lock's acquisitions: a Redis restarted without
+// persistence, or failed over to a replica that lagged, counts from the
+// start again, and the fenced store, which has seen floor, would refuse
+// this holder and every holder after it until the count passed floor
+// again. The store's count is raised in the same step, and only while the
+// lease still holds the lock there, so that a stale holder, whose lock is
+// another's by now, cannot raise past its successor: it gets ErrNotHeld.
+//
+// Only the Redis locks (redis, redlock) count in a store they can raise.
+// The others return errors.ErrUnsupported: ZooKeeper's and etcd's tokens
+// are the server's own transaction counters, which only writes advance,
+// and dbtable's never go back.
+func (l *Lease) Raise(ctx context.Context, floor int64) error {
+	if l.g.raise == nil {
+		return fmt.Errorf("lock: raise %s: %w", l.key.name, errors.ErrUnsupported)
+	}
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("lock: raise %s: %w", l.key.name, err)
+	}
+	token := floor + raiseMargin
+	if err := l.g.raise(ctx, token); err != nil {
+		return fmt.Errorf("lock: raise %s: %w", l.key.name, err)
+	}
+	l.token.Store(token)
+	return nil
+}
 
 // Fences reports whether Token orders every holder of the lock, in every
 // process, so that a store may refuse the writes of a stale holder by it.

@@ -606,3 +606,86 @@ func TestRedlockNeedsThreeMasters(t *testing.T) {
 		t.Fatal("NewRedlock with 2 masters: no error")
 	}
 }
+
+// TestRaise, on private redis-servers restarted empty: a Redis lock that
+// lost its count hands out tokens from 1 again, and Raise lifts the lease's
+// token, and the count after it, past the fence; a lease that no longer
+// holds its lock cannot raise; the locks whose tokens are the store's own
+// counters do not raise.
+func TestRaise(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 3} { // redis, redlock
+		name := map[int]string{1: "redis", 3: "redlock"}[n]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			var servers []*testinfra.Server
+			var nodes []lock.RedisClient
+			for range n {
+				s := testinfra.StartRedis(t)
+				c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+				t.Cleanup(func() { c.Close() })
+				servers, nodes = append(servers, s), append(nodes, c)
+			}
+			// newClient is another instance of the shop.
+			newClient := func() *client {
+				if n == 1 {
+					return &client{Locker: lock.NewRedis(nodes[0], &lock.RedisOptions{TTL: ttl})}
+				}
+				l, err := lock.NewRedlock(nodes, &lock.RedisOptions{TTL: ttl, NodeTimeout: 500 * time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return &client{Locker: l}
+			}
+			c := newClient()
+			for range 3 {
+				release(t, acquire(t, c, "raise"))
+			}
+			for _, s := range servers {
+				s.Kill() // no snapshot: it restarts empty
+				s.Start()
+			}
+			held := acquire(t, c, "raise")
+			if held.Token() != 1 {
+				t.Fatalf("token %d after the restart, want 1: the count was not lost", held.Token())
+			}
+			const floor = 3
+			if err := held.Raise(ctx, floor); err != nil {
+				t.Fatal(err)
+			}
+			raised := held.Token()
+			if raised <= floor {
+				t.Fatalf("raised token %d, want above %d", raised, floor)
+			}
+			release(t, held)
+			next := acquire(t, c, "raise")
+			if next.Token() <= raised {
+				t.Errorf("next token %d, want above the raised %d", next.Token(), raised)
+			}
+
+			// A stale lease: its lock is gone from the store, as after an
+			// expiry, and another holder has it.
+			for _, node := range nodes {
+				if err := node.(*redis.Client).FlushAll(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			other := acquire(t, newClient(), "raise")
+			if err := next.Raise(ctx, raised); !errors.Is(err, lock.ErrNotHeld) {
+				t.Errorf("Raise of a stale lease: %v, want ErrNotHeld", err)
+			}
+			if next.Token() <= raised || other.Token() != 1 {
+				t.Errorf("tokens %d and %d after a refused raise", next.Token(), other.Token())
+			}
+			release(t, other)
+		})
+	}
+	t.Run("local", func(t *testing.T) {
+		l := acquire(t, &client{Locker: lock.NewLocal()}, "raise")
+		if err := l.Raise(t.Context(), 5); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("Raise of a local lease: %v, want errors.ErrUnsupported", err)
+		}
+		release(t, l)
+	})
+}

@@ -74,7 +74,9 @@ func redisKeys(prefix, name string) []string {
 //
 // It is as available as that one master, and a failover to a replica that
 // had not yet received the key grants the lock twice; fencing still refuses
-// the older holder's writes if the counter survived.
+// the older holder's writes if the counter survived. A counter that did
+// not survive (a restart without persistence) counts from 1 again, below
+// the fence; the holder then raises it past the fence (Lease.Raise).
 type Redis struct {
 	locker
 	client RedisClient
@@ -121,6 +123,13 @@ func (r *Redis) grant(ctx context.Context, name string, wait bool) (grant, error
 			keep: renewal(r.ttl, start, func(ctx context.Context) error {
 				return notHeld(held.Refresh(ctx, r.ttl, nil))
 			}),
+			raise: func(ctx context.Context, token int64) error {
+				n, err := confirmScript.Run(ctx, r.client, keys, owner, token).Int64()
+				if err == nil && n == 0 {
+					err = ErrNotHeld
+				}
+				return err
+			},
 		}, nil
 	})
 }

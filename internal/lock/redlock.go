@@ -107,9 +107,7 @@ func (r *Redlock) try(ctx context.Context, keys []string) (grant, error) {
 		}
 	}
 	if held >= r.quorum {
-		confirmed := r.call(ctx, r.nodeTimeout, func(ctx context.Context, c RedisClient) (int64, error) {
-			return confirmScript.Run(ctx, c, keys, owner, token).Int64()
-		})
+		confirmed := r.confirm(ctx, keys, owner, token)
 		if count(confirmed, 1) >= r.quorum && time.Since(start) < r.ttl-drift(r.ttl) {
 			return grant{
 				token:   token,
@@ -117,6 +115,9 @@ func (r *Redlock) try(ctx context.Context, keys []string) (grant, error) {
 				keep: renewal(r.ttl, start, func(ctx context.Context) error {
 					return r.extend(ctx, keys[:1], owner)
 				}),
+				raise: func(ctx context.Context, token int64) error {
+					return r.majority(r.confirm(ctx, keys, owner, token), "raised")
+				},
 			}, nil
 		}
 	}
@@ -132,6 +133,14 @@ func (r *Redlock) try(ctx context.Context, keys []string) (grant, error) {
 		return grant{}, context.Cause(ctx)
 	}
 	return grant{}, ErrLocked
+}
+
+// confirm raises the fence counter of every master where the owner holds
+// the lock to token, and returns the masters' answers (1 where it did).
+func (r *Redlock) confirm(ctx context.Context, keys []string, owner string, token int64) []result {
+	return r.call(ctx, r.nodeTimeout, func(ctx context.Context, c RedisClient) (int64, error) {
+		return confirmScript.Run(ctx, c, keys, owner, token).Int64()
+	})
 }
 
 // extend renews the lock on every master; it holds if a majority did.

@@ -96,6 +96,12 @@ func (s *Locked) adjustThen(ctx context.Context, sku string, delta int, fn Fn, w
 		token = r.lease.Token()
 	}
 	err := fenced(held, s.db, sku, delta, token, r.served == 0, fn)
+	var ahead *fenceAhead
+	if errors.As(err, &ahead) && r.lease.Raise(held, ahead.fence) == nil {
+		// The lock's store had lost its count (a Redis restarted empty),
+		// and the lease now holds a token past the fence.
+		err = fenced(held, s.db, sku, delta, r.lease.Token(), true, fn)
+	}
 	cancel()
 	r.served++
 	if err == nil && waiting != nil && r.lease.Fences() && r.served < maxRun && r.lease.Err() == nil && waiting() {
@@ -206,7 +212,23 @@ func claim(ctx context.Context, gdb *gorm.DB, sku string, token int64) error {
 		return err
 	}
 	if it.Fence != token {
-		return fmt.Errorf("%w: %s: token %d, fence %d", ErrFenced, sku, token, it.Fence)
+		return &fenceAhead{sku: sku, token: token, fence: it.Fence}
 	}
 	return nil
 }
+
+// fenceAhead is claim's ErrFenced: the SKU's fence is above token. Either
+// a newer holder has claimed the SKU, or the lock's store has lost its
+// count and hands out tokens from the start again; a lease that still
+// holds its lock can tell the second case by raising its token
+// (lock.Lease.Raise).
+type fenceAhead struct {
+	sku          string
+	token, fence int64
+}
+
+func (e *fenceAhead) Error() string {
+	return fmt.Sprintf("%v: %s: token %d, fence %d", ErrFenced, e.sku, e.token, e.fence)
+}
+
+func (e *fenceAhead) Unwrap() error { return ErrFenced }

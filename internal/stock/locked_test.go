@@ -86,3 +86,48 @@ func TestLockServerDown(t *testing.T) {
 		t.Errorf("available %d (%v), want 3", it.Available, err)
 	}
 }
+
+// TestLockServerRestartsEmpty: a Redis lock's server restarted without its
+// data counts tokens from 1 again, below the SKU's fence. The next buyer
+// still sells at once, its lease raised past the fence, and a holder from
+// before the restart stays fenced off.
+func TestLockServerRestartsEmpty(t *testing.T) {
+	t.Parallel()
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
+	const sku = "restarted"
+	if err := stock.Reset(t.Context(), gdb, sku, 10); err != nil {
+		t.Fatal(err)
+	}
+	srv := testinfra.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	guard := stock.NewLocked(gdb, lock.NewRedis(rdb, nil))
+	sell := func() error { return guard.Adjust(t.Context(), sku, -1, func(*gorm.DB) error { return nil }) }
+	for range 3 {
+		if err := sell(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := stock.Get(t.Context(), gdb, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill() // no snapshot: it restarts empty
+	srv.Start()
+	if n, err := rdb.DBSize(t.Context()).Result(); err != nil || n != 0 {
+		t.Fatalf("Redis restarted with %d keys (%v), want none", n, err)
+	}
+	if err := sell(); err != nil {
+		t.Fatalf("first sale after the restart: %v, want it sold", err)
+	}
+	it, err := stock.Get(t.Context(), gdb, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Available != 6 || it.Fence <= before.Fence {
+		t.Errorf("available %d, fence %d (was %d); want 6, and a fence above the old one", it.Available, it.Fence, before.Fence)
+	}
+	if err := stock.Fenced(t.Context(), gdb, sku, -1, before.Fence, nil); !errors.Is(err, stock.ErrFenced) {
+		t.Errorf("a holder from before the restart: %v, want ErrFenced", err)
+	}
+}
