@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -55,7 +56,12 @@ func (o *EtcdOptions) prefix() string {
 // The fencing token is the key's create revision: etcd's revision counts
 // every write to the cluster, and a contender's key is created after the
 // keys of everyone it queues behind, so the tokens of one name increase
-// with every acquisition. When the session's Done fires, the lease is lost:
+// with every acquisition. To it is added the lock's offset, kept in a key
+// of its own (Prefix/<name>.offset): 0 until a holder raises its token
+// past a fence (Lease.Raise), which only a holder does, and only upward,
+// so tokens still increase. An etcd restarted without its data counts
+// revisions from 1 again, and loses the offset with them; the first holder
+// that a fence refuses raises it. When the session's Done fires, the lease is lost:
 // the server expired it, or the client got no answer to its keep-alives
 // for a TTL. The client learns it a round trip after the server at best;
 // fencing covers that window. A release that cannot reach etcd leaves the
@@ -87,7 +93,10 @@ func (e *Etcd) grant(ctx context.Context, name string, wait bool) (grant, error)
 	if err != nil {
 		return grant{}, err
 	}
-	token, err := e.enqueue(ctx, s, e.prefix+url.PathEscape(name)+"/", wait)
+	esc := e.prefix + url.PathEscape(name)
+	// The offset is no contender's key: PathEscape leaves no "/" in a name.
+	pfx, offset := esc+"/", esc+".offset"
+	rev, base, err := e.enqueue(ctx, s, pfx, offset, wait)
 	if err != nil {
 		// The revocation deletes the contender's key; failing that, the key
 		// goes when the abandoned lease runs out.
@@ -97,8 +106,19 @@ func (e *Etcd) grant(ctx context.Context, name string, wait bool) (grant, error)
 		}
 		return grant{}, fmt.Errorf("etcd: %w", err)
 	}
+	key := contender(pfx, s)
 	return grant{
-		token: token,
+		token: rev + base,
+		raise: func(ctx context.Context, token int64) error {
+			resp, err := e.client.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+				Then(clientv3.OpPut(offset, strconv.FormatInt(token-rev, 10))).
+				Commit()
+			if err == nil && !resp.Succeeded {
+				err = ErrNotHeld
+			}
+			return err
+		},
 		release: func(ctx context.Context) error {
 			err := e.revoke(ctx, s)
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -117,11 +137,17 @@ func (e *Etcd) grant(ctx context.Context, name string, wait bool) (grant, error)
 	}, nil
 }
 
+// contender is the key of session s under pfx.
+func contender(pfx string, s *concurrency.Session) string {
+	return fmt.Sprintf("%s%x", pfx, s.Lease())
+}
+
 // enqueue puts the session's key under pfx, as concurrency.Mutex does, and
-// returns its create revision once it is the oldest key there. It returns
-// ErrLocked, without waiting, if it is not and wait is false; a waiter
-// stops when ctx ends or the session's lease is lost.
-func (e *Etcd) enqueue(ctx context.Context, s *concurrency.Session, pfx string, wait bool) (int64, error) {
+// returns its create revision once it is the oldest key there, with the
+// lock's token offset, read from the key offset in the same step. It
+// returns ErrLocked, without waiting, if it is not and wait is false; a
+// waiter stops when ctx ends or the session's lease is lost.
+func (e *Etcd) enqueue(ctx context.Context, s *concurrency.Session, pfx, offset string, wait bool) (rev, base int64, err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(s.Ctx(), func() { cancel(errSessionDone) })
@@ -133,39 +159,46 @@ func (e *Etcd) enqueue(ctx context.Context, s *concurrency.Session, pfx string, 
 		return err
 	}
 
-	key := fmt.Sprintf("%s%x", pfx, s.Lease())
+	key := contender(pfx, s)
 	resp, err := e.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, "", clientv3.WithLease(s.Lease()))).
 		Commit()
 	if err != nil {
-		return 0, cause(err)
+		return 0, 0, cause(err)
 	}
 	if !resp.Succeeded {
-		return 0, fmt.Errorf("key %s exists under a fresh lease", key)
+		return 0, 0, fmt.Errorf("key %s exists under a fresh lease", key)
 	}
-	rev := resp.Header.Revision
+	rev = resp.Header.Revision
 	for waited := false; ; waited = true {
-		// The youngest key older than ours, the one to wait for, and ours,
-		// which the server deletes if it expires the lease meanwhile.
+		// The youngest key older than ours, the one to wait for; ours,
+		// which the server deletes if it expires the lease meanwhile; and
+		// the offset, which only the holder changes.
 		resp, err := e.client.Txn(ctx).Then(
 			clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...),
-			clientv3.OpGet(key, clientv3.WithCountOnly())).Commit()
+			clientv3.OpGet(key, clientv3.WithCountOnly()),
+			clientv3.OpGet(offset)).Commit()
 		if err != nil {
-			return 0, cause(err)
+			return 0, 0, cause(err)
 		}
 		before := resp.Responses[0].GetResponseRange()
 		if waited && resp.Responses[1].GetResponseRange().Count == 0 {
-			return 0, errSessionDone
+			return 0, 0, errSessionDone
 		}
 		if len(before.Kvs) == 0 {
-			return rev, nil
+			if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
+				if base, err = strconv.ParseInt(string(kvs[0].Value), 10, 64); err != nil {
+					return 0, 0, fmt.Errorf("token offset %s: %w", offset, err)
+				}
+			}
+			return rev, base, nil
 		}
 		if !wait {
-			return 0, ErrLocked
+			return 0, 0, ErrLocked
 		}
 		if err := e.awaitDelete(ctx, string(before.Kvs[0].Key)); err != nil {
-			return 0, cause(err)
+			return 0, 0, cause(err)
 		}
 	}
 }

@@ -242,18 +242,20 @@ func (l *Lease) Token() int64 { return l.token.Load() }
 const raiseMargin = 1 << 16
 
 // Raise gives the lease a new token, floor + 65,536, for a store that has
-// lost its count of the lock's acquisitions: a Redis restarted without
-// persistence, or failed over to a replica that lagged, counts from the
-// start again, and the fenced store, which has seen floor, would refuse
-// this holder and every holder after it until the count passed floor
-// again. The store's count is raised in the same step, and only while the
-// lease still holds the lock there, so that a stale holder, whose lock is
-// another's by now, cannot raise past its successor: it gets ErrNotHeld.
+// lost its count of the lock's acquisitions: a Redis, ZooKeeper or etcd
+// restarted without its data, or failed over to a replica that lagged,
+// counts from the start again, and the fenced store, which has seen floor,
+// would refuse this holder and every holder after it until the count
+// passed floor again. The store's count is raised in the same step, and
+// only while the lease still holds the lock there, so that a stale holder,
+// whose lock is another's by now, cannot raise past its successor: it gets
+// ErrNotHeld. Redis and Redlock raise their counters; ZooKeeper and etcd,
+// whose tokens are the servers' own transaction counters, keep an offset
+// per lock that is added to them.
 //
-// Only the Redis locks (redis, redlock) count in a store they can raise.
-// The others return errors.ErrUnsupported: ZooKeeper's and etcd's tokens
-// are the server's own transaction counters, which only writes advance,
-// and dbtable's never go back.
+// The local and dbtable locks return errors.ErrUnsupported: the first has
+// no store, and the second's tokens are the database's, which never go
+// back while it keeps the stock.
 func (l *Lease) Raise(ctx context.Context, floor int64) error {
 	if l.g.raise == nil {
 		return fmt.Errorf("lock: raise %s: %w", l.key.name, errors.ErrUnsupported)

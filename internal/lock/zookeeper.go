@@ -37,7 +37,12 @@ type ZooKeeperOptions struct {
 // nodes are deleted and Lost is closed. The fencing token is the czxid of
 // the node: ZooKeeper's transaction id of its creation, which grows with
 // every write to the ensemble, so it orders acquisitions of the same name
-// even if the parent node is deleted and sequence numbers start again.
+// even if the parent node is deleted and sequence numbers start again. To
+// it is added the lock's offset, kept in the persistent node
+// Root/<name>.offset: 0 until a holder raises its token past a fence
+// (Lease.Raise), which only a holder does, and only upward. An ensemble
+// restarted without its data counts zxids from the start again, and loses
+// the offset with them; the first holder that a fence refuses raises it.
 type ZooKeeper struct {
 	locker
 	conn *zk.Conn
@@ -73,7 +78,7 @@ func (z *ZooKeeper) grant(ctx context.Context, name string, wait bool) (grant, e
 	if err != nil {
 		return grant{}, err
 	}
-	g, err := z.await(ctx, dir, node, wait)
+	g, err := z.await(ctx, dir, node, dir+".offset", wait)
 	if err != nil {
 		// Leave nothing behind. If this fails, the node goes with the
 		// session.
@@ -127,7 +132,7 @@ func MkdirAll(conn *zk.Conn, p string) error {
 }
 
 // await waits until node is the first in dir's queue.
-func (z *ZooKeeper) await(ctx context.Context, dir, node string, wait bool) (grant, error) {
+func (z *ZooKeeper) await(ctx context.Context, dir, node, offset string, wait bool) (grant, error) {
 	for {
 		children, _, err := z.conn.Children(dir)
 		if err != nil {
@@ -138,7 +143,7 @@ func (z *ZooKeeper) await(ctx context.Context, dir, node string, wait bool) (gra
 			return grant{}, err
 		}
 		if prev == "" {
-			return z.hold(node)
+			return z.hold(node, offset)
 		}
 		if !wait {
 			return grant{}, ErrLocked
@@ -165,17 +170,33 @@ func (z *ZooKeeper) await(ctx context.Context, dir, node string, wait bool) (gra
 
 // hold makes the grant of the node that is first in its queue. A watch on
 // the node itself tells when it is gone: deleted with its session, or by
-// hand.
-func (z *ZooKeeper) hold(node string) (grant, error) {
+// hand. The token is the node's czxid plus the lock's offset, read once
+// the node is first: every raise of the offset came from an earlier holder,
+// before it let the lock go, and this session reads after it saw that.
+func (z *ZooKeeper) hold(node, offset string) (grant, error) {
 	_, stat, changed, err := z.conn.GetW(node)
 	if err != nil {
 		return grant{}, err
+	}
+	var base int64
+	data, _, err := z.conn.Get(offset)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+	case err != nil:
+		return grant{}, err
+	default:
+		if base, err = strconv.ParseInt(string(data), 10, 64); err != nil {
+			return grant{}, fmt.Errorf("zookeeper: token offset %s: %w", offset, err)
+		}
 	}
 	// The node is ephemeral: once its session has expired, the server has
 	// deleted it, and a release need not reach the server to know it.
 	var expired atomic.Bool
 	return grant{
-		token: stat.Czxid,
+		token: stat.Czxid + base,
+		raise: func(_ context.Context, token int64) error {
+			return z.raise(node, offset, token-stat.Czxid)
+		},
 		release: func(context.Context) error {
 			if expired.Load() {
 				return ErrNotHeld
@@ -207,6 +228,25 @@ func (z *ZooKeeper) hold(node string) (grant, error) {
 			}
 		},
 	}, nil
+}
+
+// raise sets the lock's offset to base in one transaction with a check
+// that node, the holder's, still exists: a holder whose session has
+// expired cannot raise.
+func (z *ZooKeeper) raise(node, offset string, base int64) error {
+	if _, err := z.conn.Create(offset, []byte("0"), zk.FlagPersistent, zkACL); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("zookeeper: create %s: %w", offset, err)
+	}
+	res, err := z.conn.Multi(
+		&zk.CheckVersionRequest{Path: node, Version: -1},
+		&zk.SetDataRequest{Path: offset, Data: []byte(strconv.FormatInt(base, 10)), Version: -1})
+	for _, op := range res {
+		err = cmp.Or(err, op.Error) // the check's, if it failed
+	}
+	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrSessionExpired) {
+		return ErrNotHeld
+	}
+	return err
 }
 
 // predecessor returns the node just before me in the queue, by sequence

@@ -86,17 +86,18 @@ func etcdHealthy(ctx context.Context, addr string) error {
 // StartEtcd starts a private single-member etcd on free loopback ports,
 // with a data dir of its own; it is killed at cleanup.
 //
-// Its data survives Stop, Kill and Start: etcd syncs its log before it
-// answers a write.
+// Its data survives Stop, Kill and Start, unless Empty deletes it: etcd
+// syncs its log before it answers a write.
 func StartEtcd(t testing.TB) *Server {
 	t.Helper()
 	skipShort(t, "etcd")
 	bin := lookPath(t, "etcd", "etcd-server")
 	dir := t.TempDir()
 	s := newServer(t, "etcd", freeAddr(t), dir, 60*time.Second)
+	s.data = filepath.Join(dir, "data")
 	client, peer := "http://"+s.addr, "http://"+freeAddr(t)
 	s.command = func() *exec.Cmd {
-		return exec.Command(bin, "--name=test", "--data-dir="+filepath.Join(dir, "data"),
+		return exec.Command(bin, "--name=test", "--data-dir="+s.data,
 			"--listen-client-urls="+client, "--advertise-client-urls="+client,
 			"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
 			"--initial-cluster=test="+peer, "--initial-cluster-state=new")

@@ -32,6 +32,7 @@ type Server struct {
 	name    string // the binary, for messages
 	addr    string
 	logPath string                          // stdout and stderr of every run
+	data    string                          // the data dir, if the server keeps one
 	command func() *exec.Cmd                // a fresh command for each start
 	ready   func(ctx context.Context) error // nil once the server serves requests
 	timeout time.Duration                   // for ready
@@ -138,6 +139,21 @@ func (s *Server) Kill() {
 	s.signal(syscall.SIGKILL)
 	<-s.exited
 	s.cmd = nil
+}
+
+// Empty deletes the data of a stopped or killed server, so that the next
+// Start begins as a server restored from nothing. A server that keeps no
+// data (redis-server here) starts empty anyway.
+func (s *Server) Empty() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running() {
+		s.t.Fatalf("testinfra: Empty of %s on %s while it runs", s.name, s.addr)
+	}
+	if err := os.RemoveAll(s.data); err != nil {
+		s.t.Fatalf("testinfra: %v", err)
+	}
 }
 
 func (s *Server) running() bool {

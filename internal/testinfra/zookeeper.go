@@ -130,6 +130,7 @@ func StartZooKeeper(t testing.TB) *Server {
 	}
 	dir := t.TempDir()
 	s := newServer(t, "zookeeper", freeAddr(t), dir, 60*time.Second)
+	s.data = filepath.Join(dir, "data")
 	_, port, _ := net.SplitHostPort(s.addr)
 	// The AdminServer is off: it would listen on 8080 in every instance.
 	config := fmt.Sprintf(`tickTime=500
@@ -139,7 +140,7 @@ dataDir=%s
 clientPort=%s
 clientPortAddress=127.0.0.1
 admin.enableServer=false
-`, filepath.Join(dir, "data"), port)
+`, s.data, port)
 	configPath := filepath.Join(dir, "zoo.cfg")
 	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
 		t.Fatalf("testinfra: %v", err)
