@@ -30,7 +30,7 @@ type Backends struct {
 	// that needs Redlock.
 	Redlock []*redis.Client
 	// ZooKeeper is open only for a strategy that needs ZooKeeper.
-	ZooKeeper *zk.Conn
+	ZooKeeper *ZKConn
 	// Etcd is open only for a strategy that needs etcd.
 	Etcd *clientv3.Client
 
@@ -105,12 +105,15 @@ var servers = [...]server{
 		open: func(_ context.Context, cfg config.Config, b *Backends, log *slog.Logger) error {
 			// The session timeout is the lease: how long a lock outlives a
 			// holder that stops answering.
-			conn, _, err := zk.Connect(cfg.ZKAddrs, cfg.LockTTL, zk.WithLogger(zkLogger{log}))
+			conn, err := newZKConn(func(onEvent func(zk.Event)) (*zk.Conn, error) {
+				conn, _, err := zk.Connect(cfg.ZKAddrs, cfg.LockTTL, zk.WithLogger(zkLogger{log}), zk.WithEventCallback(onEvent))
+				return conn, err
+			}, log)
 			if err != nil {
 				return fmt.Errorf("zookeeper: %w", err)
 			}
 			b.ZooKeeper = conn
-			b.closers = append(b.closers, func() error { conn.Close(); return nil })
+			b.closers = append(b.closers, conn.Close)
 			b.checks = append(b.checks, func(context.Context) error {
 				if s := conn.State(); s != zk.StateHasSession {
 					return fmt.Errorf("zookeeper: %s", s)

@@ -99,7 +99,9 @@ var registry = []Strategy{
 		return lock.NewRedlock(masters, redisLockOptions(cfg))
 	}, Ceiling: Serial("redlock")},
 	{Name: "zookeeper", Needs: []Need{ZooKeeper}, Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {
-		return lock.NewZooKeeper(b.ZooKeeper, &lock.ZooKeeperOptions{Root: cfg.ZKRoot})
+		z := &zkLocker{conn: b.ZooKeeper, opts: &lock.ZooKeeperOptions{Root: cfg.ZKRoot}}
+		_, err := z.current() // a bad root fails here
+		return z, err
 	}, Ceiling: Serial("zookeeper")},
 	{Name: "etcd", Needs: []Need{Etcd}, Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {
 		return lock.NewEtcd(b.Etcd, &lock.EtcdOptions{TTL: cfg.LockTTL, Prefix: cfg.EtcdPrefix})

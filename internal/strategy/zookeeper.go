@@ -1,0 +1,157 @@
+package strategy
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/stockguard/shop/internal/lock"
+)
+
+// refusedLimit is how many reconnects in a row ZooKeeper may refuse at
+// their handshake before ZKConn gives up on the connection. go-zookeeper
+// tries about once a second; a server that is starting may refuse one or
+// two.
+const refusedLimit = 3
+
+// ZKConn is the shop's ZooKeeper connection, replaced by a new one when the
+// ensemble refuses it for good. A client reconnects with the last zxid it
+// has seen, and a server refuses a client that has seen more than the
+// server has: after an ensemble restarted without its data, every
+// reconnect of an old connection is refused at the handshake, and
+// go-zookeeper would keep trying forever. A new connection has seen
+// nothing, and is accepted. Its session is new too; the old one, and the
+// locks it held, are gone with the ensemble's data anyway.
+type ZKConn struct {
+	dial func(onEvent func(zk.Event)) (*zk.Conn, error)
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	conn    *zk.Conn
+	gen     int  // how many times conn was replaced
+	refused int  // handshakes refused in a row
+	shaking bool // a handshake is under way: the TCP connection is up
+	closed  bool
+}
+
+// newZKConn dials the first connection.
+func newZKConn(dial func(onEvent func(zk.Event)) (*zk.Conn, error), log *slog.Logger) (*ZKConn, error) {
+	c := &ZKConn{dial: dial, log: log}
+	conn, err := dial(c.watch(0))
+	if err != nil {
+		return nil, err
+	}
+	c.conn = conn
+	return c, nil
+}
+
+// Conn returns the current connection and its generation, which changes
+// when the connection is replaced.
+func (c *ZKConn) Conn() (*zk.Conn, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn, c.gen
+}
+
+// State is the current connection's state.
+func (c *ZKConn) State() zk.State {
+	conn, _ := c.Conn()
+	return conn.State()
+}
+
+// Close closes the current connection; it is not replaced after that.
+func (c *ZKConn) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	conn := c.conn
+	c.mu.Unlock()
+	conn.Close()
+	return nil
+}
+
+// watch returns the event callback of the connection of generation gen.
+// It counts the handshakes refused in a row: the TCP connection came up,
+// and went down again before a session was established.
+func (c *ZKConn) watch(gen int) func(zk.Event) {
+	return func(ev zk.Event) {
+		if ev.Type != zk.EventSession {
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if gen != c.gen {
+			return
+		}
+		switch ev.State {
+		case zk.StateConnected:
+			c.shaking = true
+		case zk.StateHasSession:
+			c.shaking, c.refused = false, 0
+		case zk.StateDisconnected:
+			if c.shaking {
+				c.shaking = false
+				c.refused++
+				if c.refused == refusedLimit {
+					go c.replace(gen) // not on go-zookeeper's goroutine, which Close waits for
+				}
+			}
+		}
+	}
+}
+
+// replace dials a new connection in place of the one of generation gen.
+func (c *ZKConn) replace(gen int) {
+	c.mu.Lock()
+	if c.closed || gen != c.gen {
+		c.mu.Unlock()
+		return
+	}
+	conn, err := c.dial(c.watch(gen + 1))
+	if err != nil {
+		c.refused = 0 // try again after as many refusals
+		c.mu.Unlock()
+		c.log.Error("zookeeper: refused the session at every reconnect, and a new connection failed", "err", err)
+		return
+	}
+	old := c.conn
+	c.conn, c.gen, c.refused, c.shaking = conn, gen+1, 0, false
+	c.mu.Unlock()
+	old.Close()
+	c.log.Warn("zookeeper: refused the session at every reconnect, as an ensemble restarted without its data does; connected anew")
+}
+
+// zkLocker is lock.ZooKeeper on a ZKConn's current connection: it makes a
+// new one whenever the connection was replaced.
+type zkLocker struct {
+	conn *ZKConn
+	opts *lock.ZooKeeperOptions
+
+	mu     sync.Mutex
+	gen    int
+	locker *lock.ZooKeeper
+}
+
+// Acquire implements stock.Locker.
+func (z *zkLocker) Acquire(ctx context.Context, name string) (*lock.Lease, error) {
+	l, err := z.current()
+	if err != nil {
+		return nil, err
+	}
+	return l.Acquire(ctx, name)
+}
+
+func (z *zkLocker) current() (*lock.ZooKeeper, error) {
+	conn, gen := z.conn.Conn()
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.locker == nil || z.gen != gen {
+		l, err := lock.NewZooKeeper(conn, z.opts)
+		if err != nil {
+			return nil, err
+		}
+		z.locker, z.gen = l, gen
+	}
+	return z.locker, nil
+}
