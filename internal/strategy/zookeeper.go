@@ -14,7 +14,7 @@ import (
 // their handshake before ZKConn gives up on the connection. go-zookeeper
 // tries about once a second; a server that is starting may refuse one or
 // two.
-const refusedLimit = 3
+const refusedLimit = 5
 
 // ZKConn is the shop's ZooKeeper connection, replaced by a new one when the
 // ensemble refuses it for good. A client reconnects with the last zxid it
