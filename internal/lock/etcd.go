@@ -57,7 +57,7 @@ func (o *EtcdOptions) prefix() string {
 // every write to the cluster, and a contender's key is created after the
 // keys of everyone it queues behind, so the tokens of one name increase
 // with every acquisition. To it is added the lock's offset, kept in a key
-// of its own (Prefix/<name>.offset): 0 until a holder raises its token
+// of its own (Prefix/<name>#offset): 0 until a holder raises its token
 // past a fence (Lease.Raise), which only a holder does, and only upward,
 // so tokens still increase. An etcd restarted without its data counts
 // revisions from 1 again, and loses the offset with them; the first holder
@@ -94,8 +94,9 @@ func (e *Etcd) grant(ctx context.Context, name string, wait bool) (grant, error)
 		return grant{}, err
 	}
 	esc := e.prefix + url.PathEscape(name)
-	// The offset is no contender's key: PathEscape leaves no "/" in a name.
-	pfx, offset := esc+"/", esc+".offset"
+	// The offset is no contender's key, nor another name's: PathEscape
+	// leaves no "/" and no "#" in a name.
+	pfx, offset := esc+"/", esc+"#offset"
 	rev, base, err := e.enqueue(ctx, s, pfx, offset, wait)
 	if err != nil {
 		// The revocation deletes the contender's key; failing that, the key

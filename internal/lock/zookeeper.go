@@ -39,7 +39,7 @@ type ZooKeeperOptions struct {
 // every write to the ensemble, so it orders acquisitions of the same name
 // even if the parent node is deleted and sequence numbers start again. To
 // it is added the lock's offset, kept in the persistent node
-// Root/<name>.offset: 0 until a holder raises its token past a fence
+// Root/<name>#offset: 0 until a holder raises its token past a fence
 // (Lease.Raise), which only a holder does, and only upward. An ensemble
 // restarted without its data counts zxids from the start again, and loses
 // the offset with them; the first holder that a fence refuses raises it.
@@ -78,7 +78,8 @@ func (z *ZooKeeper) grant(ctx context.Context, name string, wait bool) (grant, e
 	if err != nil {
 		return grant{}, err
 	}
-	g, err := z.await(ctx, dir, node, dir+".offset", wait)
+	// PathEscape leaves no "#" in a name: no lock's dir is this node.
+	g, err := z.await(ctx, dir, node, dir+"#offset", wait)
 	if err != nil {
 		// Leave nothing behind. If this fails, the node goes with the
 		// session.
