@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,7 +18,10 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/audit"
@@ -71,8 +76,8 @@ func newFaultSale(t *testing.T) *faultSale {
 }
 
 // newSale runs strategy on the Redis at redisAddr: one address, or a Redis
-// Cluster's seed nodes, comma-separated.
-func newSale(t *testing.T, strategy, redisAddr string) *faultSale {
+// Cluster's seed nodes, comma-separated. env adds SHOP_* settings.
+func newSale(t *testing.T, strategy, redisAddr string, env ...string) *faultSale {
 	t.Helper()
 	direct := testinfra.MySQL(t)
 	cfg, err := mysql.ParseDSN(direct)
@@ -84,9 +89,9 @@ func newSale(t *testing.T, strategy, redisAddr string) *faultSale {
 	s := &faultSale{dsn: cfg.FormatDSN(), gdb: testinfra.ShopDB(t, direct), redisAddr: redisAddr, strategy: strategy, proxy: proxy, prefix: "shop:" + strategy + ":"}
 	s.rdb = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: strings.Split(redisAddr, ",")})
 	t.Cleanup(func() { s.rdb.Close() })
-	env := []string{"SHOP_MYSQL_DSN=" + s.dsn, "SHOP_REDIS_ADDR=" + redisAddr, "SHOP_REDIS_PREFIX=" + s.prefix,
+	env = append([]string{"SHOP_MYSQL_DSN=" + s.dsn, "SHOP_REDIS_ADDR=" + redisAddr, "SHOP_REDIS_PREFIX=" + s.prefix,
 		"SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=" + strategy, "SHOP_REQUEST_TIMEOUT=2s", "SHOP_CLAIM_IDLE=3s",
-		"SHOP_RECONCILE_INTERVAL=300ms", "SHOP_LOCK_TTL=1s"}
+		"SHOP_RECONCILE_INTERVAL=300ms", "SHOP_LOCK_TTL=1s"}, env...)
 	for range 3 {
 		addrs, cmd := runShop(t, "--debug=127.0.0.1:0", env)
 		s.shops = append(s.shops, &faultShop{base: "http://" + addrs[0], debug: "http://" + addrs[1], cmd: cmd})
@@ -269,6 +274,86 @@ func TestFaultRedisRestartsEmpty(t *testing.T) {
 	})
 	<-restarted
 	s.settle(t, "f-redis", res)
+}
+
+// restartWrites is how many writes a lock server whose tokens count every
+// write makes before TestFaultLockServerRestartsEmpty.
+const restartWrites = 300
+
+// TestFaultLockServerRestartsEmpty: the lock's server is killed mid-burst
+// and started again with nothing in it, so that it counts its tokens from
+// the start again, below the fence the database has kept. The shops go on
+// selling: a holder that the fence refuses raises its token past it, and a
+// ZooKeeper connection that the emptied ensemble refuses is replaced.
+func TestFaultLockServerRestartsEmpty(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		strategy string
+		start    func(t *testing.T) (srv *testinfra.Server, env []string)
+	}{
+		{"redis", func(t *testing.T) (*testinfra.Server, []string) { return testinfra.StartRedis(t), nil }},
+		// Their tokens count every write to the server, as few before the
+		// restart as after it; so many writes come first, and the restart
+		// takes the count far below the fence.
+		{"zookeeper", func(t *testing.T) (*testinfra.Server, []string) {
+			s := testinfra.StartZooKeeper(t)
+			conn, _, err := zk.Connect([]string{s.Addr()}, 10*time.Second, zk.WithLogger(log.New(io.Discard, "", 0)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_, err = conn.Create("/writes", nil, 0, zk.WorldACL(zk.PermAll))
+			for i := 0; err == nil && i < restartWrites; i++ {
+				_, err = conn.Set("/writes", nil, -1)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, []string{"SHOP_ZK_ADDRS=" + s.Addr()}
+		}},
+		{"etcd", func(t *testing.T) (*testinfra.Server, []string) {
+			s := testinfra.StartEtcd(t)
+			c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Addr()}, Logger: zap.NewNop()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			for i := 0; err == nil && i < restartWrites; i++ {
+				_, err = c.Put(t.Context(), "writes", "")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, []string{"SHOP_ETCD_ADDRS=" + s.Addr()}
+		}},
+	} {
+		t.Run(tc.strategy, func(t *testing.T) {
+			t.Parallel()
+			srv, env := tc.start(t)
+			redisAddr := srv.Addr() // redis: the lock is on the shop's own Redis
+			if env != nil {
+				redisAddr = testinfra.StartRedis(t).Addr() // newSale's key prefix is the same in every run
+			}
+			s := newSale(t, tc.strategy, redisAddr, env...)
+			sku := "f-lock-" + tc.strategy
+			restarted := make(chan struct{})
+			res := s.burst(t, sku, func() {
+				defer close(restarted)
+				srv.Kill()
+				srv.Empty()
+				srv.Start()
+			})
+			<-restarted
+			if a := s.settle(t, sku, res); a.Available != 0 {
+				t.Errorf("%d units left after the burst", a.Available)
+			}
+			// Every token before the restart was below 150 acquisitions or
+			// a few thousand writes; a raised one is 65,536 past the fence.
+			if it, err := stock.Get(t.Context(), s.gdb, sku); err != nil || it.Fence < 1<<16 {
+				t.Errorf("fence %d (%v): no holder raised its token, so the server kept its count", it.Fence, err)
+			}
+		})
+	}
 }
 
 // TestFaultMySQLStops: MySQL is unreachable for 2 seconds mid-burst, every
