@@ -29,8 +29,8 @@ import (
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
-// The fault tests run lua on three `shop serve` processes, over a Redis of
-// the test's own, which it can kill and start empty, and over MySQL through
+// The fault tests run lua, or the strategy a test names, on three `shop
+// serve` processes, over a Redis of the test's own, which it can kill and start empty, and over MySQL through
 // a proxy, which it can cut: the test's MariaDB is shared with the other
 // tests, so the proxy stands in for stopping it, and the shop sees what a
 // stopped server shows, its connections reset and new ones refused. Buyers
@@ -276,6 +276,45 @@ func TestFaultRedisRestartsEmpty(t *testing.T) {
 	s.settle(t, "f-redis", res)
 }
 
+// TestFaultPausedShop: one of three shops is paused (SIGSTOP) mid-burst
+// for three times the lock TTL, then resumed, under the lock strategies
+// and the group commit. A lease it held has expired meanwhile, and another
+// shop has sold under a newer token; whatever the paused shop had in
+// flight is refused by the fence, or commits before the pause, and the
+// audit holds.
+func TestFaultPausedShop(t *testing.T) {
+	t.Parallel()
+	for _, strategy := range []string{"redis", "zookeeper", "etcd", "dbtable", "batched"} {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			var env []string
+			switch strategy {
+			case "zookeeper":
+				env = []string{"SHOP_ZK_ADDRS=" + testinfra.StartZooKeeper(t).Addr()}
+			case "etcd":
+				env = []string{"SHOP_ETCD_ADDRS=" + testinfra.StartEtcd(t).Addr()}
+			}
+			s := newSale(t, strategy, testinfra.StartRedis(t).Addr(), env...)
+			sku := "f-pause-" + strategy
+			resumed := make(chan struct{})
+			res := s.burst(t, sku, func() {
+				defer close(resumed)
+				victim := s.shops[1]
+				if victim.pause(t) {
+					time.Sleep(3 * time.Second) // SHOP_LOCK_TTL is 1s
+				}
+				if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+					t.Error(err)
+				}
+			})
+			<-resumed
+			if a := s.settle(t, sku, res); a.Available != 0 {
+				t.Errorf("%d units left after the burst", a.Available)
+			}
+		})
+	}
+}
+
 // restartWrites is how many writes a lock server whose tokens count every
 // write makes before TestFaultLockServerRestartsEmpty.
 const restartWrites = 300
@@ -482,23 +521,32 @@ func (s *faultSale) catchReconciling(t *testing.T) *faultShop {
 			if scrape(t, o.debug)[`shop_job_running{job="reconcile"}`] != 1 {
 				continue
 			}
-			if err := o.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-				t.Error(err)
+			if !o.pause(t) {
 				return nil
 			}
-			// The signal lands soon, not at once.
-			for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", o.cmd.Process.Pid))
-				if err == nil && strings.Contains(string(stat), ") T ") {
-					return o
-				}
-				if time.Now().After(end) {
-					t.Errorf("the shop is not stopped: %q %v", stat, err)
-					return nil
-				}
-			}
+			return o
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	return nil
+}
+
+// pause stops the shop (SIGSTOP) and confirms from /proc that it is
+// stopped.
+func (o *faultShop) pause(t *testing.T) bool {
+	if err := o.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Error(err)
+		return false
+	}
+	// The signal lands soon, not at once.
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", o.cmd.Process.Pid))
+		if err == nil && strings.Contains(string(stat), ") T ") {
+			return true
+		}
+		if time.Now().After(end) {
+			t.Errorf("the shop is not stopped: %q %v", stat, err)
+			return false
+		}
+	}
 }
