@@ -30,10 +30,11 @@ import (
 )
 
 // The fault tests run lua, or the strategy a test names, on three `shop
-// serve` processes, over a Redis of the test's own, which it can kill and start empty, and over MySQL through
-// a proxy, which it can cut: the test's MariaDB is shared with the other
-// tests, so the proxy stands in for stopping it, and the shop sees what a
-// stopped server shows, its connections reset and new ones refused. Buyers
+// serve` processes, over a Redis of the test's own, which it can kill and
+// start empty, and over MySQL through a proxy, which it can cut: the
+// test's MariaDB is shared with the other tests, so the proxy stands in
+// for stopping it, and the shop sees what a stopped server shows, its
+// connections reset and new ones refused. Buyers
 // retry with their key until they get an answer that is not busy, as a
 // client should. Each test audits the database afterwards: 0 oversold, a
 // row for every 201, no duplicate, and, after one reconcile, 0 undersold
