@@ -392,6 +392,13 @@ func TestFaultLockServerRestartsEmpty(t *testing.T) {
 			if it, err := stock.Get(t.Context(), s.gdb, sku); err != nil || it.Fence < 1<<16 {
 				t.Errorf("fence %d (%v): no holder raised its token, so the server kept its count", it.Fence, err)
 			}
+			raises := 0.0
+			for _, o := range s.shops {
+				raises += scrape(t, o.debug)[`shop_lock_token_raises_total{backend="`+tc.strategy+`"}`]
+			}
+			if raises < 1 {
+				t.Errorf("the shops' metrics count %v token raises, want at least 1", raises)
+			}
 		})
 	}
 }

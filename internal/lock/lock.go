@@ -125,6 +125,7 @@ func remote(name string, b backend) locker {
 // whose counters it starts at zero.
 func newLocker(name string, b backend, gate *Local, fences bool) locker {
 	metrics.LeasesLost.WithLabelValues(name)
+	metrics.TokenRaises.WithLabelValues(name)
 	return locker{name: name, b: b, gate: gate, fences: fences}
 }
 
@@ -268,6 +269,7 @@ func (l *Lease) Raise(ctx context.Context, floor int64) error {
 		return fmt.Errorf("lock: raise %s: %w", l.key.name, err)
 	}
 	l.token.Store(token)
+	metrics.TokenRaises.WithLabelValues(l.backend).Inc()
 	return nil
 }
 

@@ -27,6 +27,9 @@ var (
 	// LeasesLost counts leases that ended before their release: expired,
 	// their renewal failed, or their session ended.
 	LeasesLost = counter("shop_lock_leases_lost_total", "Leases lost before their holder released them.", "backend")
+	// TokenRaises counts leases whose tokens were raised past the fence,
+	// after their lock's server lost its count (lock.Lease.Raise).
+	TokenRaises = counter("shop_lock_token_raises_total", "Lock tokens raised past the fence after the lock's server lost its count.", "backend")
 	// FenceRefusals counts writes the database refused because a holder
 	// with a newer fencing token had claimed the SKU.
 	FenceRefusals = register(prometheus.NewCounter(prometheus.CounterOpts{Name: "shop_fence_refusals_total",
