@@ -752,3 +752,53 @@ func TestRaise(t *testing.T) {
 		release(t, l)
 	})
 }
+
+// slowCall delays the call-th command a client sends by delay.
+type slowCall struct {
+	n     atomic.Int32
+	call  int32
+	delay time.Duration
+}
+
+func (*slowCall) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*slowCall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (s *slowCall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if s.n.Add(1) == s.call {
+			time.Sleep(s.delay)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestRedisAcquireWithoutDeadline: an acquisition whose ctx has no
+// deadline waits as long as it takes, even when the step after the lock's
+// script (redislock's Obtain, which bounds a call with no deadline by the
+// TTL) comes late. A loaded machine makes it late now and then; the test
+// delays it by a client hook, since a real server cannot be made to answer
+// that one call late.
+func TestRedisAcquireWithoutDeadline(t *testing.T) {
+	t.Parallel()
+	ns := testinfra.Redis(t)
+	c := redis.NewClient(&redis.Options{Addr: ns.Addr})
+	t.Cleanup(func() { c.Close() })
+	const short = 100 * time.Millisecond
+	l := lock.NewRedis(c, &lock.RedisOptions{TTL: short, Prefix: ns.Prefix})
+	if err := func() error { // loads the scripts, so that each step is one call
+		lease, err := l.Acquire(context.Background(), "slow")
+		if err == nil {
+			err = lease.Release(context.Background())
+		}
+		return err
+	}(); err != nil {
+		t.Fatal(err)
+	}
+	c.AddHook(&slowCall{call: 2, delay: 3 * short}) // the lock's script, then Obtain
+	lease, err := l.Acquire(context.Background(), "slow")
+	if err != nil {
+		t.Fatalf("Acquire with no deadline: %v", err)
+	}
+	_ = lease.Release(context.Background()) // lost by now: the TTL is short
+}

@@ -109,8 +109,16 @@ func (r *Redis) grant(ctx context.Context, name string, wait bool) (grant, error
 		// redislock re-obtains a key whose token it is given. Should the key
 		// have expired in between (a pause longer than the TTL), this takes
 		// it afresh with an old token: safe, since fencing refuses that token
-		// wherever a newer holder has written.
-		held, err := r.locks.Obtain(ctx, keys[0], r.ttl, &redislock.Options{Token: owner})
+		// wherever a newer holder has written. redislock bounds a call whose
+		// ctx has no deadline by the TTL, which a loaded machine can outlast
+		// with a short TTL; Acquire promises to wait as long as ctx does, so
+		// such a call gets a deadline of its own, far off.
+		octx, cancel := ctx, context.CancelFunc(func() {})
+		if _, ok := ctx.Deadline(); !ok {
+			octx, cancel = context.WithTimeout(ctx, time.Minute)
+		}
+		held, err := r.locks.Obtain(octx, keys[0], r.ttl, &redislock.Options{Token: owner})
+		cancel()
 		if errors.Is(err, redislock.ErrNotObtained) {
 			return grant{}, ErrLocked
 		}
