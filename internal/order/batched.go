@@ -49,6 +49,7 @@ type Batched struct {
 	db     *gorm.DB
 	single stock.Guard // refunds, and orders without a key
 	w      *writer
+	reads  *firstReads
 }
 
 // writer is the group-commit writer of batched and lua: it queues an
@@ -108,7 +109,7 @@ type placed struct {
 
 // NewBatched returns the group-commit strategy on gdb.
 func NewBatched(gdb *gorm.DB) *Batched {
-	return &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), w: newWriter(gdb, "batched")}
+	return &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), w: newWriter(gdb, "batched"), reads: newFirstReads(gdb)}
 }
 
 // Adjust implements the strategy for what does not batch: refunds, and
@@ -121,12 +122,12 @@ func (b *Batched) Adjust(ctx context.Context, sku string, delta int, fn stock.Fn
 func (b *Batched) place(ctx context.Context, r PlaceRequest, limit int) (Order, bool, error) {
 	if !b.stocked(r.SKU) {
 		// Sold out is answered at once, by a read that takes no lock.
-		if o, found, err := firstRead(ctx, b.db, r); found || err != nil {
+		if o, found, err := b.reads.first(ctx, r); found || err != nil {
 			return o, found, err
 		}
 	}
 	o, replayed, err := b.w.submit(&pending{ctx: ctx, r: r, limit: limit})
-	return checkRefusal(ctx, b.db, r, o, replayed, err)
+	return b.reads.checkRefusal(ctx, r, o, replayed, err)
 }
 
 // submit queues p for its SKU's next batch and waits for its answer.

@@ -47,6 +47,7 @@ type Lua struct {
 	redis  *stock.RedisStock
 	w      *writer
 	single stock.Guard // the database side of refunds
+	reads  *firstReads
 	limit  int
 	idle   time.Duration
 
@@ -75,7 +76,7 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 	if o.ClaimIdle <= 0 {
 		o.ClaimIdle = 30 * time.Second
 	}
-	l := &Lua{db: gdb, redis: stock.NewRedisStock(rdb, o.Prefix), w: newWriter(gdb, "lua"), single: stock.NewAtomic(gdb),
+	l := &Lua{db: gdb, redis: stock.NewRedisStock(rdb, o.Prefix), w: newWriter(gdb, "lua"), single: stock.NewAtomic(gdb), reads: newFirstReads(gdb),
 		limit: o.PerUserLimit, idle: o.ClaimIdle, rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), fixing: make(map[string]bool)}
 	l.w.settle = l.settle
@@ -107,7 +108,7 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, limit int) (Order, bool
 		switch {
 		case err == nil:
 			o, replayed, err := l.w.submit(&pending{ctx: ctx, r: r, limit: limit, entry: id, epoch: epoch})
-			return checkRefusal(ctx, l.db, r, o, replayed, err)
+			return l.reads.checkRefusal(ctx, r, o, replayed, err)
 		case errors.Is(err, stock.ErrCheck) && !checked:
 			// The key may have an order that Redis does not know of: find
 			// it before taking stock that a new buyer then misses.

@@ -5,7 +5,6 @@ package order
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -64,11 +63,12 @@ type Service struct {
 	db    *gorm.DB
 	guard Guard
 	limit int
+	reads *firstReads
 }
 
 // NewService returns a Service whose stock changes go through guard.
 func NewService(gdb *gorm.DB, guard Guard, opts *Options) *Service {
-	s := &Service{db: gdb, guard: guard}
+	s := &Service{db: gdb, guard: guard, reads: newFirstReads(gdb)}
 	if opts != nil {
 		s.limit = opts.PerUserLimit
 	}
@@ -91,18 +91,6 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed 
 		return p.place(ctx, r, s.limit)
 	}
 	return s.place(ctx, r)
-}
-
-// checkRefusal answers a refusal, sold out or over the limit, with the
-// order r's key already has, if it has one. The refusal may be because
-// that order took the stock or the user's limit: a retry whose first
-// answer the key store forgot, or whose first attempt, answered busy,
-// committed while this one decided. Other answers pass as they are.
-func checkRefusal(ctx context.Context, gdb *gorm.DB, r PlaceRequest, o Order, replayed bool, err error) (Order, bool, error) {
-	if r.IdempotencyKey != "" && (errors.Is(err, stock.ErrSoldOut) || errors.Is(err, ErrLimitReached)) {
-		return replayOr(ctx, gdb, r, err)
-	}
-	return o, replayed, err
 }
 
 // placer is a strategy that places orders itself, rather than through
@@ -136,7 +124,7 @@ func (s *Service) place(ctx context.Context, r PlaceRequest) (Order, bool, error
 		var first placed // the first read's answer, if it ended the purchase
 		answered := false
 		err = c.AdjustAfter(ctx, r.SKU, -r.Quantity, func(ctx context.Context) error {
-			first.o, first.replayed, first.err = firstRead(ctx, s.db, r)
+			first.o, first.replayed, first.err = s.reads.first(ctx, r)
 			if answered = first.replayed || first.err != nil; answered {
 				return errAnswered
 			}
@@ -152,34 +140,9 @@ func (s *Service) place(ctx context.Context, r PlaceRequest) (Order, bool, error
 		return s.replay(ctx, r)
 	}
 	if err != nil {
-		return checkRefusal(ctx, s.db, r, Order{}, false, fmt.Errorf("order: place: %w", err))
+		return s.reads.checkRefusal(ctx, r, Order{}, false, fmt.Errorf("order: place: %w", err))
 	}
 	return o, false, nil
-}
-
-// firstRead is a purchase's first read, before it queues: in one
-// statement, what is left of r's SKU and whether r's key already has an
-// order. It answers with that order (found), or refuses (ErrSoldOut,
-// ErrKeyReused, stock.ErrNotFound, or ErrBusy when the database cannot
-// say), or lets the purchase queue (neither). A sold-out answer so costs
-// one read, and a retry whose first answer the key store forgot is
-// answered without queuing.
-func firstRead(ctx context.Context, gdb *gorm.DB, r PlaceRequest) (Order, bool, error) {
-	var available int
-	var id sql.NullInt64
-	err := gdb.WithContext(ctx).Raw(`SELECT available, (SELECT id FROM orders WHERE user_id = ? AND idempotency_key = ?) FROM stock_items WHERE sku = ?`,
-		r.UserID, r.IdempotencyKey, r.SKU).Row().Scan(&available, &id)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return Order{}, false, fmt.Errorf("order: place: %w: %s", stock.ErrNotFound, r.SKU)
-	case err != nil:
-		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
-	case id.Valid:
-		return replayOr(ctx, gdb, r, nil)
-	case available < r.Quantity:
-		return Order{}, false, soldOut(r.SKU)
-	}
-	return Order{}, false, nil
 }
 
 // replay answers a request whose idempotency key already has an order: the

@@ -1,0 +1,181 @@
+package order
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/stock"
+)
+
+// firstReads reads, for a purchase, what is left of its SKU and whether its
+// key already has an order: first, before the purchase queues, and again
+// when it is refused (checkRefusal).
+//
+// The buyers of one SKU who arrive while its read is out share the next
+// read: one statement reads the stock and every one of their keys. Once a
+// SKU sells out, its buyers no longer cost the database a statement each.
+// Each read starts after every buyer it answers has arrived, so none of
+// them hears of stock older than its own request: a unit that a refund
+// acknowledged before the buyer asked is there to be read.
+type firstReads struct {
+	db *gorm.DB
+
+	mu   sync.Mutex
+	skus map[string][]*firstRead // a SKU is here while its read is out
+}
+
+// maxRead bounds the buyers one read answers, and so its statement.
+const maxRead = 256
+
+// firstRead is one buyer's first read.
+type firstRead struct {
+	ctx  context.Context
+	r    PlaceRequest
+	done chan readAnswer // buffered: the reader never waits for the buyer
+}
+
+// readAnswer is what one read found for one buyer.
+type readAnswer struct {
+	err       error // the database could not say
+	stocked   bool  // the SKU's stock row is there
+	available int
+	found     bool // the buyer's key has an order
+}
+
+func newFirstReads(gdb *gorm.DB) *firstReads {
+	return &firstReads{db: gdb, skus: make(map[string][]*firstRead)}
+}
+
+// first answers r's first read.
+func (f *firstReads) first(ctx context.Context, r PlaceRequest) (Order, bool, error) {
+	a := f.read(ctx, r)
+	switch {
+	case a.err != nil:
+		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, a.err)
+	case !a.stocked:
+		return Order{}, false, fmt.Errorf("order: place: %w: %s", stock.ErrNotFound, r.SKU)
+	case a.found:
+		return replayOr(ctx, f.db, r, nil)
+	case a.available < r.Quantity:
+		return Order{}, false, soldOut(r.SKU)
+	}
+	return Order{}, false, nil
+}
+
+// checkRefusal answers a refusal, sold out or over the limit, with the
+// order r's key already has, if it has one. The refusal may be because
+// that order took the stock or the user's limit: a retry whose first
+// answer the key store forgot, or whose first attempt, answered busy,
+// committed while this one decided. The buyers refused together, such as
+// those a sell-out answers at once, look their keys up together. Other
+// answers pass as they are.
+func (f *firstReads) checkRefusal(ctx context.Context, r PlaceRequest, o Order, replayed bool, err error) (Order, bool, error) {
+	if r.IdempotencyKey == "" || !(errors.Is(err, stock.ErrSoldOut) || errors.Is(err, ErrLimitReached)) {
+		return o, replayed, err
+	}
+	switch a := f.read(ctx, r); {
+	case a.err != nil:
+		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, a.err)
+	case a.found:
+		return replayOr(ctx, f.db, r, err)
+	}
+	return Order{}, false, err
+}
+
+// read reads r's SKU and key, together with the other buyers of the SKU
+// that wait for the next read.
+func (f *firstReads) read(ctx context.Context, r PlaceRequest) readAnswer {
+	fr := &firstRead{ctx: ctx, r: r, done: make(chan readAnswer, 1)}
+	f.mu.Lock()
+	waiting, out := f.skus[r.SKU]
+	f.skus[r.SKU] = append(waiting, fr)
+	f.mu.Unlock()
+	if !out {
+		go f.run(r.SKU)
+	}
+	select {
+	case a := <-fr.done:
+		return a
+	case <-ctx.Done():
+		return readAnswer{err: context.Cause(ctx)}
+	}
+}
+
+// run reads sku for its waiting buyers, one read after another, until
+// none waits.
+func (f *firstReads) run(sku string) {
+	for {
+		f.mu.Lock()
+		waiting := f.skus[sku]
+		n := min(len(waiting), maxRead)
+		batch := waiting[:n:n]
+		if n == 0 {
+			delete(f.skus, sku)
+		} else {
+			f.skus[sku] = waiting[n:]
+		}
+		f.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		f.answer(sku, batch)
+	}
+}
+
+// answer reads sku and the keys of batch in one statement and answers each
+// buyer.
+func (f *firstReads) answer(sku string, batch []*firstRead) {
+	ctx, cancel := latest(batch)
+	defer cancel()
+	pairs := make([]string, len(batch))
+	args := make([]any, 0, 2*len(batch)+1)
+	for i, fr := range batch {
+		pairs[i] = "(?, ?)"
+		args = append(args, fr.r.UserID, fr.r.IdempotencyKey)
+	}
+	args = append(args, sku)
+	rows, err := f.db.WithContext(ctx).Raw(`SELECT s.available, o.user_id, o.idempotency_key FROM stock_items s
+		LEFT JOIN orders o ON (o.user_id, o.idempotency_key) IN (`+strings.Join(pairs, ", ")+`)
+		WHERE s.sku = ?`, args...).Rows()
+	var a readAnswer
+	keyed := make(map[[2]string]bool)
+	if err == nil {
+		for rows.Next() {
+			var user, key sql.NullString
+			if err = rows.Scan(&a.available, &user, &key); err != nil {
+				break
+			}
+			a.stocked = true
+			keyed[[2]string{user.String, key.String}] = user.Valid
+		}
+		err = errors.Join(err, rows.Err(), rows.Close())
+	}
+	a.err = err
+	for _, fr := range batch {
+		a.found = keyed[[2]string{fr.r.UserID, fr.r.IdempotencyKey}]
+		fr.done <- a
+	}
+}
+
+// latest returns a ctx that ends when the last of batch's buyers would
+// have stopped waiting, or never if one of them waits without a deadline.
+func latest(batch []*firstRead) (context.Context, context.CancelFunc) {
+	var last time.Time
+	for _, fr := range batch {
+		d, ok := fr.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(context.WithoutCancel(fr.ctx))
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), last)
+}
