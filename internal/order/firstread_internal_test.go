@@ -33,16 +33,6 @@ func holdReads(t *testing.T, gdb *gorm.DB) (reads *atomic.Int32, release chan st
 	return reads, release
 }
 
-// waitFor polls cond for up to 30s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // TestFirstReadsShared: the buyers of a SKU who arrive while its read is
 // out share the next read, one statement, and each hears its own answer:
 // sold out, or its key's order.
@@ -76,11 +66,11 @@ func TestFirstReadsShared(t *testing.T) {
 		})
 	}
 	read(0)
-	waitFor(t, "the first read", func() bool { return reads.Load() == 1 })
+	testinfra.WaitFor(t, "the first read", func() bool { return reads.Load() == 1 })
 	for i := 1; i < buyers; i++ {
 		read(i)
 	}
-	waitFor(t, "the buyers to wait", func() bool {
+	testinfra.WaitFor(t, "the buyers to wait", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return len(f.skus["gone"]) == buyers-1
@@ -118,7 +108,7 @@ func TestFirstReadsNotStale(t *testing.T) {
 	wg.Go(func() {
 		_, _, early = f.first(ctx, PlaceRequest{SKU: "back", UserID: "early", Quantity: 1, IdempotencyKey: "e"})
 	})
-	waitFor(t, "the early read", func() bool { return reads.Load() == 1 })
+	testinfra.WaitFor(t, "the early read", func() bool { return reads.Load() == 1 })
 
 	// A refund returns a unit while the early read, which saw none, is out.
 	if err := gdb.Exec(`UPDATE stock_items SET available = 1 WHERE sku = 'back'`).Error; err != nil {
@@ -127,7 +117,7 @@ func TestFirstReadsNotStale(t *testing.T) {
 	wg.Go(func() {
 		_, _, late = f.first(ctx, PlaceRequest{SKU: "back", UserID: "late", Quantity: 1, IdempotencyKey: "l"})
 	})
-	waitFor(t, "the late buyer to wait", func() bool {
+	testinfra.WaitFor(t, "the late buyer to wait", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return len(f.skus["back"]) == 1

@@ -49,8 +49,8 @@ func TestQueuedSoldOutDoesNotQueue(t *testing.T) {
 	for range waiters {
 		wg.Go(func() { errs <- q.Adjust(t.Context(), "hot", -1, func(*gorm.DB) error { return nil }) })
 	}
-	waitFor(t, func() bool { return inner.calls.Load() == 1 }) // one buyer is at the guard
-	time.Sleep(100 * time.Millisecond)                         // the rest have queued behind it
+	testinfra.WaitFor(t, "a buyer at the guard", func() bool { return inner.calls.Load() == 1 })
+	time.Sleep(100 * time.Millisecond) // the rest have queued behind it
 	if err := tx.Commit().Error; err != nil {
 		t.Fatal(err)
 	}
@@ -95,16 +95,5 @@ func TestQueuedRefundSellableAtOnce(t *testing.T) {
 	}
 	if err := b.Adjust(t.Context(), "hot", -1, noop); err != nil {
 		t.Errorf("B right after the refund on A: %v, want the unit", err)
-	}
-}
-
-// waitFor polls cond for up to 10 seconds.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -120,3 +120,14 @@ func randomName(prefix string) string {
 	rand.Read(b)
 	return fmt.Sprintf("%s%x", prefix, b)
 }
+
+// WaitFor polls cond every millisecond until it holds, and fails t if it
+// does not within 30 seconds: what names the condition in the failure.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
