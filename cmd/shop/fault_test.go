@@ -67,11 +67,19 @@ type faultShop struct {
 	cmd         *exec.Cmd
 }
 
-// newFaultSale runs lua on a Redis server of the test's own.
-func newFaultSale(t *testing.T) *faultSale {
+// newFaultSale runs strategy on servers of the test's own: a Redis, and
+// the ZooKeeper or etcd that its lock needs.
+func newFaultSale(t *testing.T, strategy string) *faultSale {
 	t.Helper()
+	var env []string
+	switch strategy {
+	case "zookeeper":
+		env = []string{"SHOP_ZK_ADDRS=" + testinfra.StartZooKeeper(t).Addr()}
+	case "etcd":
+		env = []string{"SHOP_ETCD_ADDRS=" + testinfra.StartEtcd(t).Addr()}
+	}
 	r := testinfra.StartRedis(t)
-	s := newSale(t, "lua", r.Addr())
+	s := newSale(t, strategy, r.Addr(), env...)
 	s.redis = r
 	return s
 }
@@ -203,11 +211,19 @@ func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 }
 
 // TestFaultKillShop: one of three shops is killed (SIGKILL) mid-burst.
-// Its buyers' retries reach the others; what it had reserved and not
-// persisted is claimed and persisted by another.
+// Its buyers' retries reach the others. Under lua, what it had reserved
+// and not persisted is claimed and persisted by another. Under the others
+// what it had in flight dies with its connections: a batch or a
+// transaction that holds the stock row rolls back, and a lock it held is
+// taken over once its lease ends.
 func TestFaultKillShop(t *testing.T) {
 	t.Parallel()
-	newFaultSale(t).killOneDuring(t, "f-kill")
+	for _, strategy := range []string{"lua", "batched", "pessimistic", "redis", "zookeeper"} {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			newFaultSale(t, strategy).killOneDuring(t, "f-kill-"+strategy)
+		})
+	}
 }
 
 // killOneDuring sells sku, kills one shop mid-burst, and audits.
@@ -258,7 +274,7 @@ func TestServeOnRedisCluster(t *testing.T) {
 // from it again.
 func TestFaultRedisRestartsEmpty(t *testing.T) {
 	t.Parallel()
-	s := newFaultSale(t)
+	s := newFaultSale(t, "lua")
 	const marker = "fault:marker"
 	if err := s.rdb.Set(t.Context(), marker, 1, 0).Err(); err != nil {
 		t.Fatal(err)
@@ -288,14 +304,7 @@ func TestFaultPausedShop(t *testing.T) {
 	for _, strategy := range []string{"redis", "zookeeper", "etcd", "dbtable", "batched"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
-			var env []string
-			switch strategy {
-			case "zookeeper":
-				env = []string{"SHOP_ZK_ADDRS=" + testinfra.StartZooKeeper(t).Addr()}
-			case "etcd":
-				env = []string{"SHOP_ETCD_ADDRS=" + testinfra.StartEtcd(t).Addr()}
-			}
-			s := newSale(t, strategy, testinfra.StartRedis(t).Addr(), env...)
+			s := newFaultSale(t, strategy)
 			sku := "f-pause-" + strategy
 			resumed := make(chan struct{})
 			res := s.burst(t, sku, func() {
@@ -408,7 +417,7 @@ func TestFaultLockServerRestartsEmpty(t *testing.T) {
 // none is acknowledged without its row.
 func TestFaultMySQLStops(t *testing.T) {
 	t.Parallel()
-	s := newFaultSale(t)
+	s := newFaultSale(t, "lua")
 	mended := make(chan struct{})
 	res := s.burst(t, "f-mysql", func() {
 		defer close(mended)
@@ -436,7 +445,7 @@ func TestFaultMySQLStops(t *testing.T) {
 // and changes nothing, as the fence makes sure.
 func TestFaultReconcilerPaused(t *testing.T) {
 	t.Parallel()
-	s := newFaultSale(t)
+	s := newFaultSale(t, "lua")
 	// Many SKUs sold through lua make each reconcile run long enough to
 	// be caught running.
 	for i := range 200 {
