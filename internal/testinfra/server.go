@@ -141,6 +141,45 @@ func (s *Server) Kill() {
 	s.cmd = nil
 }
 
+// Pause stops the server (SIGSTOP), as a stalled host or a long GC would,
+// and waits until its process is stopped. Its connections stay open and
+// unanswered until Resume.
+func (s *Server) Pause() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running() {
+		s.t.Fatalf("testinfra: Pause of %s on %s while it is not running", s.name, s.addr)
+	}
+	s.signal(syscall.SIGSTOP)
+	if err := AwaitStopped(s.cmd.Process.Pid); err != nil {
+		s.t.Fatalf("testinfra: %s on %s: %v", s.name, s.addr, err)
+	}
+}
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running() {
+		s.signal(syscall.SIGCONT)
+	}
+}
+
+// AwaitStopped waits up to 5 seconds until /proc shows the process pid
+// stopped by a signal: a SIGSTOP lands soon, not at once.
+func AwaitStopped(pid int) error {
+	var stat []byte
+	var err error
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		stat, err = os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err == nil && strings.Contains(string(stat), ") T ") {
+			return nil
+		}
+	}
+	return fmt.Errorf("process %d is not stopped: %q %v", pid, stat, err)
+}
+
 // Empty deletes the data of a stopped or killed server, so that the next
 // Start begins as a server restored from nothing. A server that keeps no
 // data (redis-server here) starts empty anyway.
