@@ -221,7 +221,7 @@ func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 // taken over once its lease ends.
 func TestFaultKillShop(t *testing.T) {
 	t.Parallel()
-	for _, strategy := range []string{"lua", "batched", "pessimistic", "redis", "zookeeper"} {
+	for _, strategy := range []string{"lua", "batched", "pessimistic", "redis", "zookeeper", "etcd", "dbtable"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
 			newFaultSale(t, strategy).killOneDuring(t, "f-kill-"+strategy)
