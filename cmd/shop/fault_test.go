@@ -213,6 +213,23 @@ func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 	return a
 }
 
+// sellThrough sells sku in a burst with fault run mid-burst, waits for
+// the fault to end, and audits: the invariants, and every unit sold.
+func (s *faultSale) sellThrough(t *testing.T, sku string, fault func()) audit.Audit {
+	t.Helper()
+	done := make(chan struct{})
+	res := s.burst(t, sku, func() {
+		defer close(done)
+		fault()
+	})
+	<-done
+	a := s.settle(t, sku, res)
+	if a.Available != 0 {
+		t.Errorf("%d units left after the burst", a.Available)
+	}
+	return a
+}
+
 // TestFaultKillShop: one of three shops is killed (SIGKILL) mid-burst.
 // Its buyers' retries reach the others. Under lua, what it had reserved
 // and not persisted is claimed and persisted by another. Under the others
@@ -286,10 +303,7 @@ func TestFaultRedisRestartsEmpty(t *testing.T) {
 			if err := s.rdb.Set(t.Context(), marker, 1, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			sku := "f-redis-" + strategy
-			restarted := make(chan struct{})
-			res := s.burst(t, sku, func() {
-				defer close(restarted)
+			s.sellThrough(t, "f-redis-"+strategy, func() {
 				s.redis.Kill()
 				time.Sleep(500 * time.Millisecond)
 				s.redis.Start()
@@ -297,10 +311,6 @@ func TestFaultRedisRestartsEmpty(t *testing.T) {
 					t.Errorf("Redis did not come back empty: marker %d, %v", n, err)
 				}
 			})
-			<-restarted
-			if a := s.settle(t, sku, res); a.Available != 0 {
-				t.Errorf("%d units left after the burst", a.Available)
-			}
 		})
 	}
 }
@@ -317,10 +327,7 @@ func TestFaultPausedShop(t *testing.T) {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
 			s := newFaultSale(t, strategy)
-			sku := "f-pause-" + strategy
-			resumed := make(chan struct{})
-			res := s.burst(t, sku, func() {
-				defer close(resumed)
+			s.sellThrough(t, "f-pause-"+strategy, func() {
 				victim := s.shops[1]
 				if victim.pause(t) {
 					time.Sleep(3 * time.Second) // SHOP_LOCK_TTL is 1s
@@ -329,10 +336,6 @@ func TestFaultPausedShop(t *testing.T) {
 					t.Error(err)
 				}
 			})
-			<-resumed
-			if a := s.settle(t, sku, res); a.Available != 0 {
-				t.Errorf("%d units left after the burst", a.Available)
-			}
 		})
 	}
 }
@@ -356,18 +359,11 @@ func TestFaultServerPaused(t *testing.T) {
 			case "etcd":
 				srv = s.etcd
 			}
-			sku := "f-server-pause-" + strategy
-			resumed := make(chan struct{})
-			res := s.burst(t, sku, func() {
-				defer close(resumed)
+			s.sellThrough(t, "f-server-pause-"+strategy, func() {
 				srv.Pause()
 				time.Sleep(3 * time.Second) // SHOP_LOCK_TTL is 1s
 				srv.Resume()
 			})
-			<-resumed
-			if a := s.settle(t, sku, res); a.Available != 0 {
-				t.Errorf("%d units left after the burst", a.Available)
-			}
 		})
 	}
 }
@@ -432,17 +428,11 @@ func TestFaultLockServerRestartsEmpty(t *testing.T) {
 			}
 			s := newSale(t, tc.strategy, redisAddr, env...)
 			sku := "f-lock-" + tc.strategy
-			restarted := make(chan struct{})
-			res := s.burst(t, sku, func() {
-				defer close(restarted)
+			s.sellThrough(t, sku, func() {
 				srv.Kill()
 				srv.Empty()
 				srv.Start()
 			})
-			<-restarted
-			if a := s.settle(t, sku, res); a.Available != 0 {
-				t.Errorf("%d units left after the burst", a.Available)
-			}
 			// Every token before the restart was below 150 acquisitions or
 			// a few thousand writes; a raised one is 65,536 past the fence.
 			if it, err := stock.Get(t.Context(), s.gdb, sku); err != nil || it.Fence < 1<<16 {
@@ -483,10 +473,7 @@ func TestFaultMySQLPaused(t *testing.T) {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
 			s := newFaultSale(t, strategy)
-			sku := "f-mysql-pause-" + strategy
-			resumed := make(chan struct{})
-			res := s.burst(t, sku, func() {
-				defer close(resumed)
+			s.sellThrough(t, "f-mysql-pause-"+strategy, func() {
 				s.proxy.Pause()
 				if s.ping(time.Second) == nil {
 					t.Error("MySQL answered through the paused proxy")
@@ -494,10 +481,6 @@ func TestFaultMySQLPaused(t *testing.T) {
 				time.Sleep(2 * time.Second)
 				s.proxy.Resume()
 			})
-			<-resumed
-			if a := s.settle(t, sku, res); a.Available != 0 {
-				t.Errorf("%d units left after the burst", a.Available)
-			}
 		})
 	}
 }
