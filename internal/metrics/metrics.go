@@ -77,6 +77,10 @@ var (
 	// BatchSize is how many buyers one group-commit transaction answered.
 	BatchSize = histogram("shop_batch_size", "Buyers answered by one group-commit transaction.",
 		prometheus.ExponentialBuckets(1, 2, 8), "strategy")
+	// FirstReadBuyers is how many buyers one shared first read answered:
+	// one statement for the stock of a SKU and all their keys.
+	FirstReadBuyers = register(prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shop_first_read_buyers",
+		Help: "Buyers answered by one shared read of a SKU's stock and their keys.", Buckets: prometheus.ExponentialBuckets(1, 2, 9)}))
 	// BatchCommit is how long one batch took, from its first statement to
 	// its commit, retries included.
 	BatchCommit = histogram("shop_batch_commit_seconds", "Time one group-commit batch took, retries included.", latency, "strategy")

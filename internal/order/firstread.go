@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -132,6 +133,7 @@ func (f *firstReads) run(sku string) {
 // answer reads sku and the keys of batch in one statement and answers each
 // buyer.
 func (f *firstReads) answer(sku string, batch []*firstRead) {
+	metrics.FirstReadBuyers.Observe(float64(len(batch)))
 	ctx, cancel := latest(batch)
 	defer cancel()
 	pairs := make([]string, len(batch))
