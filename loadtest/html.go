@@ -61,7 +61,7 @@ func (r *Report) charts() []template.HTML {
 	}
 	if r.Plan.Closed.Duration > 0 {
 		closed := series(func(r Result) float64 { return r.Closed.OrdersPerSecond() }, "%.0f/s")
-		charts = append(charts, barChart(fmt.Sprintf("Throughput: closed loop of %d buyers", r.Plan.Closed.Buyers),
+		charts = append(charts, barChart("Throughput: "+r.Plan.Closed.describe(),
 			"orders per second the database holds, stock for every buyer, higher is better", closed))
 	}
 	if len(r.Baselines) > 0 {

@@ -156,3 +156,46 @@ func TestSteadyHasNoCoordinatedOmission(t *testing.T) {
 		t.Errorf("p90 latency %.1fms; the requests queued behind a 150ms stall must count their wait", stats.Latency.P90)
 	}
 }
+
+// TestClosedSearch: the closed loop's search doubles the buyers while the
+// rate grows, stops where it levels off, at a failure, at the p99 bound or
+// at its most buyers, and reports the best step within the bound.
+func TestClosedSearch(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		rate, p99 float64
+		ok        bool
+	}
+	up := func(rate float64) step { return step{rate: rate, p99: 10, ok: true} }
+	for _, tc := range []struct {
+		name      string
+		max       int
+		steps     []step // by buyers: 64, 128, 256, …
+		wantBest  int
+		wantSteps int
+	}{
+		{"levels off", 4096, []step{up(100), up(200), up(300), up(310), up(305), up(900)}, 512, 5},
+		{"a dip is not the end", 4096, []step{up(100), up(90), up(200), up(205), up(150)}, 512, 5},
+		{"grows to the most buyers", 256, []step{up(100), up(200), up(400), up(800)}, 256, 3},
+		{"once, at most the first step's buyers", 32, []step{up(100), up(200)}, 64, 1},
+		{"p99 bound broken", 4096, []step{up(100), up(200), {rate: 300, p99: 600, ok: true}, up(400)}, 128, 3},
+		{"the first step breaks the bound", 4096, []step{{rate: 100, p99: 600, ok: true}, up(200)}, 64, 1},
+		{"a failed step is reported", 4096, []step{up(100), {rate: 200, p99: 10}, up(300)}, 128, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := loadtest.Closed{Buyers: 64, Duration: time.Second, MaxBuyers: tc.max, P99: 500 * time.Millisecond}
+			i := 0
+			best, steps, err := c.Search(func(buyers int) (loadtest.ClosedStep, bool, error) {
+				if want := 64 << i; buyers != want {
+					t.Fatalf("step %d has %d buyers, want %d", i, buyers, want)
+				}
+				s := tc.steps[i]
+				i++
+				return loadtest.ClosedStep{Buyers: buyers, PerSecond: s.rate, P99: s.p99}, s.ok, nil
+			})
+			if err != nil || best != tc.wantBest || len(steps) != tc.wantSteps {
+				t.Errorf("best %d after %d steps (%v), want %d after %d", best, len(steps), err, tc.wantBest, tc.wantSteps)
+			}
+		})
+	}
+}

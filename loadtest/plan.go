@@ -44,6 +44,9 @@ func (p Plan) Validate() error {
 	if p.Closed.Duration < 0 || p.Closed.Duration > 0 && p.Closed.Buyers < 1 {
 		bad("a closed loop needs at least 1 buyer and a duration that is not negative")
 	}
+	if p.Closed.P99 < 0 {
+		bad("the closed loop's p99 bound must not be negative")
+	}
 	if p.Steady.Rate > 0 && p.Steady.Buyers() < 1 {
 		bad("rate %g/s for %s sends no buyers: set a longer duration", p.Steady.Rate, p.Steady.Duration)
 	}

@@ -49,13 +49,17 @@ type Result struct {
 	Instances int    `json:"instances"`
 	// Note says how the strategy runs here when that differs from its
 	// design, such as pessimistic on SQLite.
-	Note    string  `json:"note,omitempty"`
-	Skipped string  `json:"skipped,omitempty"` // why it did not run
-	Error   string  `json:"error,omitempty"`   // why it did not finish
-	Burst   *Phase  `json:"burst,omitempty"`
-	Steady  *Phase  `json:"steady,omitempty"`
-	Closed  *Phase  `json:"closed,omitempty"`
-	Usage   []Usage `json:"usage,omitempty"` // per instance
+	Note    string `json:"note,omitempty"`
+	Skipped string `json:"skipped,omitempty"` // why it did not run
+	Error   string `json:"error,omitempty"`   // why it did not finish
+	Burst   *Phase `json:"burst,omitempty"`
+	Steady  *Phase `json:"steady,omitempty"`
+	Closed  *Phase `json:"closed,omitempty"`
+	// ClosedBuyers is how many buyers looped in Closed, the best step of
+	// the closed loop's search, and ClosedSteps every step it ran.
+	ClosedBuyers int          `json:"closed_buyers,omitempty"`
+	ClosedSteps  []ClosedStep `json:"closed_steps,omitempty"`
+	Usage        []Usage      `json:"usage,omitempty"` // per instance
 	// Baseline names the ceiling that bounds this strategy's throughput:
 	// the raw loop of the path it takes. Fraction is the burst's answers
 	// per second over the ceiling's, ClosedFraction the closed loop's
@@ -187,7 +191,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		writeSteady(w, r.Results)
 	}
 	if p.Closed.Duration > 0 {
-		fmt.Fprintf(w, "\nthroughput: a closed loop of %d buyers for %s, stock for every buyer; orders/s from the database\n", p.Closed.Buyers, p.Closed.Duration)
+		fmt.Fprintf(w, "\nthroughput: %s, stock for every buyer; orders/s from the database\n", p.Closed.describe())
 		writeClosed(w, r.Results)
 	}
 	var problems []string
@@ -271,11 +275,15 @@ func writeSteady(w io.Writer, results []Result) {
 
 func writeClosed(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, leftAlign("strategy", results)+"\torders/s\torders\toversold\tp50 ms\tp99 ms\tbusy\terrors\tof echo\tof ceiling\tceiling\tverdict\t")
+	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tbuyers\torders/s\torders\toversold\tp50 ms\tp99 ms\tbusy\terrors\tof echo\tof ceiling\tceiling\tverdict\tsteps: buyers orders/s\t")
 	for _, r := range results {
 		if c := r.Closed; c != nil {
-			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t%s\t%s\t\n", leftAlign(r.Strategy, results), c.OrdersPerSecond(), c.Audit.Orders,
-				c.Audit.Oversold, c.Latency.P50, c.Latency.P99, c.Busy, c.Errors, percent(r.ClosedEchoFraction), percent(r.ClosedFraction), cmp.Or(r.Baseline, "-"), r.Verdict())
+			steps := make([]string, len(r.ClosedSteps))
+			for i, st := range r.ClosedSteps {
+				steps[i] = fmt.Sprintf("%d %.0f", st.Buyers, st.PerSecond)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%d\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", leftAlign(r.Strategy, results), r.ClosedBuyers, c.OrdersPerSecond(), c.Audit.Orders,
+				c.Audit.Oversold, c.Latency.P50, c.Latency.P99, c.Busy, c.Errors, percent(r.ClosedEchoFraction), percent(r.ClosedFraction), cmp.Or(r.Baseline, "-"), r.Verdict(), strings.Join(steps, ", "))
 		}
 	}
 	tw.Flush()

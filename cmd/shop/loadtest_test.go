@@ -87,7 +87,7 @@ func TestBench(t *testing.T) {
 	jsonFile, htmlFile := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.html")
 	args := []string{"bench", "--bin", os.Args[0], "--mysql", testinfra.MySQL(t), "--redis", redis.Addr,
 		"--zk", strings.Join(zk.Addrs, ","), "--zk-root", zk.Root, "--etcd", strings.Join(etcd.Endpoints, ","), "--etcd-prefix", etcd.Prefix, "--stock", "10", "--buyers", "60", "--instances", "2",
-		"--baseline", "200ms", "--rate", "40", "--duration", "500ms", "--closed", "500ms", "--closed-buyers", "8", "--json", jsonFile, "--html", htmlFile}
+		"--baseline", "200ms", "--rate", "40", "--duration", "500ms", "--closed", "500ms", "--closed-buyers", "8", "--closed-max-buyers", "16", "--json", jsonFile, "--html", htmlFile}
 	var stdout strings.Builder
 	// Buyer authentication and a buyer rate limit in the environment do not
 	// reach the children: the bench's buyers carry no token.
@@ -133,6 +133,12 @@ func TestBench(t *testing.T) {
 		}
 		if s, _ := strategy.Lookup(r.Strategy); r.Baseline != string(s.Ceiling) || r.Fraction <= 0 || r.ClosedFraction <= 0 {
 			t.Errorf("%s: ceiling %q, fractions %g and %g; want its own ceiling, %s, and both fractions", r.Strategy, r.Baseline, r.Fraction, r.ClosedFraction, s.Ceiling)
+		}
+		// The closed loop's search: 8 buyers, then 16 if nothing stopped
+		// it, and the best of them reported.
+		if n := len(r.ClosedSteps); n < 1 || n > 2 || r.ClosedSteps[0].Buyers != 8 ||
+			!slices.ContainsFunc(r.ClosedSteps, func(st loadtest.ClosedStep) bool { return st.Buyers == r.ClosedBuyers }) {
+			t.Errorf("%s: closed loop of %d buyers, steps %+v; want 8 buyers, then 16, and one of them", r.Strategy, r.ClosedBuyers, r.ClosedSteps)
 		}
 		if len(r.Usage) != 2 || r.Usage[0].PeakRSSBytes <= 0 || r.Usage[0].CPUSeconds <= 0 {
 			t.Errorf("%s: usage %+v, want the peak RSS and CPU of 2 instances", r.Strategy, r.Usage)

@@ -111,11 +111,21 @@ func (b Bench) ceilings(ctx context.Context, gdb *gorm.DB, run []strategy.Strate
 		return nil, err
 	}
 	defer fleet.Stop()
-	buyers := cmp.Or(b.Plan.Closed.Buyers, echoBuyers)
-	closed, err := loadtest.Closed{Buyers: buyers, Duration: b.Baseline}.Run(ctx, fleet.Shop, "echo", nil)
+	// The echo loop runs the strategies' search, for its highest rate too.
+	loop := loadtest.Closed{Buyers: echoBuyers, Duration: b.Baseline}
+	if b.Plan.Closed.Duration > 0 {
+		loop.Buyers, loop.MaxBuyers, loop.P99 = b.Plan.Closed.Buyers, b.Plan.Closed.MaxBuyers, b.Plan.Closed.P99
+	}
+	loops := make(map[int]loadtest.Stats)
+	buyers, _, err := loop.Search(func(buyers int) (loadtest.ClosedStep, bool, error) {
+		st, err := loadtest.Closed{Buyers: buyers, Duration: b.Baseline}.Run(ctx, fleet.Shop, "echo", nil)
+		loops[buyers] = st
+		return loadtest.ClosedStep{Buyers: buyers, PerSecond: st.Throughput, P99: st.Latency.P99}, st.Errors == 0, err
+	})
 	if err != nil {
 		return nil, err
 	}
+	closed := loops[buyers]
 	// A burst opens a connection per buyer, which costs more than the
 	// loop's kept connections: the same burst as the strategies get, at
 	// its fastest of a few, bounds their bursts.

@@ -125,7 +125,18 @@ func (r runner) run(ctx context.Context, s strategy.Strategy) (res loadtest.Resu
 		res.Steady, err = r.phase(ctx, fleet.Shop, s.Name, "steady", "steady-"+s.Name+"-"+tag, r.plan.Steady.Buyers(), r.plan.Steady.Run)
 	}
 	if err == nil && r.plan.Closed.Duration > 0 {
-		res.Closed, err = r.phase(ctx, fleet.Shop, s.Name, "closed", "closed-"+s.Name+"-"+tag, closedStock, r.plan.Closed.Run)
+		phases := make(map[int]*loadtest.Phase)
+		res.ClosedBuyers, res.ClosedSteps, err = r.plan.Closed.Search(func(buyers int) (loadtest.ClosedStep, bool, error) {
+			loop := loadtest.Closed{Buyers: buyers, Duration: r.plan.Closed.Duration}
+			kind := fmt.Sprintf("closed, %d buyers", buyers) // a card of its own in the live view
+			p, err := r.phase(ctx, fleet.Shop, s.Name, kind, fmt.Sprintf("closed-%s-%s-%d", s.Name, tag, buyers), closedStock, loop.Run)
+			if err != nil {
+				return loadtest.ClosedStep{}, false, err
+			}
+			phases[buyers] = p
+			return loadtest.ClosedStep{Buyers: buyers, PerSecond: p.OrdersPerSecond(), P99: p.Latency.P99}, len(p.Problems) == 0, nil
+		})
+		res.Closed = phases[res.ClosedBuyers]
 	}
 	return res, err
 }
