@@ -183,8 +183,7 @@ const (
 // best, so that its failure is reported, and so is a first step that broke
 // the bound.
 func (c Closed) Search(step func(buyers int) (ClosedStep, bool, error)) (best int, steps []ClosedStep, err error) {
-	var top float64
-	flat := 0
+	top, flat := -1.0, 0 // the first step within the bound is the best so far
 	for n := c.Buyers; n >= 1 && (n == c.Buyers || n <= c.MaxBuyers) && flat < patience; n *= 2 {
 		st, ok, err := step(n)
 		if err != nil {
@@ -217,7 +216,7 @@ func (c Closed) describe() string {
 	}
 	bound := ""
 	if c.P99 > 0 {
-		bound = fmt.Sprintf(" and p99 stays within %s", c.P99)
+		bound = fmt.Sprintf(" or p99 passes %s", c.P99)
 	}
 	return fmt.Sprintf("closed loops of %d buyers for %s, doubled up to %d until orders/s grow by less than 5%% twice in a row%s; the best", c.Buyers, c.Duration, c.MaxBuyers, bound)
 }

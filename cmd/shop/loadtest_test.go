@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/testinfra"
 	"github.com/stockguard/shop/loadtest"
@@ -97,6 +99,12 @@ func TestBench(t *testing.T) {
 	}
 	if err := run(t.Context(), args, getenv, &stdout, io.Discard); err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	// The buyers' Idempotency-Keys, and lua's state, went with the run.
+	rdb := goredis.NewClient(&goredis.Options{Addr: redis.Addr})
+	defer rdb.Close()
+	if left, _, err := rdb.Scan(t.Context(), 0, redis.Prefix+"*", 1_000_000).Result(); err != nil || len(left) > 0 {
+		t.Errorf("the bench left %d Redis keys under its prefix (%v), such as %q", len(left), err, left[:min(len(left), 3)])
 	}
 
 	var rep loadtest.Report

@@ -3,6 +3,7 @@ package sale
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/config"
@@ -35,7 +37,7 @@ type Bench struct {
 
 // Run runs the bench. It returns the error of a bad plan before it starts
 // anything.
-func (b Bench) Run(ctx context.Context) (*loadtest.Report, error) {
+func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
 	cfg := anyBuyer(b.Config)
 	var missing []error
 	if cfg.MySQLDSN == "" {
@@ -56,6 +58,17 @@ func (b Bench) Run(ctx context.Context) (*loadtest.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The ceilings and the children keep their Redis keys under a prefix
+	// of this run's own, deleted after it: a bench's buyers leave millions
+	// of Idempotency-Keys, each kept a day.
+	prefix := "bench-" + strings.ToLower(rand.Text()[:8]) + ":"
+	cfg.RedisPrefix += prefix
+	b.Config.RedisPrefix += prefix
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		err = errors.Join(err, forgetKeys(ctx, cfg))
+	}()
 	defer db.Close(gdb)
 	rep.Backends = []loadtest.Backend{{Role: "database", What: dbNote}, {Role: "redis", What: cfg.RedisAddr},
 		{Role: "redlock", What: cmp.Or(strings.Join(cfg.RedlockAddrs, ","), "none")},
@@ -93,6 +106,30 @@ func (b Bench) Run(ctx context.Context) (*loadtest.Report, error) {
 	}
 	rep.Finish()
 	return rep, err
+}
+
+// forgetKeys deletes every key under cfg's Redis prefix, on every master.
+func forgetKeys(ctx context.Context, cfg config.Config) error {
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: cfg.RedisAddrs()})
+	defer rdb.Close()
+	forget := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, cfg.RedisPrefix+"*", 1000).Iterator()
+		pipe := c.Pipeline()
+		for iter.Next(ctx) {
+			pipe.Unlink(ctx, iter.Val()) // one key each: a cluster's keys span slots
+			if pipe.Len() == 1000 {
+				if _, err := pipe.Exec(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		_, err := pipe.Exec(ctx)
+		return errors.Join(iter.Err(), err)
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, forget)
+	}
+	return forget(ctx, rdb.(*redis.Client))
 }
 
 // ceilings measures, for Baseline each: the shop's HTTP stack alone, as
