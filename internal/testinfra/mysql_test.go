@@ -2,6 +2,8 @@ package testinfra_test
 
 import (
 	"database/sql"
+	"errors"
+	"syscall"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -65,5 +67,37 @@ func mustExec(t *testing.T, db *sql.DB, statements ...string) {
 		if _, err := db.ExecContext(t.Context(), s); err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}
+	}
+}
+
+// TestStartMariaDB: a private server keeps what it committed through a
+// kill (SIGKILL) and a start with the same command line, as a crashed
+// MariaDB recovers from its redo log.
+func TestStartMariaDB(t *testing.T) {
+	t.Parallel()
+	m := testinfra.StartMariaDB(t)
+	dsn := m.DSN(t)
+	db := openMySQL(t, dsn)
+	mustExec(t, db, "CREATE TABLE stock (sku VARCHAR(32) PRIMARY KEY, available INT NOT NULL)",
+		"INSERT INTO stock VALUES ('phone', 7)")
+
+	pid := m.Pid()
+	m.Kill()
+	if m.Pid() != 0 {
+		t.Fatal("the server still runs after Kill")
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("process %d is still there after Kill: %v", pid, err)
+	}
+	if err := db.PingContext(t.Context()); err == nil {
+		t.Fatal("the killed server answered")
+	}
+	m.Start()
+	if m.Pid() == 0 || m.Pid() == pid {
+		t.Fatalf("pid %d after Start, %d before Kill: want a new process", m.Pid(), pid)
+	}
+	var n int
+	if err := db.QueryRowContext(t.Context(), "SELECT available FROM stock WHERE sku = 'phone'").Scan(&n); err != nil || n != 7 {
+		t.Errorf("after Kill and Start: available %d, %v; want the committed 7", n, err)
 	}
 }

@@ -110,6 +110,17 @@ func (s *Server) await(ctx context.Context) error {
 	}
 }
 
+// Pid returns the process id of the server's current run, 0 when it is
+// not running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running() {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Stop asks the server to shut down (SIGTERM) and waits until it has. A
 // server that does not stop within 30 seconds is killed.
 func (s *Server) Stop() {
