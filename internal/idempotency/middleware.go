@@ -41,8 +41,9 @@ type MiddlewareConfig struct {
 // object; keys are scoped per route and per user, the body's "user_id" or
 // the one Admit says. A request with no user is left to the handler.
 //
-// Only final answers are stored: 2xx and 4xx. A 5xx (such as 503 busy)
-// decided nothing, so its key is released for a retry. When Redis fails, the
+// Only final answers are stored: 2xx and 4xx, unless the handler marked
+// its answer Unsettled. A 5xx (such as 503 busy) does not tell its outcome,
+// so its key is released for a retry, which finds out. When Redis fails, the
 // request goes on without it: the database's unique index still keeps an
 // order from being created twice.
 func Middleware(cfg MiddlewareConfig) gin.HandlerFunc {
@@ -107,7 +108,7 @@ func Middleware(cfg MiddlewareConfig) gin.HandlerFunc {
 		// settled.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 2*time.Second)
 		defer cancel()
-		if status := rec.Status(); status >= 500 {
+		if status := rec.Status(); status >= 500 || c.GetBool(unsettledKey) {
 			err = cfg.Store.Abandon(ctx, claim)
 		} else {
 			err = cfg.Store.Complete(ctx, claim, fp, Response{
@@ -122,6 +123,14 @@ func Middleware(cfg MiddlewareConfig) gin.HandlerFunc {
 		}
 	}
 }
+
+// unsettledKey marks, in the gin context, an answer that is not final.
+const unsettledKey = "idempotency.unsettled"
+
+// Unsettled marks the request's answer as not final, such as a 409 that
+// says the key's first attempt is still being carried out: it is not
+// stored, so that a retry with the key asks again.
+func Unsettled(c *gin.Context) { c.Set(unsettledKey, true) }
 
 func replay(c *gin.Context, r *Response) {
 	if r.Location != "" {
