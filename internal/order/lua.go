@@ -104,7 +104,7 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, limit int) (Order, bool
 		if err != nil {
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
-		id, err := l.redis.Reserve(ctx, r.SKU, epoch, res, limit, checked)
+		id, err := l.redis.Reserve(ctx, r.SKU, res, stock.Terms{Epoch: epoch, Limit: limit, Checked: checked, TakeOver: l.idle})
 		switch {
 		case err == nil:
 			o, replayed, err := l.w.submit(&pending{ctx: ctx, r: r, limit: limit, entry: id, epoch: epoch})
@@ -120,7 +120,7 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, limit int) (Order, bool
 			if err := l.refresh(ctx, r.SKU, epoch); err != nil {
 				return Order{}, false, fmt.Errorf("order: place: %w", err)
 			}
-		case errors.Is(err, stock.ErrSoldOut):
+		case errors.Is(err, stock.ErrSoldOut), errors.Is(err, stock.ErrInProgress):
 			return Order{}, false, fmt.Errorf("order: place: %w", err)
 		case errors.Is(err, stock.ErrKeyReused):
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", ErrKeyReused, err)

@@ -48,6 +48,9 @@ var (
 	// the database had orders. The caller looks the key up in the database
 	// and, if it has no order there, reserves again with checked set.
 	ErrCheck = errors.New("stock: look the idempotency key up in the database first")
+	// ErrInProgress means the buyer's key has a reservation that its
+	// process may still be persisting: the buyer hears of it once it has.
+	ErrInProgress = errors.New("stock: the idempotency key's reservation is being persisted")
 )
 
 // Reservation is one buyer's units taken in Redis and logged in the SKU's
@@ -107,17 +110,29 @@ func (s *RedisStock) keys(sku string) []string {
 // skus is the set of SKUs that have a log, for Claim.
 func (s *RedisStock) skus() string { return s.prefix + "lua:skus" }
 
-// Reserve takes r's units of sku if the state is the epoch's, the stock
-// suffices and the user stays within limit (0: none), and logs the
-// reservation, pending for this process. checked says that the caller
-// found no order under r's key in the database. It returns the
-// reservation's id, or ErrStale, ErrSoldOut, ErrOverLimit, ErrKeyReused or
-// ErrCheck.
+// Terms are what Reserve checks a reservation against.
+type Terms struct {
+	Epoch int64 // of the state it must be taken from
+	Limit int   // per user; 0 for none
+	// Checked says that the caller found no order under the key in the
+	// database.
+	Checked bool
+	// TakeOver is how long the key's earlier reservation, still in the
+	// log, must have been pending before this request takes it over: until
+	// then its process may still be persisting it (ErrInProgress).
+	TakeOver time.Duration
+}
+
+// Reserve takes r's units of sku if the state is of t's epoch, the stock
+// suffices and the user stays within the limit, and logs the reservation,
+// pending for this process. It returns the reservation's id, or ErrStale,
+// ErrSoldOut, ErrOverLimit, ErrKeyReused, ErrInProgress or ErrCheck.
 //
 // A refusal is final: the key has no order that Redis does not know of.
-func (s *RedisStock) Reserve(ctx context.Context, sku string, epoch int64, r Reservation, limit int, checked bool) (string, error) {
+func (s *RedisStock) Reserve(ctx context.Context, sku string, r Reservation, t Terms) (string, error) {
 	k := s.keys(sku)
-	v, err := s.pipe.Run(ctx, reserveScript, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, epoch, r.UserID, r.Key, r.Quantity, limit, s.consumer, flag(checked)).StringSlice()
+	v, err := s.pipe.Run(ctx, reserveScript, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]},
+		t.Epoch, r.UserID, r.Key, r.Quantity, t.Limit, s.consumer, flag(t.Checked), t.TakeOver.Milliseconds()).StringSlice()
 	if err != nil {
 		return "", fmt.Errorf("stock: reserve: %w", err)
 	}
@@ -125,15 +140,17 @@ func (s *RedisStock) Reserve(ctx context.Context, sku string, epoch int64, r Res
 	case "ok":
 		return v[1], nil
 	case "stale":
-		return "", fmt.Errorf("%w: %s: epoch %q, want %d", ErrStale, sku, v[1], epoch)
+		return "", fmt.Errorf("%w: %s: epoch %q, want %d", ErrStale, sku, v[1], t.Epoch)
 	case "sold-out":
 		return "", fmt.Errorf("%w: %s", ErrSoldOut, sku)
 	case "reused":
 		return "", fmt.Errorf("%w: %s's key %q has reservation %s", ErrKeyReused, r.UserID, r.Key, v[1])
+	case "in-progress":
+		return "", fmt.Errorf("%w: %s's key %q, reservation %s", ErrInProgress, r.UserID, r.Key, v[1])
 	case "check":
 		return "", fmt.Errorf("%w: %s's key %q", ErrCheck, r.UserID, r.Key)
 	default:
-		return "", fmt.Errorf("%w: %s holds %s of %s, the limit is %d", ErrOverLimit, r.UserID, v[1], sku, limit)
+		return "", fmt.Errorf("%w: %s holds %s of %s, the limit is %d", ErrOverLimit, r.UserID, v[1], sku, t.Limit)
 	}
 }
 

@@ -1,20 +1,24 @@
 -- reserve.lua: KEYS = {state, holdings, log, keys}, ARGV = {epoch, user,
--- key, quantity, per-user limit (0: none), consumer, checked (1 or 0)}.
+-- key, quantity, per-user limit (0: none), consumer, checked (1 or 0),
+-- take-over idle in milliseconds}.
 -- One buyer's reservation, in one step: check the state's epoch, the stock
 -- and the user's limit, take the units, and append the reservation to the
 -- log, delivered at once to this consumer so that it is pending there
 -- until persisted (and claimable by another consumer if this one dies).
 -- keys maps each user and key to its reservation's entry while it is in
 -- the log, then to "done" once the database has its order. A buyer's retry
--- whose reservation is still in the log (its batch failed, or its process
--- died) takes that reservation over rather than units of another buyer.
+-- whose reservation is still in the log never takes units of another
+-- buyer: while the reservation has been pending for less than the take-over
+-- idle, its process may still be persisting it, and the retry is told so;
+-- after that (its batch failed, or its process died) the retry takes it
+-- over, as the reconciler's claim would.
 -- One whose key is done, or any key while the state's "lookup" is set (the
 -- state was built when the database had orders that keys does not know),
 -- is sent to the database first: "checked" says that the caller has looked
 -- and the key has no order there.
 -- Returns {"ok", id}, {"stale", epoch or ""}, {"sold-out", available},
 -- {"limit", held}, {"reused", id}, when the key's reservation is for
--- another quantity, or {"check"}.
+-- another quantity, {"in-progress", id}, or {"check"}.
 local epoch = redis.call("HGET", KEYS[1], "epoch")
 if epoch ~= ARGV[1] then
 	return {"stale", epoch or ""}
@@ -36,7 +40,9 @@ if prior then
 				return {"reused", prior}
 			end
 		end
-		redis.call("XCLAIM", KEYS[3], "shop", ARGV[6], 0, prior)
+		if #redis.call("XCLAIM", KEYS[3], "shop", ARGV[6], ARGV[8], prior, "JUSTID") == 0 then
+			return {"in-progress", prior}
+		end
 		return {"ok", prior}
 	end
 	redis.call("HDEL", KEYS[4], field)
