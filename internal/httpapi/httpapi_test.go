@@ -336,3 +336,45 @@ func TestListOrders(t *testing.T) {
 		t.Errorf("orders of another sku: %+v", other)
 	}
 }
+
+// TestDatabaseDownIsBusy: while the database server is down (killed),
+// every endpoint that needs it answers 503 busy with Retry-After, never
+// 500, and /readyz says so. Once it is back, the same server sells again:
+// its pool drops the dead connections.
+func TestDatabaseDownIsBusy(t *testing.T) {
+	t.Parallel()
+	m := testinfra.StartMariaDB(t)
+	w := &world{redis: testinfra.Redis(t), db: testinfra.ShopDB(t, m.DSN(t)), newGuard: func(gdb *gorm.DB) order.Guard { return stock.NewAtomic(gdb) }}
+	w.reset(t, 10)
+	srv := w.serve(t, httpapi.Config{AdminToken: token})
+	buy := call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","user_id":"alice","quantity":1}`}
+	if resp, body := do(t, srv, buy); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("order: %d %s", resp.StatusCode, body)
+	}
+
+	m.Kill()
+	for _, c := range []call{
+		buy,
+		{method: "POST", path: "/api/v1/orders/1/refund", body: `{"user_id":"alice"}`},
+		{method: "GET", path: "/api/v1/orders/1"},
+		{method: "GET", path: "/api/v1/orders?user_id=alice"},
+		{method: "GET", path: "/api/v1/stock/sku-1"},
+		{method: "PUT", path: "/api/v1/stock/sku-2", body: `{"quantity":5}`, header: map[string]string{"Authorization": "Bearer " + token}},
+	} {
+		resp, body := do(t, srv, c)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"type":"busy"`) || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s %s with the database down: %d %s, want 503 busy with Retry-After", c.method, c.path, resp.StatusCode, body)
+		}
+	}
+	if resp, body := do(t, srv, call{method: "GET", path: "/readyz"}); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with the database down: %d %s", resp.StatusCode, body)
+	}
+
+	m.Start()
+	if resp, body := do(t, srv, buy); resp.StatusCode != http.StatusCreated {
+		t.Errorf("order once the database is back: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := do(t, srv, call{method: "GET", path: "/readyz"}); resp.StatusCode != http.StatusOK {
+		t.Errorf("/readyz once the database is back: %d %s", resp.StatusCode, body)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
@@ -26,7 +27,7 @@ type Problem struct {
 	Instance string `json:"instance,omitempty"`
 }
 
-// The problem types of DESIGN.md, by slug.
+// The problem types, by slug: the README's error table.
 var problems = map[string]struct {
 	status int
 	title  string
@@ -47,6 +48,10 @@ var problems = map[string]struct {
 	"internal":                {http.StatusInternalServerError, "Internal error"},
 }
 
+// unknown is what a busy answer means for the request: it may or may not
+// have taken effect (see the README's idempotency section).
+const unknown = "the outcome is not known yet; retry with the same Idempotency-Key"
+
 // retryAfter is the Retry-After, in seconds, sent with busy and
 // request-in-progress.
 const retryAfter = "1"
@@ -59,6 +64,7 @@ func problem(c *gin.Context, slug, detail string) {
 	}
 	if slug == "busy" || slug == "request-in-progress" {
 		c.Header("Retry-After", retryAfter)
+		idempotency.Unsettled(c)
 	}
 	if slug == "unauthorized" && c.Writer.Header().Get("WWW-Authenticate") == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="stockguard"`)
@@ -85,7 +91,7 @@ func (a *api) fail(c *gin.Context, err error) {
 		problem(c, "idempotency-key-missing", err.Error())
 	case errors.Is(err, idempotency.ErrKeyInvalid):
 		problem(c, "invalid-request", err.Error())
-	case errors.Is(err, idempotency.ErrInProgress):
+	case errors.Is(err, idempotency.ErrInProgress), errors.Is(err, stock.ErrInProgress):
 		problem(c, "request-in-progress", "retry after the first request with this key has finished")
 	case errors.Is(err, idempotency.ErrKeyReused), errors.Is(err, order.ErrKeyReused):
 		problem(c, "idempotency-key-reused", err.Error())
@@ -98,7 +104,10 @@ func (a *api) fail(c *gin.Context, err error) {
 	case errors.Is(err, order.ErrAlreadyRefunded):
 		problem(c, "already-refunded", err.Error())
 	case errors.Is(err, stock.ErrBusy), errors.Is(err, stock.ErrFenced), errors.Is(err, context.DeadlineExceeded):
-		problem(c, "busy", "the stock is contended; nothing was changed")
+		problem(c, "busy", "the stock is contended: "+unknown)
+	case backend.Unavailable(err):
+		a.Log.WarnContext(c, "a server is unavailable", slog.String("path", c.FullPath()), slog.Any("err", err))
+		problem(c, "busy", "a server the shop depends on is unavailable: "+unknown)
 	default:
 		a.Log.ErrorContext(c, "request failed", slog.String("path", c.FullPath()), slog.Any("err", err))
 		problem(c, "internal", "")
