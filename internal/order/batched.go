@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/backoff"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/metrics"
@@ -273,8 +274,12 @@ func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
 			return left, true
 		}
 		// A duplicate key now means another SKU's batch inserted one of
-		// these keys after this batch looked: the next attempt finds it.
-		if !db.IsRetryable(err) && !db.IsDuplicate(err) {
+		// these keys after this batch looked, or this very batch committed
+		// and its answer was lost with the connection: the next attempt
+		// finds it. A lost connection is tried again too, while buyers
+		// wait: a lua reservation is taken already, and its buyer would
+		// otherwise wait for the reconciler's claim.
+		if !db.IsRetryable(err) && !db.IsDuplicate(err) && !backend.Unavailable(err) {
 			for _, p := range batch {
 				p.done <- placed{err: fmt.Errorf("order: place: %w", err)}
 			}
