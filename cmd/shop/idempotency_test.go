@@ -57,6 +57,7 @@ type reply struct {
 	ID       int64  `json:"id"`
 	Status   any    `json:"status"` // an order's status, or a problem's HTTP status
 	Type     string `json:"type"`
+	Detail   string `json:"detail"`
 }
 
 // post sends a JSON POST with an Idempotency-Key, on a fresh connection so
