@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/testinfra"
 	"github.com/stockguard/shop/loadtest"
@@ -62,8 +63,8 @@ func TestNamedStrategyNeedsItsServer(t *testing.T) {
 	all := strategy.All()
 	for _, tt := range []struct {
 		cmd  string
-		need strategy.Need
-	}{{"demo", strategy.ZooKeeper}, {"demo", strategy.Etcd}, {"bench", strategy.Redlock}, {"bench", strategy.ZooKeeper}, {"bench", strategy.Etcd}} {
+		need backend.Need
+	}{{"demo", backend.ZooKeeper}, {"demo", backend.Etcd}, {"bench", backend.Redlock}, {"bench", backend.ZooKeeper}, {"bench", backend.Etcd}} {
 		i := slices.IndexFunc(all, func(s strategy.Strategy) bool { return slices.Contains(s.Needs, tt.need) })
 		if i < 0 {
 			continue // no strategy needs it yet
@@ -124,7 +125,7 @@ func TestBench(t *testing.T) {
 	}
 	want := []string{"http-echo", "http-echo-burst", "sql-atomic", "sql-for-update", "sql-batched", "redis-lua"}
 	for _, s := range strategy.All() {
-		if s.Lock != nil && !slices.Contains(s.Needs, strategy.Redlock) { // no Redlock masters given
+		if s.Lock != nil && !slices.Contains(s.Needs, backend.Redlock) { // no Redlock masters given
 			want = append(want, string(strategy.Serial(s.Name)))
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
@@ -24,7 +25,7 @@ import (
 // App is a wired shop.
 type App struct {
 	Handler  http.Handler
-	backends *strategy.Backends
+	backends *backend.Backends
 	stopJobs func() // stops the background jobs and waits for them
 }
 
@@ -37,7 +38,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if err := s.Require(cfg); err != nil {
 		return nil, err
 	}
-	b, err := strategy.Open(ctx, cfg, s.Needs, log)
+	b, err := backend.Open(ctx, cfg, s.Needs, log)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +117,7 @@ const reconcileName = "reconcile"
 
 // jobLocker is the lock of the jobs that run on one instance at a time:
 // on the shop's Redis, with the locks' TTL and watchdog.
-func jobLocker(b *strategy.Backends, cfg config.Config) lock.Locker {
+func jobLocker(b *backend.Backends, cfg config.Config) lock.Locker {
 	return lock.NewRedis(b.Redis, &lock.RedisOptions{TTL: cfg.LockTTL, Prefix: cfg.RedisPrefix + "lock:"})
 }
 
@@ -141,7 +142,7 @@ func Reconcile(ctx context.Context, cfg config.Config, log *slog.Logger) (order.
 	if err := s.Require(cfg); err != nil {
 		return order.Report{}, err
 	}
-	b, err := strategy.Open(ctx, cfg, s.Needs, log)
+	b, err := backend.Open(ctx, cfg, s.Needs, log)
 	if err != nil {
 		return order.Report{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
@@ -45,7 +46,7 @@ func instances(t *testing.T, name string) (func() *order.Service, *gorm.DB) {
 	cfg := strategytest.Config(t, s)
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	return func() *order.Service {
-		b, err := strategy.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
+		b, err := backend.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
@@ -54,7 +55,7 @@ func newLuaFleet(t *testing.T, rdb redis.UniversalClient, prefix string, opts or
 	opts.Prefix = prefix
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	return luaFleet{gdb: gdb, rdb: rdb, prefix: prefix, stock: stock.NewRedisStock(rdb, prefix), new: func() luaShop {
-		b, err := strategy.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
+		b, err := backend.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

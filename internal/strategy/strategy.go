@@ -15,6 +15,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/order"
@@ -26,12 +27,12 @@ type Strategy struct {
 	Name string
 	// Needs lists the servers it uses beyond the database, which every
 	// strategy uses, and Redis, where the shop keeps its Idempotency-Keys.
-	Needs []Need
+	Needs []backend.Need
 	// New builds the guard of a strategy that takes no lock.
-	New func(*Backends, config.Config) (stock.Guard, error)
+	New func(*backend.Backends, config.Config) (stock.Guard, error)
 	// Lock builds the lock of a lock strategy, whose guard is then the one
 	// composition stock.Locked on it.
-	Lock func(*Backends, config.Config) (stock.Locker, error)
+	Lock func(*backend.Backends, config.Config) (stock.Locker, error)
 	// Embedded is how it runs on the demo's embedded backends.
 	Embedded Embedded
 	// Ceiling names the raw loop of the bench that bounds its throughput.
@@ -81,32 +82,30 @@ var registry = []Strategy{
 	{Name: "pessimistic", New: onDB(stock.NewPessimistic), Ceiling: SQLForUpdate,
 		Embedded: Embedded{Note: "FOR UPDATE takes SQLite's one write lock, as BEGIN IMMEDIATE does: SQLite has no row locks"}},
 	{Name: "optimistic", New: onDB(stock.NewOptimistic), Ceiling: SQLAtomic},
-	{Name: "batched", New: func(b *Backends, _ config.Config) (stock.Guard, error) { return order.NewBatched(b.DB), nil },
+	{Name: "batched", New: func(b *backend.Backends, _ config.Config) (stock.Guard, error) { return order.NewBatched(b.DB), nil },
 		Ceiling: SQLBatched, NoQueue: true},
-	{Name: "lua", Needs: []Need{Redis}, New: func(b *Backends, cfg config.Config) (stock.Guard, error) {
+	{Name: "lua", Needs: []backend.Need{backend.Redis}, New: func(b *backend.Backends, cfg config.Config) (stock.Guard, error) {
 		return order.NewLua(b.DB, b.Redis, &order.LuaOptions{Prefix: cfg.RedisPrefix, PerUserLimit: cfg.PerUserLimit, ClaimIdle: cfg.ClaimIdle}), nil
 	}, Ceiling: RedisLua, NoQueue: true},
-	{Name: "local", Lock: func(*Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil },
+	{Name: "local", Lock: func(*backend.Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil },
 		Ceiling: Serial("local")},
-	{Name: "redis", Needs: []Need{Redis}, Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {
+	{Name: "redis", Needs: []backend.Need{backend.Redis}, Lock: func(b *backend.Backends, cfg config.Config) (stock.Locker, error) {
 		return lock.NewRedis(b.Redis, redisLockOptions(cfg)), nil
 	}, Ceiling: Serial("redis")},
-	{Name: "redlock", Needs: []Need{Redlock}, Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {
+	{Name: "redlock", Needs: []backend.Need{backend.Redlock}, Lock: func(b *backend.Backends, cfg config.Config) (stock.Locker, error) {
 		masters := make([]lock.RedisClient, len(b.Redlock))
 		for i, c := range b.Redlock {
 			masters[i] = c
 		}
 		return lock.NewRedlock(masters, redisLockOptions(cfg))
 	}, Ceiling: Serial("redlock")},
-	{Name: "zookeeper", Needs: []Need{ZooKeeper}, Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {
-		z := &zkLocker{conn: b.ZooKeeper, opts: &lock.ZooKeeperOptions{Root: cfg.ZKRoot}}
-		_, err := z.current() // a bad root fails here
-		return z, err
+	{Name: "zookeeper", Needs: []backend.Need{backend.ZooKeeper}, Lock: func(b *backend.Backends, cfg config.Config) (stock.Locker, error) {
+		return lock.NewZooKeeperOn(b.ZooKeeper, &lock.ZooKeeperOptions{Root: cfg.ZKRoot})
 	}, Ceiling: Serial("zookeeper")},
-	{Name: "etcd", Needs: []Need{Etcd}, Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {
+	{Name: "etcd", Needs: []backend.Need{backend.Etcd}, Lock: func(b *backend.Backends, cfg config.Config) (stock.Locker, error) {
 		return lock.NewEtcd(b.Etcd, &lock.EtcdOptions{TTL: cfg.LockTTL, Prefix: cfg.EtcdPrefix})
 	}, Ceiling: Serial("etcd")},
-	{Name: "dbtable", Lock: func(b *Backends, cfg config.Config) (stock.Locker, error) {
+	{Name: "dbtable", Lock: func(b *backend.Backends, cfg config.Config) (stock.Locker, error) {
 		sqlDB, err := b.DB.DB()
 		return lock.NewDBTable(sqlDB, &lock.DBTableOptions{TTL: cfg.LockTTL}), err
 	}, Ceiling: Serial("dbtable"),
@@ -114,8 +113,8 @@ var registry = []Strategy{
 }
 
 // onDB adapts a constructor of a guard on the database alone.
-func onDB[G stock.Guard](newGuard func(*gorm.DB) G) func(*Backends, config.Config) (stock.Guard, error) {
-	return func(b *Backends, _ config.Config) (stock.Guard, error) { return newGuard(b.DB), nil }
+func onDB[G stock.Guard](newGuard func(*gorm.DB) G) func(*backend.Backends, config.Config) (stock.Guard, error) {
+	return func(b *backend.Backends, _ config.Config) (stock.Guard, error) { return newGuard(b.DB), nil }
 }
 
 // redisLockOptions places the Redis locks under the shop's key prefix.
@@ -124,7 +123,7 @@ func redisLockOptions(cfg config.Config) *lock.RedisOptions {
 }
 
 // Guard builds the strategy's guard on the opened backends.
-func (s Strategy) Guard(b *Backends, cfg config.Config) (order.Guard, error) {
+func (s Strategy) Guard(b *backend.Backends, cfg config.Config) (order.Guard, error) {
 	var g stock.Guard
 	var err error
 	if s.Lock != nil {
@@ -168,12 +167,7 @@ func Lookup(name string) (Strategy, error) {
 // Missing says what s needs that cfg does not configure, as "needs …"
 // naming the flags and variables that would, or returns "".
 func (s Strategy) Missing(cfg config.Config) string {
-	var lack []string
-	for _, n := range s.Needs {
-		if why := servers[n].missing(cfg); why != "" {
-			lack = append(lack, why)
-		}
-	}
+	lack := backend.Missing(cfg, s.Needs)
 	if len(lack) == 0 {
 		return ""
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -17,20 +18,20 @@ import (
 
 // provide starts or finds, for one need, a server of the test's own and
 // returns the SHOP_* settings that name it.
-var provide = map[strategy.Need]func(testing.TB) map[string]string{
-	strategy.Redis: func(testing.TB) map[string]string { return nil }, // the shop's own, from Env
-	strategy.Redlock: func(t testing.TB) map[string]string {
+var provide = map[backend.Need]func(testing.TB) map[string]string{
+	backend.Redis: func(testing.TB) map[string]string { return nil }, // the shop's own, from Env
+	backend.Redlock: func(t testing.TB) map[string]string {
 		var masters []string
-		for range strategy.MinRedlockMasters { // independent masters: private servers
+		for range backend.MinRedlockMasters { // independent masters: private servers
 			masters = append(masters, testinfra.StartRedis(t).Addr())
 		}
 		return map[string]string{"SHOP_REDLOCK_ADDRS": strings.Join(masters, ",")}
 	},
-	strategy.ZooKeeper: func(t testing.TB) map[string]string {
+	backend.ZooKeeper: func(t testing.TB) map[string]string {
 		ns := testinfra.ZooKeeper(t)
 		return map[string]string{"SHOP_ZK_ADDRS": strings.Join(ns.Addrs, ","), "SHOP_ZK_ROOT": ns.Root}
 	},
-	strategy.Etcd: func(t testing.TB) map[string]string {
+	backend.Etcd: func(t testing.TB) map[string]string {
 		ns := testinfra.Etcd(t)
 		return map[string]string{"SHOP_ETCD_ADDRS": strings.Join(ns.Endpoints, ","), "SHOP_ETCD_PREFIX": ns.Prefix}
 	},

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
@@ -101,7 +102,7 @@ func ceilings(ctx context.Context, gdb *gorm.DB, cfg config.Config, locks []stra
 		Do: func(ctx context.Context) error { return decrement.Run(ctx, rdb, []string{key}, 1).Err() }})
 
 	for _, s := range locks {
-		b, err := strategy.Open(ctx, cfg, s.Needs, slog.New(slog.DiscardHandler))
+		b, err := backend.Open(ctx, cfg, s.Needs, slog.New(slog.DiscardHandler))
 		if err != nil {
 			return nil, nil, fmt.Errorf("sale: ceiling of %s: %w", s.Name, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stockguard/shop/cmd/shop/internal/sale"
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -90,7 +91,7 @@ func checkDemo(t *testing.T, d sale.Demo, servers bool) {
 		}
 		switch min, mustOversell := oversells[r.Strategy]; {
 		case r.Skipped != "":
-			unembedded := slices.Contains(s.Needs, strategy.ZooKeeper) || slices.Contains(s.Needs, strategy.Etcd)
+			unembedded := slices.Contains(s.Needs, backend.ZooKeeper) || slices.Contains(s.Needs, backend.Etcd)
 			if (servers || !unembedded) && (d.Config.MySQLDSN != "" || s.Embedded.Skip == "") {
 				t.Errorf("%s skipped: %s; only what needs ZooKeeper or etcd, or MySQL, may be", r.Strategy, r.Skipped)
 			}

@@ -1,4 +1,4 @@
-package strategy
+package lock_test
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 func TestZKConnAfterEmptyRestart(t *testing.T) {
 	t.Parallel()
 	srv := testinfra.StartZooKeeper(t)
-	conn, err := newZKConn(func(onEvent func(zk.Event)) (*zk.Conn, error) {
+	conn, err := lock.NewZKConn(func(onEvent func(zk.Event)) (*zk.Conn, error) {
 		c, _, err := zk.Connect([]string{srv.Addr()}, 2*time.Second,
 			zk.WithLogger(log.New(io.Discard, "", 0)), zk.WithEventCallback(onEvent))
 		return c, err
@@ -30,7 +30,10 @@ func TestZKConnAfterEmptyRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	locker := &zkLocker{conn: conn, opts: &lock.ZooKeeperOptions{Root: "/locks"}}
+	locker, err := lock.NewZooKeeperOn(conn, &lock.ZooKeeperOptions{Root: "/locks"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	take := func(timeout time.Duration) (int64, error) {
 		ctx, cancel := context.WithTimeout(t.Context(), timeout)
 		defer cancel()

@@ -1,4 +1,4 @@
-package strategy
+package lock
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"sync"
 
 	"github.com/go-zookeeper/zk"
-
-	"github.com/stockguard/shop/internal/lock"
 )
 
 // refusedLimit is how many reconnects in a row ZooKeeper may refuse at
@@ -36,8 +34,9 @@ type ZKConn struct {
 	closed  bool
 }
 
-// newZKConn dials the first connection.
-func newZKConn(dial func(onEvent func(zk.Event)) (*zk.Conn, error), log *slog.Logger) (*ZKConn, error) {
+// NewZKConn dials the first connection with dial, which must pass the
+// event callback it is given to zk.Connect, and replaces it when needed.
+func NewZKConn(dial func(onEvent func(zk.Event)) (*zk.Conn, error), log *slog.Logger) (*ZKConn, error) {
 	c := &ZKConn{dial: dial, log: log}
 	conn, err := dial(c.watch(0))
 	if err != nil {
@@ -122,19 +121,29 @@ func (c *ZKConn) replace(gen int) {
 	c.log.Warn("zookeeper: refused the session at every reconnect, as an ensemble restarted without its data does; connected anew")
 }
 
-// zkLocker is lock.ZooKeeper on a ZKConn's current connection: it makes a
-// new one whenever the connection was replaced.
-type zkLocker struct {
+// ZooKeeperOn is ZooKeeper on a ZKConn's current connection: it makes a
+// new ZooKeeper whenever the connection was replaced.
+type ZooKeeperOn struct {
 	conn *ZKConn
-	opts *lock.ZooKeeperOptions
+	opts *ZooKeeperOptions
 
 	mu     sync.Mutex
 	gen    int
-	locker *lock.ZooKeeper
+	locker *ZooKeeper
 }
 
-// Acquire implements stock.Locker.
-func (z *zkLocker) Acquire(ctx context.Context, name string) (*lock.Lease, error) {
+var _ Locker = (*ZooKeeperOn)(nil)
+
+// NewZooKeeperOn returns a Locker on conn's current connection; a bad
+// root fails here.
+func NewZooKeeperOn(conn *ZKConn, opts *ZooKeeperOptions) (*ZooKeeperOn, error) {
+	z := &ZooKeeperOn{conn: conn, opts: opts}
+	_, err := z.current()
+	return z, err
+}
+
+// Acquire implements Locker.
+func (z *ZooKeeperOn) Acquire(ctx context.Context, name string) (*Lease, error) {
 	l, err := z.current()
 	if err != nil {
 		return nil, err
@@ -142,12 +151,21 @@ func (z *zkLocker) Acquire(ctx context.Context, name string) (*lock.Lease, error
 	return l.Acquire(ctx, name)
 }
 
-func (z *zkLocker) current() (*lock.ZooKeeper, error) {
+// TryAcquire implements Locker.
+func (z *ZooKeeperOn) TryAcquire(ctx context.Context, name string) (*Lease, error) {
+	l, err := z.current()
+	if err != nil {
+		return nil, err
+	}
+	return l.TryAcquire(ctx, name)
+}
+
+func (z *ZooKeeperOn) current() (*ZooKeeper, error) {
 	conn, gen := z.conn.Conn()
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if z.locker == nil || z.gen != gen {
-		l, err := lock.NewZooKeeper(conn, z.opts)
+		l, err := NewZooKeeper(conn, z.opts)
 		if err != nil {
 			return nil, err
 		}

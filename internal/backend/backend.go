@@ -1,4 +1,4 @@
-package strategy
+package backend
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/lock"
 )
 
 // Backends are the open connections a strategy may use: the database and
@@ -30,7 +31,7 @@ type Backends struct {
 	// that needs Redlock.
 	Redlock []*redis.Client
 	// ZooKeeper is open only for a strategy that needs ZooKeeper.
-	ZooKeeper *ZKConn
+	ZooKeeper *lock.ZKConn
 	// Etcd is open only for a strategy that needs etcd.
 	Etcd *clientv3.Client
 
@@ -65,6 +66,18 @@ type server struct {
 }
 
 func (n Need) String() string { return servers[n].name }
+
+// Missing says what of needs cfg does not configure, naming the flags and
+// variables that would, one phrase each; none when it has all.
+func Missing(cfg config.Config, needs []Need) []string {
+	var lack []string
+	for _, n := range needs {
+		if why := servers[n].missing(cfg); why != "" {
+			lack = append(lack, why)
+		}
+	}
+	return lack
+}
 
 // MinRedlockMasters is the fewest masters Redlock can use: with fewer, a
 // majority cannot survive the loss of one.
@@ -105,7 +118,7 @@ var servers = [...]server{
 		open: func(_ context.Context, cfg config.Config, b *Backends, log *slog.Logger) error {
 			// The session timeout is the lease: how long a lock outlives a
 			// holder that stops answering.
-			conn, err := newZKConn(func(onEvent func(zk.Event)) (*zk.Conn, error) {
+			conn, err := lock.NewZKConn(func(onEvent func(zk.Event)) (*zk.Conn, error) {
 				conn, _, err := zk.Connect(cfg.ZKAddrs, cfg.LockTTL, zk.WithLogger(zkLogger{log}), zk.WithEventCallback(onEvent))
 				return conn, err
 			}, log)
