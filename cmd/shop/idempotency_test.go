@@ -101,7 +101,7 @@ func storm(t *testing.T, n int, url string, key, body func(i int) string) []repl
 	return replies
 }
 
-// audit checks every invariant of DESIGN.md from the database.
+// audit checks every invariant of internal/audit from the database.
 func (s *shop) audit(t *testing.T, sku string, soldOut int, acked []int64) audit.Audit {
 	t.Helper()
 	a, err := audit.SKU(t.Context(), s.db, sku, soldOut, acked)

