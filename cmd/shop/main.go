@@ -171,32 +171,42 @@ func echo(ctx context.Context, args []string, getenv config.Getenv, stderr io.Wr
 }
 
 // listen serves handler on httpAddr, and pprof and the metrics on
-// debugAddr unless it is empty, until ctx ends; then it shuts down
-// gracefully. It logs each address it listens on.
+// debugAddr unless it is empty, until ctx ends or a server fails; then it
+// shuts every server down gracefully. It logs each address it listens on,
+// the public one first.
 func listen(ctx context.Context, log *slog.Logger, handler http.Handler, httpAddr, debugAddr string) error {
 	servers := []*http.Server{{Addr: httpAddr, Handler: handler, ReadHeaderTimeout: 5 * time.Second}}
 	if debugAddr != "" {
 		servers = append(servers, &http.Server{Addr: debugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second})
 	}
-	errc := make(chan error, len(servers))
+	// Every listener opens before any serves, so that one that cannot
+	// open leaves nothing serving behind it.
+	lns := make([]net.Listener, 0, len(servers))
 	for _, srv := range servers {
 		ln, err := net.Listen("tcp", srv.Addr)
 		if err != nil {
+			for _, ln := range lns {
+				ln.Close()
+			}
 			return err
 		}
-		log.Info("listening", slog.String("addr", ln.Addr().String()))
-		go func() { errc <- srv.Serve(ln) }()
+		lns = append(lns, ln)
+	}
+	errc := make(chan error, len(servers))
+	for i, srv := range servers {
+		log.Info("listening", slog.String("addr", lns[i].Addr().String()))
+		go func() { errc <- srv.Serve(lns[i]) }()
 	}
 
+	var err error
 	select {
-	case err := <-errc:
-		return err
+	case err = <-errc: // one failed: the others stop too
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	var errs []error
+	errs := []error{err}
 	for _, srv := range servers {
 		if err := srv.Shutdown(sctx); err != nil {
 			errs = append(errs, err, srv.Close())
