@@ -10,7 +10,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -154,30 +153,37 @@ func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.W
 	if err := shop.WatchDB(); err != nil {
 		return err
 	}
-	return listen(ctx, log, shop.Handler, cfg.HTTPAddr, cfg.DebugAddr)
+	return listen(ctx, log, cfg, shop.Handler)
 }
 
 func echo(ctx context.Context, args []string, getenv config.Getenv, stderr io.Writer) error {
 	fs := flag.NewFlagSet("echo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("http", cmp.Or(getenv("SHOP_HTTP_ADDR"), ":8080"), "public HTTP listen address (SHOP_HTTP_ADDR)")
+	read := config.Flags(fs, getenv, nil, config.ForEcho)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	return listen(ctx, slog.New(slog.NewJSONHandler(stderr, nil)), httpapi.Echo(), *addr, "")
+	cfg, err := read()
+	if err != nil {
+		return err
+	}
+	cfg.DebugAddr = ""
+	return listen(ctx, slog.New(slog.NewJSONHandler(stderr, nil)), cfg, httpapi.Echo())
 }
 
-// listen serves handler on httpAddr, and pprof and the metrics on
-// debugAddr unless it is empty, until ctx ends or a server fails; then it
-// shuts every server down gracefully. It logs each address it listens on,
-// the public one first.
-func listen(ctx context.Context, log *slog.Logger, handler http.Handler, httpAddr, debugAddr string) error {
-	servers := []*http.Server{{Addr: httpAddr, Handler: handler, ReadHeaderTimeout: 5 * time.Second}}
-	if debugAddr != "" {
-		servers = append(servers, &http.Server{Addr: debugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second})
+// listen serves handler on cfg's public address, and pprof and the
+// metrics on its debug address unless it is empty, until ctx ends or a
+// server fails; then it shuts every server down gracefully. It logs each
+// address it listens on, the public one first.
+func listen(ctx context.Context, log *slog.Logger, cfg config.Config, handler http.Handler) error {
+	servers := []*http.Server{app.Server(cfg, cfg.HTTPAddr, handler)}
+	if cfg.DebugAddr != "" {
+		// The same timeouts: pprof moves its own write deadline on by the
+		// length of the profile or trace it is asked for.
+		servers = append(servers, app.Server(cfg, cfg.DebugAddr, debugMux()))
 	}
 	// Every listener opens before any serves, so that one that cannot
 	// open leaves nothing serving behind it.

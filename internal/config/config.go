@@ -27,6 +27,9 @@ import (
 type Config struct {
 	HTTPAddr       string        // SHOP_HTTP_ADDR
 	DebugAddr      string        // SHOP_DEBUG_ADDR; empty disables the debug listener
+	ReadTimeout    time.Duration // SHOP_HTTP_READ_TIMEOUT
+	WriteTimeout   time.Duration // SHOP_HTTP_WRITE_TIMEOUT
+	IdleTimeout    time.Duration // SHOP_HTTP_IDLE_TIMEOUT
 	MySQLDSN       string        // SHOP_MYSQL_DSN
 	RedisAddr      string        // SHOP_REDIS_ADDR; see RedisAddrs
 	RedisPrefix    string        // SHOP_REDIS_PREFIX, put before every key the shop writes
@@ -105,8 +108,11 @@ type setting struct {
 	load bool
 	// token marks a setting that `shop token` takes as a flag.
 	token bool
-	set   func(c *Config, v string) error // parses v into c
-	get   func(c Config) string           // formats it back
+	// listener marks a setting of the HTTP listener, which `shop echo`
+	// takes as a flag too.
+	listener bool
+	set      func(c *Config, v string) error // parses v into c
+	get      func(c Config) string           // formats it back
 }
 
 // strategyUsage is filled in with the names of the strategies.
@@ -114,8 +120,11 @@ const strategyUsage = "stock strategy: %s"
 
 // settings is every setting, in the order `shop serve -h` lists them.
 var settings = [...]setting{
-	str("SHOP_HTTP_ADDR", "http", ":8080", "public HTTP listen address", func(c *Config) *string { return &c.HTTPAddr }),
+	listener(str("SHOP_HTTP_ADDR", "http", ":8080", "public HTTP listen address", func(c *Config) *string { return &c.HTTPAddr })),
 	str("SHOP_DEBUG_ADDR", "debug", "127.0.0.1:6060", "pprof and Prometheus metrics listen address, empty to disable", func(c *Config) *string { return &c.DebugAddr }),
+	listener(dur("SHOP_HTTP_READ_TIMEOUT", "http-read-timeout", "5s", 100*time.Millisecond, "how long a client may take to send a request, headers and body; a slower one is answered 408 or cut off", func(c *Config) *time.Duration { return &c.ReadTimeout })),
+	listener(dur("SHOP_HTTP_WRITE_TIMEOUT", "http-write-timeout", "15s", 100*time.Millisecond, "how long a request may take from the end of its headers until its answer is written; must outlast SHOP_REQUEST_TIMEOUT and SHOP_HTTP_READ_TIMEOUT", func(c *Config) *time.Duration { return &c.WriteTimeout })),
+	listener(dur("SHOP_HTTP_IDLE_TIMEOUT", "http-idle-timeout", "2m", 100*time.Millisecond, "how long a kept-alive connection may wait for its next request", func(c *Config) *time.Duration { return &c.IdleTimeout })),
 	server(str("SHOP_MYSQL_DSN", "mysql", "", "MySQL DSN, user:pass@tcp(host:port)/db, or sqlite:FILE for an embedded database", func(c *Config) *string { return &c.MySQLDSN })),
 	server(str("SHOP_REDIS_ADDR", "redis", "127.0.0.1:6379", "Redis address; several, comma-separated, are the seed nodes of a Redis Cluster", func(c *Config) *string { return &c.RedisAddr })),
 	str("SHOP_REDIS_PREFIX", "redis-prefix", "shop:", "prefix of every Redis key the shop writes", func(c *Config) *string { return &c.RedisPrefix }),
@@ -190,9 +199,10 @@ func dur(env, flag, def string, min time.Duration, usage string, field func(*Con
 		get: func(c Config) string { return field(&c).String() }}
 }
 
-func server(s setting) setting { s.server, s.load = true, true; return s }
-func load(s setting) setting   { s.load = true; return s }
-func token(s setting) setting  { s.token = true; return s }
+func server(s setting) setting   { s.server, s.load = true, true; return s }
+func load(s setting) setting     { s.load = true; return s }
+func token(s setting) setting    { s.token = true; return s }
+func listener(s setting) setting { s.listener = true; return s }
 
 // Load builds a Config from defaults, then the environment, then args, and
 // validates it. strategies lists the names the caller can build.
@@ -226,6 +236,9 @@ const (
 	// ForToken: the secret, issuer and audience, as `shop token` signs
 	// with them.
 	ForToken
+	// ForEcho: the public listener's address and timeouts, as `shop echo`
+	// serves with them.
+	ForEcho
 )
 
 // Flags registers the settings that use takes as flags on fs, each
@@ -244,7 +257,7 @@ func Flags(fs *flag.FlagSet, getenv Getenv, strategies []string, use Use) func()
 		if v := getenv(s.env); v != "" {
 			raw[i] = v
 		}
-		if (use == ForLoad && !s.load) || (use == ForToken && !s.token) {
+		if (use == ForLoad && !s.load) || (use == ForToken && !s.token) || (use == ForEcho && !s.listener) {
 			continue
 		}
 		usage := s.usage
@@ -335,10 +348,30 @@ func (c Config) Validate(strategies []string) error {
 	if _, err := c.Verifier(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.writeTimeout())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	return nil
+}
+
+// writeTimeout checks that SHOP_HTTP_WRITE_TIMEOUT leaves a request the
+// time it may take. It runs from the end of the request's headers: it must
+// cover reading the body, which SHOP_HTTP_READ_TIMEOUT allows, and the
+// request's work, which SHOP_REQUEST_TIMEOUT allows, and still leave time
+// to write the answer; else a slow but allowed request has its answer cut
+// off, and its client never learns what was done.
+func (c Config) writeTimeout() error {
+	var errs []error
+	for _, o := range []struct {
+		name string
+		d    time.Duration
+	}{{"SHOP_REQUEST_TIMEOUT", c.RequestTimeout}, {"SHOP_HTTP_READ_TIMEOUT", c.ReadTimeout}} {
+		if c.WriteTimeout <= o.d {
+			errs = append(errs, fmt.Errorf("SHOP_HTTP_WRITE_TIMEOUT: %s must be longer than %s (%s), or answers that take that long are cut off; a few seconds more leaves time to write them", c.WriteTimeout, o.name, o.d))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Verifier builds the verifier of buyer tokens that c describes: nil with

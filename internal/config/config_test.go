@@ -71,7 +71,8 @@ func TestEnvironRoundTrip(t *testing.T) {
 	t.Parallel()
 	want, err := load(t, map[string]string{"SHOP_REDLOCK_ADDRS": "a:1,b:2,c:3", "SHOP_ZK_ADDRS": "zk:2181",
 		"SHOP_LOCK_TTL": "1500ms", "SHOP_PER_USER_LIMIT": "2", "SHOP_ADMIN_TOKEN": "t", "SHOP_DEBUG_ADDR": "",
-		"SHOP_BUYER_AUTH": "jwt", "SHOP_JWT_SECRET": strings.Repeat("s", 32), "SHOP_JWT_ISSUER": "i", "SHOP_JWT_AUDIENCE": "a", "SHOP_BUYER_RATE": "5/s"})
+		"SHOP_BUYER_AUTH": "jwt", "SHOP_JWT_SECRET": strings.Repeat("s", 32), "SHOP_JWT_ISSUER": "i", "SHOP_JWT_AUDIENCE": "a", "SHOP_BUYER_RATE": "5/s",
+		"SHOP_HTTP_READ_TIMEOUT": "1s", "SHOP_HTTP_WRITE_TIMEOUT": "12s", "SHOP_HTTP_IDLE_TIMEOUT": "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +87,60 @@ func TestEnvironRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("read back %+v\nwant      %+v", got, want)
+	}
+}
+
+// TestHTTPSettings: the listener's timeouts default to what a shop in
+// production needs, and a write timeout that would cut off the answer of a
+// request within its deadline stops the shop at start, naming both
+// settings.
+func TestHTTPSettings(t *testing.T) {
+	t.Parallel()
+	c, err := load(t, map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ReadTimeout != 5*time.Second || c.WriteTimeout != 15*time.Second || c.IdleTimeout != 2*time.Minute {
+		t.Errorf("defaults: read %s, write %s, idle %s", c.ReadTimeout, c.WriteTimeout, c.IdleTimeout)
+	}
+	tests := []struct {
+		name string
+		env  map[string]string
+		err  string
+	}{
+		{"short timeouts", map[string]string{"SHOP_HTTP_READ_TIMEOUT": "1s", "SHOP_HTTP_WRITE_TIMEOUT": "3s", "SHOP_REQUEST_TIMEOUT": "2s"}, ""},
+		{"write within the request's deadline", map[string]string{"SHOP_REQUEST_TIMEOUT": "15s"}, "SHOP_HTTP_WRITE_TIMEOUT: 15s must be longer than SHOP_REQUEST_TIMEOUT (15s)"},
+		{"write within the read timeout", map[string]string{"SHOP_HTTP_READ_TIMEOUT": "20s"}, "SHOP_HTTP_WRITE_TIMEOUT: 15s must be longer than SHOP_HTTP_READ_TIMEOUT (20s)"},
+		{"bad read timeout", map[string]string{"SHOP_HTTP_READ_TIMEOUT": "slow"}, "SHOP_HTTP_READ_TIMEOUT"},
+		{"tiny idle timeout", map[string]string{"SHOP_HTTP_IDLE_TIMEOUT": "1ms"}, "SHOP_HTTP_IDLE_TIMEOUT: 1ms is below the minimum"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.env)
+			if tt.err == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Fatalf("err = %v, want it to mention %q", err, tt.err)
+			}
+		})
+	}
+	// shop echo serves the same HTTP stack: it takes the listener's
+	// settings as flags, and no other.
+	fs := flag.NewFlagSet("echo", flag.ContinueOnError)
+	read := config.Flags(fs, func(k string) string { return map[string]string{"SHOP_HTTP_IDLE_TIMEOUT": "1m"}[k] }, nil, config.ForEcho)
+	if err := fs.Parse([]string{"--http", "127.0.0.1:0", "--http-read-timeout", "2s"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err = read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != "127.0.0.1:0" || c.ReadTimeout != 2*time.Second || c.WriteTimeout != 15*time.Second || c.IdleTimeout != time.Minute {
+		t.Errorf("echo's config %+v", c)
+	}
+	if fs.Lookup("mysql") != nil || fs.Lookup("debug") != nil {
+		t.Error("echo's flags include serve's own")
 	}
 }
 

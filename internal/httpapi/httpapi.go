@@ -26,9 +26,12 @@ import (
 
 // Limits on input.
 const (
-	MaxBodyBytes = 8 << 10
-	MaxQuantity  = 100
-	MaxIDLength  = 64
+	// MaxHeaderBytes bounds a request's headers: ample for a buyer's JWT,
+	// an Idempotency-Key and a request id, where net/http would take 1 MiB.
+	MaxHeaderBytes = 16 << 10
+	MaxBodyBytes   = 8 << 10
+	MaxQuantity    = 100
+	MaxIDLength    = 64
 )
 
 // Config is what the router needs.

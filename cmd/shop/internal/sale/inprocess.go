@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/stockguard/shop/internal/app"
@@ -57,7 +56,7 @@ func serveInProcess(ctx context.Context, cfg config.Config) (url string, stop fu
 	if err != nil {
 		return "", nil, errors.Join(err, a.Close())
 	}
-	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 5 * time.Second}
+	srv := app.Server(cfg, cfg.HTTPAddr, a.Handler)
 	go srv.Serve(ln)
 	stop = func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
