@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -403,6 +404,10 @@ func bind(c *gin.Context, v any) bool {
 		}
 	}
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The server's read timeout passed before the body arrived: the
+		// client is too slow, or holds the connection on purpose.
+		problem(c, "request-timeout", "the body did not arrive within the server's read timeout")
 	case errors.As(err, &tooBig):
 		problem(c, "invalid-request", fmt.Sprintf("the body is larger than %d bytes", MaxBodyBytes))
 	case errors.Is(err, io.EOF):

@@ -77,6 +77,14 @@ func (w *world) client(t testing.TB) *redis.Client {
 // client, as cfg says; serve fills in the rest.
 func (w *world) serve(t testing.TB, cfg httpapi.Config) *httptest.Server {
 	t.Helper()
+	srv := httptest.NewServer(w.handler(t, cfg))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// handler is the router of the instance that serve starts.
+func (w *world) handler(t testing.TB, cfg httpapi.Config) http.Handler {
+	t.Helper()
 	cfg.Orders = order.NewService(w.db, w.newGuard(w.db), nil)
 	cfg.Idempotency = idempotency.NewStore(w.client(t), &idempotency.Options{Prefix: w.redis.Prefix})
 	// Generous: a test that runs beside the whole suite on 2 cores must not
@@ -90,9 +98,7 @@ func (w *world) serve(t testing.TB, cfg httpapi.Config) *httptest.Server {
 		return sqlDB.PingContext(ctx)
 	}
 	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := httptest.NewServer(httpapi.New(cfg))
-	t.Cleanup(srv.Close)
-	return srv
+	return httpapi.New(cfg)
 }
 
 type call struct {

@@ -101,7 +101,7 @@ func (a *api) countOrders(c *gin.Context) {
 	case status == http.StatusCreated:
 		outcome = "created"
 	case problem == "sold-out", problem == "limit-reached", problem == "busy",
-		problem == "unauthorized", problem == "forbidden", problem == "rate-limited":
+		problem == "unauthorized", problem == "forbidden", problem == "rate-limited", problem == "request-timeout":
 		outcome = problem
 	case problem == "idempotency-key-reused":
 		outcome = "key-reused"

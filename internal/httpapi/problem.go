@@ -38,6 +38,7 @@ var problems = map[string]struct {
 	"forbidden":               {http.StatusForbidden, "The request names another user than its token"},
 	"not-found":               {http.StatusNotFound, "Not found"},
 	"method-not-allowed":      {http.StatusMethodNotAllowed, "Method not allowed"},
+	"request-timeout":         {http.StatusRequestTimeout, "The request did not arrive in time"},
 	"sold-out":                {http.StatusConflict, "Not enough stock"},
 	"request-in-progress":     {http.StatusConflict, "A request with this Idempotency-Key is in progress"},
 	"already-refunded":        {http.StatusConflict, "The order is already refunded"},
@@ -65,6 +66,11 @@ func problem(c *gin.Context, slug, detail string) {
 	if slug == "busy" || slug == "request-in-progress" {
 		c.Header("Retry-After", retryAfter)
 		idempotency.Unsettled(c)
+	}
+	if slug == "request-timeout" {
+		// The connection cannot carry another request: what is left of
+		// this one's body is still on its way.
+		c.Header("Connection", "close")
 	}
 	if slug == "unauthorized" && c.Writer.Header().Get("WWW-Authenticate") == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="stockguard"`)

@@ -54,11 +54,17 @@ func Middleware(cfg MiddlewareConfig) gin.HandlerFunc {
 			return
 		}
 		body, err := io.ReadAll(io.LimitReader(c.Request.Body, cfg.MaxBody+1))
-		// The handler reads the same stream and refuses what is malformed.
+		// The handler reads the same stream, and the same error if the read
+		// failed, such as the server's read timeout, and refuses it, as it
+		// refuses what is malformed.
+		var rest io.Reader = c.Request.Body
+		if err != nil {
+			rest = failedRead{err}
+		}
 		c.Request.Body = struct {
 			io.Reader
 			io.Closer
-		}{io.MultiReader(bytes.NewReader(body), c.Request.Body), c.Request.Body}
+		}{io.MultiReader(bytes.NewReader(body), rest), c.Request.Body}
 		if err != nil || int64(len(body)) > cfg.MaxBody {
 			c.Next()
 			return
@@ -131,6 +137,11 @@ const unsettledKey = "idempotency.unsettled"
 // says the key's first attempt is still being carried out: it is not
 // stored, so that a retry with the key asks again.
 func Unsettled(c *gin.Context) { c.Set(unsettledKey, true) }
+
+// failedRead is the rest of a body whose read failed: the same error again.
+type failedRead struct{ err error }
+
+func (r failedRead) Read([]byte) (int, error) { return 0, r.err }
 
 func replay(c *gin.Context, r *Response) {
 	if r.Location != "" {

@@ -40,7 +40,8 @@ var (
 	HTTPRequests = histogram("shop_http_request_duration_seconds", "Latency of the API's requests.", latency, "route", "method", "status")
 	// Orders counts the answers to order requests, by strategy and outcome:
 	// created, replayed, sold-out, limit-reached, busy, unauthorized,
-	// forbidden, rate-limited, key-reused, in-progress, invalid or error.
+	// forbidden, rate-limited, request-timeout, key-reused, in-progress,
+	// invalid or error.
 	Orders = counter("shop_orders_total", "Answers to order requests, by outcome.", "strategy", "outcome")
 	// Idempotency counts what the Idempotency-Key store answered, where it
 	// did not let a request through as new: a stored response replayed, a
