@@ -410,9 +410,10 @@ func (b buyer) buy(ctx context.Context, client *http.Client, sku string) (Outcom
 	return out, answer.ID, nil
 }
 
-// Reset sets sku's stock to quantity and deletes its orders, through the
-// admin API of the first instance.
-func (s Shop) Reset(ctx context.Context, sku string, quantity int) error {
+// SetStock puts quantity units of sku on sale, through the admin API of
+// the first instance: a new SKU is set up with them, and an existing one
+// keeps its orders. A load starts from nothing on a fresh SKU.
+func (s Shop) SetStock(ctx context.Context, sku string, quantity int) error {
 	body := fmt.Sprintf(`{"quantity":%d}`, quantity)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.URLs[0]+"/api/v1/stock/"+sku, strings.NewReader(body))
 	if err != nil {
@@ -422,12 +423,12 @@ func (s Shop) Reset(ctx context.Context, sku string, quantity int) error {
 	req.Header.Set("Authorization", "Bearer "+s.AdminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("loadtest: reset stock: %w", err)
+		return fmt.Errorf("loadtest: set stock: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
-		return fmt.Errorf("loadtest: reset stock: %s: %s", resp.Status, data)
+		return fmt.Errorf("loadtest: set stock: %s: %s", resp.Status, data)
 	}
 	return nil
 }

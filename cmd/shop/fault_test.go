@@ -145,7 +145,7 @@ type told struct {
 func (s *faultSale) burst(t *testing.T, sku string, fault func()) told {
 	t.Helper()
 	if code, body := send(t, "PUT", s.shops[0].base+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, faultStock), "Authorization", "Bearer secret"); code != http.StatusOK {
-		t.Fatalf("reset %s: %d %s", sku, code, body)
+		t.Fatalf("put stock %s: %d %s", sku, code, body)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
@@ -551,7 +551,7 @@ func TestFaultReconcilerPaused(t *testing.T) {
 	for i := range 200 {
 		sku := fmt.Sprint("f-pause-extra-", i)
 		if code, body := send(t, "PUT", s.shops[0].base+"/api/v1/stock/"+sku, `{"quantity":5}`, "Authorization", "Bearer secret"); code != http.StatusOK {
-			t.Fatalf("reset %s: %d %s", sku, code, body)
+			t.Fatalf("put stock %s: %d %s", sku, code, body)
 		}
 		// Busy, on a loaded machine, is an answer to retry, as a client does.
 		code, body := http.StatusServiceUnavailable, ""

@@ -43,10 +43,11 @@ func newShop(t *testing.T, env ...string) *shop {
 	return &shop{base: base, dsn: dsn, db: gdb, redis: rdb, prefix: r.Prefix}
 }
 
-func (s *shop) reset(t *testing.T, sku string, quantity int) {
+// putStock puts quantity units of sku on sale.
+func (s *shop) putStock(t *testing.T, sku string, quantity int) {
 	t.Helper()
 	if code, body := send(t, "PUT", s.base+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, quantity), "Authorization", "Bearer secret"); code != http.StatusOK {
-		t.Fatalf("reset %s: %d %s", sku, code, body)
+		t.Fatalf("put stock %s: %d %s", sku, code, body)
 	}
 }
 
@@ -122,7 +123,7 @@ func constant(s string) func(int) string { return func(int) string { return s } 
 func TestDuplicateClickStorm(t *testing.T) {
 	t.Parallel()
 	s := newShop(t)
-	s.reset(t, "storm", 10)
+	s.putStock(t, "storm", 10)
 	replies := storm(t, 1000, s.base+"/api/v1/orders", constant("click-1"), constant(`{"sku":"storm","user_id":"alice","quantity":2}`))
 	var first int64
 	var created, inProgress int
@@ -155,7 +156,7 @@ func TestDuplicateClickStorm(t *testing.T) {
 func TestRetryAfterLostResponse(t *testing.T) {
 	t.Parallel()
 	s := newShop(t)
-	s.reset(t, "lost", 5)
+	s.putStock(t, "lost", 5)
 	body := `{"sku":"lost","user_id":"bob","quantity":1}`
 	u, err := url.Parse(s.base)
 	if err != nil {
@@ -208,7 +209,7 @@ func TestRetryAfterLostResponse(t *testing.T) {
 func TestRedisForgets(t *testing.T) {
 	t.Parallel()
 	s := newShop(t)
-	s.reset(t, "forget", 5)
+	s.putStock(t, "forget", 5)
 	body := `{"sku":"forget","user_id":"carol","quantity":1}`
 	first, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "forget-1", body)
 	if err != nil || first.code != http.StatusCreated {
@@ -252,7 +253,7 @@ func (s *shop) flushKeys(t *testing.T) int {
 func TestKeyReuse(t *testing.T) {
 	t.Parallel()
 	s := newShop(t)
-	s.reset(t, "reuse", 5)
+	s.putStock(t, "reuse", 5)
 	first, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "reuse-1", `{"sku":"reuse","user_id":"dan","quantity":1}`)
 	if err != nil || first.code != http.StatusCreated {
 		t.Fatalf("first: %+v %v", first, err)
@@ -277,7 +278,7 @@ func TestKeyReuse(t *testing.T) {
 func TestRefundStorm(t *testing.T) {
 	t.Parallel()
 	s := newShop(t)
-	s.reset(t, "refund", 5)
+	s.putStock(t, "refund", 5)
 	o, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "buy-1", `{"sku":"refund","user_id":"fay","quantity":3}`)
 	if err != nil || o.code != http.StatusCreated {
 		t.Fatalf("order: %+v %v", o, err)
@@ -315,7 +316,7 @@ func TestPerUserLimit(t *testing.T) {
 	t.Parallel()
 	burst := func(t *testing.T, env ...string) (audit.Audit, map[string]int) {
 		s := newShop(t, env...)
-		s.reset(t, "limit", 100)
+		s.putStock(t, "limit", 100)
 		replies := storm(t, 200, s.base+"/api/v1/orders", func(i int) string { return fmt.Sprint("k-", i) }, constant(`{"sku":"limit","user_id":"greedy","quantity":1}`))
 		answers := map[string]int{}
 		var acked []int64

@@ -114,7 +114,7 @@ func TestServe(t *testing.T) {
 		}
 	}
 	if code, body := send(t, "PUT", base+"/api/v1/stock/e2e", `{"quantity":3}`, "Authorization", "Bearer secret"); code != http.StatusOK {
-		t.Fatalf("reset: %d %s", code, body)
+		t.Fatalf("put stock: %d %s", code, body)
 	}
 	var created int
 	for i := range 5 {
@@ -243,7 +243,7 @@ func TestToken(t *testing.T) {
 	}
 	alice, expired := mint("alice"), mint("--ttl", "1s", "alice")
 	s := newShop(t, "SHOP_BUYER_AUTH=jwt", "SHOP_JWT_SECRET="+secret, "SHOP_JWT_ISSUER=test-issuer", "SHOP_JWT_AUDIENCE=test-shop")
-	s.reset(t, "tok", 5)
+	s.putStock(t, "tok", 5)
 	time.Sleep(2 * time.Second) // until expired has
 	for _, c := range []struct {
 		name, auth string

@@ -53,7 +53,7 @@ func TestMetrics(t *testing.T) {
 			base, debug := "http://"+addrs[0], "http://"+addrs[1]
 			sku := "metrics-" + tc.strategy
 			if code, body := send(t, "PUT", base+"/api/v1/stock/"+sku, `{"quantity":10}`, "Authorization", "Bearer secret"); code != http.StatusOK {
-				t.Fatalf("reset: %d %s", code, body)
+				t.Fatalf("put stock: %d %s", code, body)
 			}
 			for i := range orders {
 				body := fmt.Sprintf(`{"sku":%q,"user_id":"%s-%d","quantity":1}`, sku, tc.strategy, i)

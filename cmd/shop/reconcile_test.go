@@ -15,7 +15,7 @@ import (
 func TestReconcileCommand(t *testing.T) {
 	t.Parallel()
 	s := newShop(t, "SHOP_STRATEGY=lua", "SHOP_RECONCILE_INTERVAL=1h")
-	s.reset(t, "rc", 5)
+	s.putStock(t, "rc", 5)
 	var acked []int64
 	for i := range 3 {
 		r, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", fmt.Sprint("k", i), fmt.Sprintf(`{"sku":"rc","user_id":"u%d","quantity":1}`, i))

@@ -74,7 +74,7 @@ func TestSlowBodies(t *testing.T) {
 	t.Parallel()
 	const readTimeout = time.Second
 	s := newShop(t, fmt.Sprint("SHOP_HTTP_READ_TIMEOUT=", readTimeout))
-	s.reset(t, "slow", 100)
+	s.putStock(t, "slow", 100)
 	addr := strings.TrimPrefix(s.base, "http://")
 
 	var (

@@ -24,7 +24,7 @@ func TestEcho(t *testing.T) {
 		{"bad quantity", call{method: "POST", path: "/api/v1/orders", body: `{"sku":"phone","user_id":"ann","quantity":0}`}, 400, "invalid-request"},
 		{"unknown field", call{method: "POST", path: "/api/v1/orders", body: `{"sku":"phone","user_id":"ann","quantity":1,"x":1}`}, 400, "invalid-request"},
 		{"no key", call{method: "POST", path: "/api/v1/orders", body: `{"sku":"phone","user_id":"ann","quantity":1}`, header: map[string]string{"Idempotency-Key": ""}}, 400, "idempotency-key-missing"},
-		{"reset", call{method: "PUT", path: "/api/v1/stock/phone", body: `{"quantity":5}`}, 200, ""},
+		{"put stock", call{method: "PUT", path: "/api/v1/stock/phone", body: `{"quantity":5}`}, 200, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

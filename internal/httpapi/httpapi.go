@@ -190,7 +190,7 @@ func (a *api) putStock(c *gin.Context) {
 		problem(c, "invalid-request", "quantity must be an integer from 0 to 1000000000")
 		return
 	}
-	s, err := a.Orders.ResetStock(c.Request.Context(), sku, *b.Quantity)
+	s, err := a.Orders.SetStock(c.Request.Context(), sku, *b.Quantity)
 	if err != nil {
 		a.fail(c, err)
 		return

@@ -57,10 +57,10 @@ func newWorld(t testing.TB, newGuard func(*gorm.DB) order.Guard) *world {
 	return w
 }
 
-// reset sets the stock of "sku-1" and deletes its orders.
+// reset puts quantity units of "sku-1" on sale.
 func (w *world) reset(t testing.TB, quantity int) {
 	t.Helper()
-	if _, err := order.NewService(w.db, w.newGuard(w.db), nil).ResetStock(t.Context(), "sku-1", quantity); err != nil {
+	if _, err := order.NewService(w.db, w.newGuard(w.db), nil).SetStock(t.Context(), "sku-1", quantity); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -181,12 +181,12 @@ func TestBadInput(t *testing.T) {
 		{"order id zero", call{method: "GET", path: "/api/v1/orders/0"}, 400, "invalid-request"},
 		{"unknown order", call{method: "GET", path: "/api/v1/orders/999999"}, 404, "not-found"},
 		{"unknown stock", call{method: "GET", path: "/api/v1/stock/sku-2"}, 404, "not-found"},
-		{"reset without token", call{method: "PUT", path: "/api/v1/stock/sku-1", body: `{"quantity":0}`}, 401, "unauthorized"},
-		{"reset with wrong token", call{method: "PUT", path: "/api/v1/stock/sku-1", body: `{"quantity":0}`, header: map[string]string{"Authorization": "Bearer nope"}}, 401, "unauthorized"},
-		{"reset negative", call{method: "PUT", path: "/api/v1/stock/sku-1", body: `{"quantity":-1}`, header: admin}, 400, "invalid-request"},
-		{"reset missing quantity", call{method: "PUT", path: "/api/v1/stock/sku-1", body: `{}`, header: admin}, 400, "invalid-request"},
-		{"reset unknown field", call{method: "PUT", path: "/api/v1/stock/sku-1", body: `{"quantity":1,"initial":1}`, header: admin}, 400, "invalid-request"},
-		{"reset long sku", call{method: "PUT", path: "/api/v1/stock/" + long, body: `{"quantity":1}`, header: admin}, 400, "invalid-request"},
+		{"put stock without token", call{method: "PUT", path: "/api/v1/stock/sku-1", body: `{"quantity":0}`}, 401, "unauthorized"},
+		{"put stock with wrong token", call{method: "PUT", path: "/api/v1/stock/sku-1", body: `{"quantity":0}`, header: map[string]string{"Authorization": "Bearer nope"}}, 401, "unauthorized"},
+		{"put stock negative", call{method: "PUT", path: "/api/v1/stock/sku-1", body: `{"quantity":-1}`, header: admin}, 400, "invalid-request"},
+		{"put stock missing quantity", call{method: "PUT", path: "/api/v1/stock/sku-1", body: `{}`, header: admin}, 400, "invalid-request"},
+		{"put stock unknown field", call{method: "PUT", path: "/api/v1/stock/sku-1", body: `{"quantity":1,"initial":1}`, header: admin}, 400, "invalid-request"},
+		{"put stock long sku", call{method: "PUT", path: "/api/v1/stock/" + long, body: `{"quantity":1}`, header: admin}, 400, "invalid-request"},
 		{"no idempotency key", call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","user_id":"u","quantity":1}`, header: map[string]string{"Idempotency-Key": ""}}, 400, "idempotency-key-missing"},
 		{"idempotency key too long", call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","user_id":"u","quantity":1}`, header: map[string]string{"Idempotency-Key": long + long + long + long + long}}, 400, "invalid-request"},
 		{"idempotency key unterminated", call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","user_id":"u","quantity":1}`, header: map[string]string{"Idempotency-Key": `"abc`}}, 400, "invalid-request"},
@@ -227,7 +227,7 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestAdminDisabled: with no admin token configured, resets are refused
+// TestAdminDisabled: with no admin token configured, stock changes are refused
 // whatever the request carries.
 func TestAdminDisabled(t *testing.T) {
 	t.Parallel()
@@ -250,7 +250,7 @@ func TestOrderFlow(t *testing.T) {
 	admin := map[string]string{"Authorization": "Bearer " + token}
 	resp, body := do(t, srv, call{method: "PUT", path: "/api/v1/stock/sku-1", body: `{"quantity":2}`, header: admin})
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("reset: %d %s", resp.StatusCode, body)
+		t.Fatalf("put stock: %d %s", resp.StatusCode, body)
 	}
 	var first struct {
 		ID       int64  `json:"id"`

@@ -56,7 +56,7 @@ func TestRequestID(t *testing.T) {
 
 	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
 	svc := order.NewService(gdb, stock.NewAtomic(gdb), nil)
-	if _, err := svc.ResetStock(t.Context(), "sku-1", 10); err != nil {
+	if _, err := svc.SetStock(t.Context(), "sku-1", 10); err != nil {
 		t.Fatal(err)
 	}
 	var logs syncBuffer

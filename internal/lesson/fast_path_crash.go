@@ -2,6 +2,7 @@ package lesson
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -80,7 +81,11 @@ func fastPathLua(ctx context.Context, env *Env) (Trial, error) {
 	sku := env.Prefix + "fast-path-crash-fix"
 	opts := &order.LuaOptions{Prefix: env.Prefix + "lua:", ClaimIdle: fastIdle}
 	dying := order.NewService(env.DB, order.NewLua(env.DB, env.Redis, opts), nil)
-	if _, err := dying.ResetStock(ctx, sku, fastBuyers); err != nil {
+	// A sale from nothing: what an earlier run of the lesson left goes.
+	if err := dying.DeleteStock(ctx, sku); err != nil && !errors.Is(err, stock.ErrNotFound) {
+		return Trial{}, err
+	}
+	if _, err := dying.SetStock(ctx, sku, fastBuyers); err != nil {
 		return Trial{}, err
 	}
 	acked := 0

@@ -38,7 +38,7 @@ func TestBatchedKeys(t *testing.T) {
 	newShop, gdb := instances(t, "batched")
 	svc := newShop()
 	ctx := t.Context()
-	if _, err := svc.ResetStock(ctx, "keys", 100); err != nil {
+	if _, err := svc.SetStock(ctx, "keys", 100); err != nil {
 		t.Fatal(err)
 	}
 	const n = 20
@@ -110,7 +110,7 @@ func TestBatchedDeadline(t *testing.T) {
 	newShop, gdb := instances(t, "batched")
 	svc := newShop()
 	ctx := t.Context()
-	if _, err := svc.ResetStock(ctx, "slow", 10); err != nil {
+	if _, err := svc.SetStock(ctx, "slow", 10); err != nil {
 		t.Fatal(err)
 	}
 	tx := gdb.Begin() // a slow transaction holds the stock row
@@ -169,7 +169,7 @@ func TestBatchedLimitAndMissing(t *testing.T) {
 	_, gdb := instances(t, "batched")
 	svc := order.NewService(gdb, order.NewBatched(gdb), &order.Options{PerUserLimit: 2})
 	ctx := t.Context()
-	if _, err := svc.ResetStock(ctx, "limited", 100); err != nil {
+	if _, err := svc.SetStock(ctx, "limited", 100); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -206,7 +206,7 @@ func TestBatchedLockWaitRetried(t *testing.T) {
 	gdb := testinfra.ShopDB(t, testinfra.MySQL(t)+"&innodb_lock_wait_timeout=1")
 	svc := order.NewService(gdb, order.NewBatched(gdb), nil)
 	ctx := t.Context()
-	if _, err := svc.ResetStock(ctx, "held", 1); err != nil {
+	if _, err := svc.SetStock(ctx, "held", 1); err != nil {
 		t.Fatal(err)
 	}
 	tx := gdb.Begin()

@@ -59,7 +59,7 @@ func instances(t *testing.T, name string) (func() *order.Service, *gorm.DB) {
 	}, gdb
 }
 
-// burst sets the stock of sku to units, releases buyers at once through a
+// burst puts units of sku on sale, from nothing, releases buyers at once through a
 // start gate, and audits the result from the database. Every buyer must
 // buy or be told the stock is sold out.
 func burst(t *testing.T, svc *order.Service, gdb *gorm.DB, sku string) audit.Audit {
@@ -76,7 +76,11 @@ func burst(t *testing.T, svc *order.Service, gdb *gorm.DB, sku string) audit.Aud
 func burstOn(t *testing.T, gdb *gorm.DB, sku string, instances ...*order.Service) (audit.Audit, []error) {
 	t.Helper()
 	ctx := t.Context()
-	if _, err := instances[0].ResetStock(ctx, sku, units); err != nil {
+	// A round that follows another on the same SKU starts from nothing.
+	if err := instances[0].DeleteStock(ctx, sku); err != nil && !errors.Is(err, stock.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if _, err := instances[0].SetStock(ctx, sku, units); err != nil {
 		t.Fatal(err)
 	}
 	var (
@@ -208,7 +212,7 @@ func TestRefundThenBuy(t *testing.T) {
 			a, b := newShop(), newShop()
 			ctx := t.Context()
 			const sku = "last-one"
-			if _, err := a.ResetStock(ctx, sku, 1); err != nil {
+			if _, err := a.SetStock(ctx, sku, 1); err != nil {
 				t.Fatal(err)
 			}
 			buy := func(svc *order.Service, user string) (order.Order, error) {
@@ -252,7 +256,7 @@ func TestRetryAfterSoldOut(t *testing.T) {
 			svc := newShop()
 			ctx := t.Context()
 			const sku = "retry"
-			if _, err := svc.ResetStock(ctx, sku, 2); err != nil {
+			if _, err := svc.SetStock(ctx, sku, 2); err != nil {
 				t.Fatal(err)
 			}
 			first := order.PlaceRequest{SKU: sku, UserID: "ann", Quantity: 1, IdempotencyKey: "k-ann"}

@@ -228,25 +228,41 @@ func (l *Lua) fix(sku string) {
 // which the HTTP API never sends, and refunds: the change commits in the
 // database, then goes to Redis.
 func (l *Lua) Adjust(ctx context.Context, sku string, delta int, fn stock.Fn) error {
-	return l.adjust(ctx, sku, delta, "", fn)
+	return l.adjust(ctx, sku, delta, "", only(fn))
 }
 
 // refund returns o's units, to the database and then to Redis, and takes
 // them off what its user holds there.
 func (l *Lua) refund(ctx context.Context, o Order, fn stock.Fn) error {
-	return l.adjust(ctx, o.SKU, o.Quantity, o.UserID, fn)
+	return l.adjust(ctx, o.SKU, o.Quantity, o.UserID, only(fn))
 }
 
-func (l *Lua) adjust(ctx context.Context, sku string, delta int, user string, fn stock.Fn) error {
+// restock implements SetStock's change of an existing SKU: set changes
+// the stock in the database, under the stock row's lock, and Redis then
+// takes the same change, in the same epoch, without a rebuild.
+func (l *Lua) restock(ctx context.Context, sku string, set func(tx *gorm.DB) (int, error)) error {
+	return l.adjust(ctx, sku, 0, "", set)
+}
+
+// only is fn as adjust takes it: it changes no stock beyond the delta.
+func only(fn stock.Fn) func(tx *gorm.DB) (int, error) {
+	return func(tx *gorm.DB) (int, error) { return 0, fn(tx) }
+}
+
+// adjust applies delta, and whatever more fn changes of the stock in the
+// same transaction, to the database and then to Redis.
+func (l *Lua) adjust(ctx context.Context, sku string, delta int, user string, fn func(tx *gorm.DB) (int, error)) error {
 	var epoch int64
+	change := delta // what reaches Redis: the last attempt's, should the transaction run again
 	err := l.single.Adjust(ctx, sku, delta, func(tx *gorm.DB) error {
-		if err := fn(tx); err != nil {
+		more, err := fn(tx)
+		if err != nil {
 			return err
 		}
+		change = delta + more
 		// Read under the stock row's lock, which a rebuild takes too: a
 		// state of this epoch was built without this change, one of a
 		// later epoch with it. So the change reaches Redis exactly once.
-		var err error
 		epoch, err = readEpoch(tx, sku)
 		return err
 	})
@@ -255,7 +271,7 @@ func (l *Lua) adjust(ctx context.Context, sku string, delta int, user string, fn
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
 	defer cancel()
-	if _, err := l.redis.Adjust(rctx, sku, epoch, delta, user, l.limit > 0); err != nil {
+	if _, err := l.redis.Adjust(rctx, sku, epoch, change, user, l.limit > 0); err != nil {
 		l.fix(sku) // the database has the change; Redis gets it from there
 	}
 	return nil
@@ -285,9 +301,9 @@ func newEpoch(tx *gorm.DB, sku string, from int64) (int64, error) {
 	return e.Epoch, err
 }
 
-// startSale, in the transaction of a stock reset, starts a new epoch: no
-// state built before it sells again.
-func (l *Lua) startSale(tx *gorm.DB, sku string) error {
+// newSale implements saleKeeper: a new epoch, in the transaction that sets
+// the SKU up, so that no state built before it sells again.
+func (l *Lua) newSale(tx *gorm.DB, sku string) error {
 	e, err := readEpoch(tx, sku)
 	if err == nil {
 		_, err = newEpoch(tx, sku, e)
@@ -295,13 +311,20 @@ func (l *Lua) startSale(tx *gorm.DB, sku string) error {
 	return err
 }
 
-// forget drops the SKU's Redis state once a reset has committed.
+// forget implements saleKeeper: it drops the SKU's Redis state.
 func (l *Lua) forget(ctx context.Context, sku string) error {
 	l.mu.Lock()
 	delete(l.epochs, sku)
 	l.mu.Unlock()
 	return l.redis.Forget(ctx, sku)
 }
+
+var (
+	_ saleKeeper = (*Lua)(nil)
+	_ restocker  = (*Lua)(nil)
+	_ refunder   = (*Lua)(nil)
+	_ placer     = (*Lua)(nil)
+)
 
 // Reconciled is what setting one SKU's Redis state from the database found
 // and did.

@@ -142,7 +142,7 @@ func TestLuaDatabaseRefuses(t *testing.T) {
 	f := newLuaFleet(t, nil, "", order.LuaOptions{})
 	a, b := f.new(), f.new()
 	const sku = "stale"
-	if _, err := a.ResetStock(t.Context(), sku, 20); err != nil {
+	if _, err := a.SetStock(t.Context(), sku, 20); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := a.Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: "first", Quantity: 1, IdempotencyKey: "first"}); err != nil {
@@ -173,7 +173,7 @@ func TestLuaRebuildsEmptyRedis(t *testing.T) {
 	f := newLuaFleet(t, nil, "", order.LuaOptions{})
 	a, b := f.new(), f.new()
 	const sku = "flushed"
-	if _, err := a.ResetStock(t.Context(), sku, 30); err != nil {
+	if _, err := a.SetStock(t.Context(), sku, 30); err != nil {
 		t.Fatal(err)
 	}
 	first, _, others := place(t, sku, 20, a, b)
@@ -215,7 +215,7 @@ func TestLuaRetryTakesNoStock(t *testing.T) {
 	shop := f.new()
 	ctx := t.Context()
 	const sku = "retry-no-stock"
-	if _, err := shop.ResetStock(ctx, sku, 3); err != nil {
+	if _, err := shop.SetStock(ctx, sku, 3); err != nil {
 		t.Fatal(err)
 	}
 	buy := func(user string) order.Order {
@@ -273,7 +273,7 @@ func TestLuaClaimsDeadReservations(t *testing.T) {
 	f := newLuaFleet(t, nil, "", order.LuaOptions{ClaimIdle: idle})
 	live := f.new()
 	const sku = "orphans"
-	if _, err := live.ResetStock(t.Context(), sku, 10); err != nil {
+	if _, err := live.SetStock(t.Context(), sku, 10); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, others := place(t, sku, 1, live); len(others) > 0 { // builds the state
@@ -319,7 +319,7 @@ func TestLuaRefundOnce(t *testing.T) {
 	f := newLuaFleet(t, nil, "", order.LuaOptions{PerUserLimit: 2})
 	a, b := f.new(), f.new()
 	const sku = "refund"
-	if _, err := a.ResetStock(t.Context(), sku, 3); err != nil {
+	if _, err := a.SetStock(t.Context(), sku, 3); err != nil {
 		t.Fatal(err)
 	}
 	o, _, err := a.Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: "ann", Quantity: 2, IdempotencyKey: "buy"})
@@ -356,6 +356,75 @@ func TestLuaRefundOnce(t *testing.T) {
 	f.settled(t, a, sku, 0, []int64{again.ID})
 }
 
+// TestLuaStockChange: a change of an existing SKU's stock reaches Redis
+// at once, in the same epoch, with no reconcile, and the SKU sells out
+// from it; a delete drops the SKU's Redis state and moves its epoch on, so
+// that the SKU set up again starts a new sale.
+func TestLuaStockChange(t *testing.T) {
+	t.Parallel()
+	f := newLuaFleet(t, nil, "", order.LuaOptions{})
+	a, b := f.new(), f.new()
+	const sku = "change"
+	if _, err := a.SetStock(t.Context(), sku, 50); err != nil {
+		t.Fatal(err)
+	}
+	first, _, others := place(t, sku, 30, a, b)
+	if len(first) != 30 || len(others) > 0 {
+		t.Fatalf("%d of 30 sold: %v", len(first), others)
+	}
+	epoch := func() int64 {
+		t.Helper()
+		var e int64
+		if err := f.gdb.Raw(`SELECT epoch FROM stock_epochs WHERE sku = ?`, sku).Row().Scan(&e); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	before := epoch()
+	s, err := b.SetStock(t.Context(), sku, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s != (order.Stock{SKU: sku, Initial: 70, Available: 40, Sold: 30}) {
+		t.Errorf("stock after the change %+v, want 70 initial, 40 available, 30 sold", s)
+	}
+	if got := f.redisAvailable(t, sku); got != 40 || epoch() != before {
+		t.Errorf("redis has %d in epoch %d, want 40 in epoch %d", got, epoch(), before)
+	}
+	var acked []int64
+	for i := range 60 { // other buyers than the first 30
+		o, _, err := []luaShop{a, b}[i%2].Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: fmt.Sprint("later-", i), Quantity: 1, IdempotencyKey: "k"})
+		switch {
+		case err == nil:
+			acked = append(acked, o.ID)
+		case !errors.Is(err, stock.ErrSoldOut):
+			t.Fatal(err)
+		}
+	}
+	if len(acked) != 40 {
+		t.Errorf("%d sold after the change, want 40", len(acked))
+	}
+	if au := f.settled(t, a, sku, 20, append(first, acked...)); au.Orders != 70 || au.Available != 0 {
+		t.Errorf("%d orders, %d available; want 70 and 0", au.Orders, au.Available)
+	}
+
+	if err := a.DeleteStock(t.Context(), sku); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.redisAvailable(t, sku); got != -1 || epoch() <= before {
+		t.Errorf("after the delete redis has %d, epoch %d; want no state, and an epoch past %d", got, epoch(), before)
+	}
+	deleted := epoch()
+	if _, err := b.SetStock(t.Context(), sku, 5); err != nil {
+		t.Fatal(err)
+	}
+	again, _, others := place(t, sku, 10, a, b)
+	if len(again) != 5 || len(others) > 0 || epoch() <= deleted {
+		t.Errorf("set up again: %d sold of 5 (%v) in epoch %d; want a new epoch past %d", len(again), others, epoch(), deleted)
+	}
+	f.settled(t, a, sku, 5, again)
+}
+
 // TestLuaReconcileFenced: a reconcile run whose token is below a later
 // run's (its lease was lost, and another holder ran since) changes no
 // state.
@@ -364,7 +433,7 @@ func TestLuaReconcileFenced(t *testing.T) {
 	f := newLuaFleet(t, nil, "", order.LuaOptions{})
 	a := f.new()
 	const sku = "fenced"
-	if _, err := a.ResetStock(t.Context(), sku, 5); err != nil {
+	if _, err := a.SetStock(t.Context(), sku, 5); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, others := place(t, sku, 1, a); len(others) > 0 {
@@ -399,7 +468,7 @@ func TestLuaSameKeyOnce(t *testing.T) {
 	f := newLuaFleet(t, nil, "", order.LuaOptions{})
 	a, b := f.new(), f.new()
 	const sku = "twice"
-	if _, err := a.ResetStock(t.Context(), sku, 50); err != nil {
+	if _, err := a.SetStock(t.Context(), sku, 50); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -441,7 +510,7 @@ func TestLuaOnRedisCluster(t *testing.T) {
 		// A database each: the buyers' names and keys are the same.
 		f := newLuaFleet(t, rdb, "shop:", order.LuaOptions{PerUserLimit: 1})
 		shops := []luaShop{f.new(), f.new(), f.new()}
-		if _, err := shops[0].ResetStock(t.Context(), sku, units); err != nil {
+		if _, err := shops[0].SetStock(t.Context(), sku, units); err != nil {
 			t.Fatal(err)
 		}
 		acked, soldOut, others := place(t, sku, buyers, shops...)

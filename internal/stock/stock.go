@@ -71,6 +71,30 @@ func Reset(ctx context.Context, tx *gorm.DB, sku string, quantity int) error {
 	}).Create(&it).Error
 }
 
+// Create sets sku up with quantity units, unless it exists, and reports
+// whether it did.
+func Create(tx *gorm.DB, sku string, quantity int) (created bool, err error) {
+	it := Item{SKU: sku, Initial: quantity, Available: quantity, UpdatedAt: now()}
+	res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&it)
+	return res.RowsAffected == 1, res.Error
+}
+
+// Set makes sku's available n, and moves initial by as much, so that what
+// the orders hold, initial less available, stays what it was. It returns
+// the change. It runs in a guard's Fn: the guard has just written the row in
+// tx, so it holds the row, and whatever the strategy guards it with (lock,
+// fence, turn), until tx ends; no purchase commits between the read and the
+// write, and the read sees the guard's own write.
+func Set(tx *gorm.DB, sku string, n int) (delta int, err error) {
+	var available int
+	if err := tx.Raw(`SELECT available FROM stock_items WHERE sku = ?`, sku).Row().Scan(&available); err != nil {
+		return 0, err
+	}
+	delta = n - available
+	err = tx.Exec(`UPDATE stock_items SET initial = initial + ?, available = ?, updated_at = ? WHERE sku = ?`, delta, n, now(), sku).Error
+	return delta, err
+}
+
 func now() time.Time { return time.Now().UTC() }
 
 // transact runs fn in a transaction. Deadlocks and lock-wait timeouts roll

@@ -156,7 +156,7 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 			return nil, err
 		}
 	}
-	if err := shop.Reset(ctx, sku, stock); err != nil {
+	if err := shop.SetStock(ctx, sku, stock); err != nil {
 		return nil, err
 	}
 	var progress func(loadtest.Answer)

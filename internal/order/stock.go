@@ -1,0 +1,152 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/stock"
+)
+
+// Stock is a SKU's stock as the API shows it.
+type Stock struct {
+	SKU       string `json:"sku"`
+	Initial   int    `json:"initial"`
+	Available int    `json:"available"`
+	// Sold counts the units of live orders. Read from the orders rather
+	// than derived from available, it shows an oversell as sold > initial.
+	Sold int `json:"sold"`
+}
+
+// Stock reads sku's stock and the units sold.
+func (s *Service) Stock(ctx context.Context, sku string) (Stock, error) {
+	it, err := stock.Get(ctx, s.db, sku)
+	if err != nil {
+		return Stock{}, err
+	}
+	var sold int
+	err = s.db.WithContext(ctx).Model(&Order{}).Where("sku = ? AND status = ?", sku, StatusCreated).
+		Select("COALESCE(SUM(quantity), 0)").Scan(&sold).Error
+	if err != nil {
+		return Stock{}, fmt.Errorf("order: sold: %w", err)
+	}
+	return Stock{SKU: it.SKU, Initial: it.Initial, Available: it.Available, Sold: sold}, nil
+}
+
+// SetStock puts available units of sku on sale now, and returns its stock
+// after the change.
+//
+// A new SKU is set up with that many. An existing one keeps every order and
+// every holding: its available becomes the number given, and its initial
+// moves by as much, so that available plus the units of live orders still
+// equals initial. The change goes through the strategy's guard, as a
+// purchase does, so it is safe while buyers are being served: it waits for
+// the strategy's lock, row or turn, a lock strategy's fence rises past it
+// (never back to 0, which would let a stale lock holder write), and lua's
+// Redis stock follows it in the same epoch.
+func (s *Service) SetStock(ctx context.Context, sku string, available int) (Stock, error) {
+	for attempt := 1; ; attempt++ {
+		created, err := s.create(ctx, sku, available)
+		if err == nil && !created {
+			err = s.change(ctx, sku, available)
+		}
+		switch {
+		case errors.Is(err, stock.ErrNotFound) && attempt < 3:
+			continue // deleted between the two: set it up
+		case err != nil:
+			return Stock{}, fmt.Errorf("order: set stock: %w", err)
+		}
+		return s.Stock(ctx, sku)
+	}
+}
+
+// create sets sku up with available units, unless it exists, and reports
+// whether it did.
+func (s *Service) create(ctx context.Context, sku string, available int) (created bool, err error) {
+	keeper, keeps := s.guard.(saleKeeper)
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		if created, err = stock.Create(tx, sku, available); err != nil || !created || !keeps {
+			return err
+		}
+		return keeper.newSale(tx, sku)
+	})
+	if err == nil && created && keeps {
+		// Should this fail, the new sale's epoch still keeps what is left
+		// from selling.
+		err = keeper.forget(ctx, sku)
+	}
+	return created, err
+}
+
+// change sets an existing sku's available, keeping its orders (see
+// SetStock).
+func (s *Service) change(ctx context.Context, sku string, available int) error {
+	set := func(tx *gorm.DB) (int, error) { return stock.Set(tx, sku, available) }
+	if r, ok := s.guard.(restocker); ok {
+		return r.restock(ctx, sku, set)
+	}
+	// A change of 0 takes whatever guards the SKU, and set then makes the
+	// change under it.
+	return s.guard.Adjust(ctx, sku, 0, func(tx *gorm.DB) error {
+		_, err := set(tx)
+		return err
+	})
+}
+
+// restocker is a strategy that changes a SKU's stock itself, rather than
+// through Adjust: lua, whose Redis stock must follow the change that set,
+// run in the database's transaction, reports.
+type restocker interface {
+	restock(ctx context.Context, sku string, set func(tx *gorm.DB) (delta int, err error)) error
+}
+
+// saleKeeper is a strategy that keeps a SKU's sale outside the database:
+// lua, in Redis.
+type saleKeeper interface {
+	// newSale, in the transaction that sets sku up, starts a new sale:
+	// nothing kept of an earlier one sells again.
+	newSale(tx *gorm.DB, sku string) error
+	// forget drops what is kept of sku, once that transaction, or the one
+	// that deleted it, has committed.
+	forget(ctx context.Context, sku string) error
+}
+
+// DeleteStock deletes sku and everything that points to it: its orders,
+// what users hold of it, and what the strategy keeps of it elsewhere (lua's
+// Redis state). lua's epoch of the SKU keeps counting, so that a SKU set up
+// again under the same name starts a new sale.
+//
+// It is for demos and tests, which start sales over: a shop that must keep
+// its orders changes stock with SetStock. It must not run while the SKU is
+// being sold: a lock holder that stalled through it writes past the fence
+// of the SKU set up again.
+func (s *Service) DeleteStock(ctx context.Context, sku string) error {
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// The stock row first: every purchase and refund takes it before it
+		// writes, so none is under way once it is locked.
+		res := tx.Where("sku = ?", sku).Delete(&stock.Item{})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return fmt.Errorf("%w: %s", stock.ErrNotFound, sku)
+		}
+		for _, row := range []any{&Order{}, &purchase{}} {
+			if err := tx.Where("sku = ?", sku).Delete(row).Error; err != nil {
+				return err
+			}
+		}
+		return tx.Exec(`UPDATE stock_epochs SET epoch = epoch + 1 WHERE sku = ?`, sku).Error
+	})
+	if keeper, ok := s.guard.(saleKeeper); ok && err == nil {
+		// Should this fail, the epoch moved on keeps the state from selling.
+		err = keeper.forget(ctx, sku)
+	}
+	if err != nil {
+		return fmt.Errorf("order: delete stock: %w", err)
+	}
+	return nil
+}
