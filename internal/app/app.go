@@ -82,6 +82,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 			PendingTTL: cfg.RequestTimeout + pendingMargin,
 		}),
 		AdminToken:     cfg.AdminToken,
+		AllowReset:     cfg.AllowReset,
 		Buyers:         buyers,
 		Rate:           rate,
 		RequestTimeout: cfg.RequestTimeout,

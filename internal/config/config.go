@@ -40,6 +40,7 @@ type Config struct {
 	EtcdPrefix     string        // SHOP_ETCD_PREFIX, the key prefix of the etcd locks
 	Strategy       string        // SHOP_STRATEGY
 	AdminToken     string        // SHOP_ADMIN_TOKEN; empty refuses the admin endpoints
+	AllowReset     bool          // SHOP_ALLOW_RESET: DELETE /api/v1/stock/{sku} deletes a SKU and its orders
 	LockTTL        time.Duration // SHOP_LOCK_TTL
 	RequestTimeout time.Duration // SHOP_REQUEST_TIMEOUT
 	IdempotencyTTL time.Duration // SHOP_IDEMPOTENCY_TTL
@@ -135,6 +136,14 @@ var settings = [...]setting{
 	load(str("SHOP_ETCD_PREFIX", "etcd-prefix", "stockguard/locks/", "key prefix under which the etcd strategy keeps its locks", func(c *Config) *string { return &c.EtcdPrefix })),
 	str("SHOP_STRATEGY", "strategy", "atomic", strategyUsage, func(c *Config) *string { return &c.Strategy }),
 	str("SHOP_ADMIN_TOKEN", "admin-token", "", "bearer token for the admin endpoints; empty refuses them", func(c *Config) *string { return &c.AdminToken }),
+	{env: "SHOP_ALLOW_RESET", flag: "allow-reset", def: "false", usage: "true lets the admin delete a SKU with its orders and holdings (DELETE /api/v1/stock/{sku}), for demos and tests; never in production",
+		set: func(c *Config, v string) (err error) {
+			if c.AllowReset, err = strconv.ParseBool(v); err != nil {
+				return fmt.Errorf("%q is neither true nor false", v)
+			}
+			return nil
+		},
+		get: func(c Config) string { return strconv.FormatBool(c.AllowReset) }},
 	dur("SHOP_LOCK_TTL", "lock-ttl", "10s", 100*time.Millisecond, "lease TTL of the distributed locks", func(c *Config) *time.Duration { return &c.LockTTL }),
 	dur("SHOP_REQUEST_TIMEOUT", "request-timeout", "10s", 10*time.Millisecond, "deadline of one API request", func(c *Config) *time.Duration { return &c.RequestTimeout }),
 	dur("SHOP_IDEMPOTENCY_TTL", "idempotency-ttl", "24h", time.Second, "how long a response is kept for replay under its Idempotency-Key", func(c *Config) *time.Duration { return &c.IdempotencyTTL }),

@@ -72,7 +72,7 @@ func TestEnvironRoundTrip(t *testing.T) {
 	want, err := load(t, map[string]string{"SHOP_REDLOCK_ADDRS": "a:1,b:2,c:3", "SHOP_ZK_ADDRS": "zk:2181",
 		"SHOP_LOCK_TTL": "1500ms", "SHOP_PER_USER_LIMIT": "2", "SHOP_ADMIN_TOKEN": "t", "SHOP_DEBUG_ADDR": "",
 		"SHOP_BUYER_AUTH": "jwt", "SHOP_JWT_SECRET": strings.Repeat("s", 32), "SHOP_JWT_ISSUER": "i", "SHOP_JWT_AUDIENCE": "a", "SHOP_BUYER_RATE": "5/s",
-		"SHOP_HTTP_READ_TIMEOUT": "1s", "SHOP_HTTP_WRITE_TIMEOUT": "12s", "SHOP_HTTP_IDLE_TIMEOUT": "30s"})
+		"SHOP_HTTP_READ_TIMEOUT": "1s", "SHOP_HTTP_WRITE_TIMEOUT": "12s", "SHOP_HTTP_IDLE_TIMEOUT": "30s", "SHOP_ALLOW_RESET": "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +100,8 @@ func TestHTTPSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ReadTimeout != 5*time.Second || c.WriteTimeout != 15*time.Second || c.IdleTimeout != 2*time.Minute {
-		t.Errorf("defaults: read %s, write %s, idle %s", c.ReadTimeout, c.WriteTimeout, c.IdleTimeout)
+	if c.ReadTimeout != 5*time.Second || c.WriteTimeout != 15*time.Second || c.IdleTimeout != 2*time.Minute || c.AllowReset {
+		t.Errorf("defaults: read %s, write %s, idle %s, allow reset %v", c.ReadTimeout, c.WriteTimeout, c.IdleTimeout, c.AllowReset)
 	}
 	tests := []struct {
 		name string
@@ -113,6 +113,8 @@ func TestHTTPSettings(t *testing.T) {
 		{"write within the read timeout", map[string]string{"SHOP_HTTP_READ_TIMEOUT": "20s"}, "SHOP_HTTP_WRITE_TIMEOUT: 15s must be longer than SHOP_HTTP_READ_TIMEOUT (20s)"},
 		{"bad read timeout", map[string]string{"SHOP_HTTP_READ_TIMEOUT": "slow"}, "SHOP_HTTP_READ_TIMEOUT"},
 		{"tiny idle timeout", map[string]string{"SHOP_HTTP_IDLE_TIMEOUT": "1ms"}, "SHOP_HTTP_IDLE_TIMEOUT: 1ms is below the minimum"},
+		{"allow reset", map[string]string{"SHOP_ALLOW_RESET": "true"}, ""},
+		{"bad allow reset", map[string]string{"SHOP_ALLOW_RESET": "yes please"}, `SHOP_ALLOW_RESET: "yes please" is neither true nor false`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

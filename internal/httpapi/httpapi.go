@@ -41,6 +41,9 @@ type Config struct {
 	Orders      *order.Service
 	Idempotency *idempotency.Store
 	AdminToken  string // empty refuses the admin endpoints
+	// AllowReset lets the admin delete a SKU with its orders; without it,
+	// DELETE /api/v1/stock/{sku} is forbidden.
+	AllowReset bool
 	// Buyers verifies buyer tokens. With nil, the buyer is the user_id the
 	// request names: anyone can act as anyone.
 	Buyers *buyer.Verifier
@@ -78,6 +81,7 @@ func New(cfg Config) *gin.Engine {
 	idem := idempotency.Middleware(idempotency.MiddlewareConfig{Store: a.Idempotency, MaxBody: MaxBodyBytes, Admit: a.admit, Fail: a.fail, Log: a.Log})
 	v1 := r.Group("/api/v1", a.timeout)
 	v1.PUT("/stock/:sku", a.admin, a.putStock)
+	v1.DELETE("/stock/:sku", a.admin, a.deleteStock)
 	v1.GET("/stock/:sku", a.getStock)
 	v1.POST("/orders", a.countOrders, a.authenticate, idem, a.postOrder)
 	v1.GET("/orders", a.authenticate, a.listOrders)
@@ -196,6 +200,23 @@ func (a *api) putStock(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, s)
+}
+
+func (a *api) deleteStock(c *gin.Context) {
+	if !a.AllowReset {
+		problem(c, "forbidden", "deleting a SKU deletes its orders and what its buyers hold, which this shop does not allow: "+
+			"it runs without SHOP_ALLOW_RESET=true. PUT /api/v1/stock/{sku} changes the stock and keeps them")
+		return
+	}
+	sku := c.Param("sku")
+	if !validID(c, "sku", sku) {
+		return
+	}
+	if err := a.Orders.DeleteStock(c.Request.Context(), sku); err != nil {
+		a.fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
 }
 
 func (a *api) getStock(c *gin.Context) {

@@ -35,7 +35,7 @@ var problems = map[string]struct {
 	"invalid-request":         {http.StatusBadRequest, "The request is invalid"},
 	"idempotency-key-missing": {http.StatusBadRequest, "Idempotency-Key header is required"},
 	"unauthorized":            {http.StatusUnauthorized, "Missing or bad token"},
-	"forbidden":               {http.StatusForbidden, "The request names another user than its token"},
+	"forbidden":               {http.StatusForbidden, "The request is not allowed"},
 	"not-found":               {http.StatusNotFound, "Not found"},
 	"method-not-allowed":      {http.StatusMethodNotAllowed, "Method not allowed"},
 	"request-timeout":         {http.StatusRequestTimeout, "The request did not arrive in time"},
