@@ -26,6 +26,30 @@ func load(t *testing.T, env map[string]string) (config.Config, error) {
 	return config.Load(nil, func(k string) string { return env[k] }, strategies, io.Discard)
 }
 
+// loadCase is an environment, and what Load must say of it: an error that
+// mentions err, or none when err is empty.
+type loadCase struct {
+	name string
+	env  map[string]string
+	err  string
+}
+
+// loadAll loads each case's environment as a subtest.
+func loadAll(t *testing.T, cases []loadCase) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.env)
+			if tt.err == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Fatalf("err = %v, want it to mention %q", err, tt.err)
+			}
+		})
+	}
+}
+
 // TestAddrLists: the settings that take several addresses, Redlock's
 // masters and a Redis Cluster's seed nodes.
 func TestAddrLists(t *testing.T) {
@@ -103,11 +127,7 @@ func TestHTTPSettings(t *testing.T) {
 	if c.ReadTimeout != 5*time.Second || c.WriteTimeout != 15*time.Second || c.IdleTimeout != 2*time.Minute || c.AllowReset {
 		t.Errorf("defaults: read %s, write %s, idle %s, allow reset %v", c.ReadTimeout, c.WriteTimeout, c.IdleTimeout, c.AllowReset)
 	}
-	tests := []struct {
-		name string
-		env  map[string]string
-		err  string
-	}{
+	tests := []loadCase{
 		{"short timeouts", map[string]string{"SHOP_HTTP_READ_TIMEOUT": "1s", "SHOP_HTTP_WRITE_TIMEOUT": "3s", "SHOP_REQUEST_TIMEOUT": "2s"}, ""},
 		{"write within the request's deadline", map[string]string{"SHOP_REQUEST_TIMEOUT": "15s"}, "SHOP_HTTP_WRITE_TIMEOUT: 15s must be longer than SHOP_REQUEST_TIMEOUT (15s)"},
 		{"write within the read timeout", map[string]string{"SHOP_HTTP_READ_TIMEOUT": "20s"}, "SHOP_HTTP_WRITE_TIMEOUT: 15s must be longer than SHOP_HTTP_READ_TIMEOUT (20s)"},
@@ -116,17 +136,7 @@ func TestHTTPSettings(t *testing.T) {
 		{"allow reset", map[string]string{"SHOP_ALLOW_RESET": "true"}, ""},
 		{"bad allow reset", map[string]string{"SHOP_ALLOW_RESET": "yes please"}, `SHOP_ALLOW_RESET: "yes please" is neither true nor false`},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := load(t, tt.env)
-			if tt.err == "" && err != nil {
-				t.Fatal(err)
-			}
-			if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
-				t.Fatalf("err = %v, want it to mention %q", err, tt.err)
-			}
-		})
-	}
+	loadAll(t, tests)
 	// shop echo serves the same HTTP stack: it takes the listener's
 	// settings as flags, and no other.
 	fs := flag.NewFlagSet("echo", flag.ContinueOnError)
@@ -196,11 +206,7 @@ func TestBuyerSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	secret := strings.Repeat("s", 32)
-	tests := []struct {
-		name string
-		env  map[string]string
-		err  string
-	}{
+	tests := []loadCase{
 		{"default", map[string]string{}, ""},
 		{"jwt with a secret", map[string]string{"SHOP_BUYER_AUTH": "jwt", "SHOP_JWT_SECRET": secret, "SHOP_JWT_ISSUER": "i", "SHOP_JWT_AUDIENCE": "a"}, ""},
 		{"jwt with a P-256 key", map[string]string{"SHOP_BUYER_AUTH": "jwt", "SHOP_JWT_PUBLIC_KEY": p256}, ""},
@@ -216,17 +222,7 @@ func TestBuyerSettings(t *testing.T) {
 		{"rate per day", map[string]string{"SHOP_BUYER_RATE": "5/d"}, "SHOP_BUYER_RATE"},
 		{"negative rate", map[string]string{"SHOP_BUYER_RATE": "-1/s"}, "SHOP_BUYER_RATE"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := load(t, tt.env)
-			if tt.err == "" && err != nil {
-				t.Fatal(err)
-			}
-			if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
-				t.Fatalf("err = %v, want it to mention %q", err, tt.err)
-			}
-		})
-	}
+	loadAll(t, tests)
 	// An empty SHOP_REDIS_ADDR comes only from a flag: the variable's empty
 	// value is its default.
 	_, err := config.Load([]string{"--redis="}, func(k string) string {

@@ -83,14 +83,31 @@ func burstOn(t *testing.T, gdb *gorm.DB, sku string, instances ...*order.Service
 	if _, err := instances[0].SetStock(ctx, sku, units); err != nil {
 		t.Fatal(err)
 	}
+	acked, soldOut, others := release(ctx, sku, nil, instances...)
+	a, err := audit.SKU(context.WithoutCancel(ctx), gdb, sku, soldOut, acked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, others
+}
+
+// release has buyers, user-<i> with key-<i>, buy one unit of sku each,
+// spread round robin over the instances, all at once through a start
+// gate, which also lets also run beside them unless it is nil. It returns
+// the ids of the orders made, how many buyers were told sold out, and the
+// other errors.
+func release(ctx context.Context, sku string, also func(), instances ...*order.Service) (acked []int64, soldOut int, others []error) {
 	var (
-		gate    = make(chan struct{})
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		acked   []int64
-		soldOut int
-		others  []error
+		gate = make(chan struct{})
+		wg   sync.WaitGroup
+		mu   sync.Mutex
 	)
+	if also != nil {
+		wg.Go(func() {
+			<-gate
+			also()
+		})
+	}
 	for i := range buyers {
 		wg.Go(func() {
 			<-gate
@@ -109,16 +126,25 @@ func burstOn(t *testing.T, gdb *gorm.DB, sku string, instances ...*order.Service
 	}
 	close(gate)
 	wg.Wait()
-	a, err := audit.SKU(context.WithoutCancel(ctx), gdb, sku, soldOut, acked)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a, others
+	return acked, soldOut, others
 }
 
 // distributed is how many instances of the shop share a strategy that
 // needs servers beyond MySQL: several, since that is what its lock is for.
 const distributed = 3
+
+// fleet returns the instances that s serves buyers from, on a fresh
+// database, also returned for the audit: several when s needs servers
+// beyond MySQL, since that is what its lock is for, and one otherwise.
+func fleet(t *testing.T, s strategy.Strategy) ([]*order.Service, *gorm.DB) {
+	t.Helper()
+	newShop, gdb := instances(t, s.Name)
+	shops := []*order.Service{newShop()}
+	for len(s.Needs) > 0 && len(shops) < distributed {
+		shops = append(shops, newShop())
+	}
+	return shops, gdb
+}
 
 // TestContract releases 200 buyers at once on a stock of 50 under every
 // guarded strategy, the lock strategies on their real servers: exactly 50
@@ -133,11 +159,7 @@ func TestContract(t *testing.T) {
 		}
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			newShop, gdb := instances(t, s.Name)
-			shops := []*order.Service{newShop()}
-			for len(s.Needs) > 0 && len(shops) < distributed {
-				shops = append(shops, newShop())
-			}
+			shops, gdb := fleet(t, s)
 			a, failed := burstOn(t, gdb, "sku-"+s.Name, shops...)
 			if len(failed) > 0 {
 				t.Errorf("%d buyers failed; first: %v", len(failed), failed[0])

@@ -3,8 +3,6 @@ package order_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/stockguard/shop/internal/audit"
@@ -26,24 +24,13 @@ func TestSetStockWhileSelling(t *testing.T) {
 		}
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			newShop, gdb := instances(t, s.Name)
-			shops := []*order.Service{newShop()}
-			for len(s.Needs) > 0 && len(shops) < distributed {
-				shops = append(shops, newShop())
-			}
+			shops, gdb := fleet(t, s)
 			ctx := t.Context()
 			sku := "restock-" + s.Name
 			if _, err := shops[0].SetStock(ctx, sku, units); err != nil {
 				t.Fatal(err)
 			}
-			var (
-				gate  = make(chan struct{})
-				wg    sync.WaitGroup
-				mu    sync.Mutex
-				acked []int64
-			)
-			wg.Go(func() {
-				<-gate
+			acked, _, others := release(ctx, sku, func() {
 				for i := range changes {
 					before, err := stock.Get(ctx, gdb, sku)
 					if err == nil {
@@ -58,23 +45,10 @@ func TestSetStockWhileSelling(t *testing.T) {
 						t.Errorf("change %d took the fence back from %d to %d", i, before.Fence, after.Fence)
 					}
 				}
-			})
-			for i := range buyers {
-				wg.Go(func() {
-					<-gate
-					o, _, err := shops[i%len(shops)].Place(ctx, order.PlaceRequest{SKU: sku, UserID: fmt.Sprint("user-", i), Quantity: 1, IdempotencyKey: fmt.Sprint("key-", i)})
-					mu.Lock()
-					defer mu.Unlock()
-					switch {
-					case err == nil:
-						acked = append(acked, o.ID)
-					case !errors.Is(err, stock.ErrSoldOut):
-						t.Errorf("buyer %d: %v", i, err)
-					}
-				})
+			}, shops...)
+			for _, err := range others {
+				t.Errorf("a buyer: %v", err)
 			}
-			close(gate)
-			wg.Wait()
 			// A sold-out answer given before a change was true, and stock
 			// may be left after the last: no undersell is counted.
 			a, err := audit.SKU(context.WithoutCancel(ctx), gdb, sku, 0, acked)
@@ -92,7 +66,7 @@ func TestSetStockWhileSelling(t *testing.T) {
 	}
 }
 
-// TestDeleteStock: a SKU deleted goes with its orders and holdings; one
+// TestDeleteStock: a SKU deleted goes with its orders; one
 // deleted twice, or never set up, is not found; one set up again under the
 // same name starts from nothing.
 func TestDeleteStock(t *testing.T) {
