@@ -144,6 +144,10 @@ func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.W
 		log.Warn("buyer authentication is off (SHOP_BUYER_AUTH=none): the buyer is whatever user_id a request names, " +
 			"so anyone can order, refund and read as anyone; set SHOP_BUYER_AUTH=jwt outside demos and load tests")
 	}
+	if cfg.AllowReset {
+		log.Warn("SHOP_ALLOW_RESET=true: whoever holds the admin token can delete a SKU with all its orders; " +
+			"leave it unset outside demos and tests")
+	}
 
 	shop, err := app.New(ctx, cfg, log)
 	if err != nil {

@@ -211,16 +211,18 @@ func TestSecretsMasked(t *testing.T) {
 }
 
 // TestBuyerAuthOffWarns: with buyer authentication off, as by default,
-// serve says so at start.
+// serve says so at start, and so it does with SHOP_ALLOW_RESET=true.
 func TestBuyerAuthOffWarns(t *testing.T) {
 	t.Parallel()
 	var stderr strings.Builder
-	env := map[string]string{"SHOP_MYSQL_DSN": "shop:x@tcp(127.0.0.1:1)/shop?timeout=200ms", "SHOP_HTTP_ADDR": "127.0.0.1:0"}
+	env := map[string]string{"SHOP_MYSQL_DSN": "shop:x@tcp(127.0.0.1:1)/shop?timeout=200ms", "SHOP_HTTP_ADDR": "127.0.0.1:0", "SHOP_ALLOW_RESET": "true"}
 	if err := run(t.Context(), []string{"serve"}, func(k string) string { return env[k] }, io.Discard, &stderr); err == nil {
 		t.Fatal("serve with no database should fail")
 	}
-	if log := stderr.String(); !strings.Contains(log, `"level":"WARN","msg":"buyer authentication is off (SHOP_BUYER_AUTH=none)`) {
-		t.Errorf("no warning: %s", log)
+	for _, warning := range []string{`"level":"WARN","msg":"buyer authentication is off (SHOP_BUYER_AUTH=none)`, `"level":"WARN","msg":"SHOP_ALLOW_RESET=true: `} {
+		if log := stderr.String(); !strings.Contains(log, warning) {
+			t.Errorf("no warning %s: %s", warning, log)
+		}
 	}
 }
 
