@@ -58,7 +58,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if cfg.BuyerRate.N > 0 {
 		rate = buyer.NewLimiter(b.Redis, cfg.BuyerRate.N, cfg.BuyerRate.Period, cfg.RedisPrefix, log)
 	}
-	if l, ok := guard.(*order.Lua); ok {
+	if l, ok := guard.(order.Reconciler); ok {
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		done := make(chan struct{})
 		go func() {
@@ -122,7 +122,7 @@ func jobLocker(b *backend.Backends, cfg config.Config) lock.Locker {
 	return lock.NewRedis(b.Redis, &lock.RedisOptions{TTL: cfg.LockTTL, Prefix: cfg.RedisPrefix + "lock:"})
 }
 
-func reconcileJob(l *order.Lua, report func(order.Report)) lock.Job {
+func reconcileJob(l order.Reconciler, report func(order.Report)) lock.Job {
 	return func(ctx context.Context, token int64) error {
 		rep, err := l.Reconcile(ctx, token)
 		if err == nil {
@@ -155,7 +155,11 @@ func Reconcile(ctx context.Context, cfg config.Config, log *slog.Logger) (order.
 	if err != nil {
 		return order.Report{}, err
 	}
+	l, ok := guard.(order.Reconciler)
+	if !ok {
+		return order.Report{}, fmt.Errorf("strategy lua: its guard does not reconcile")
+	}
 	var rep order.Report
-	err = reconcileJob(guard.(*order.Lua), func(r order.Report) { rep = r }).Once(ctx, jobLocker(b, cfg), reconcileName, true)
+	err = reconcileJob(l, func(r order.Report) { rep = r }).Once(ctx, jobLocker(b, cfg), reconcileName, true)
 	return rep, err
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/httpapi"
-	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -59,7 +58,7 @@ func FuzzOrderRequest(f *testing.F) {
 	for _, auth := range auths {
 		f.Add(seeds[0].body, "k9", auth)
 	}
-	w := newWorld(f, func(gdb *gorm.DB) order.Guard { return stock.NewAtomic(gdb) })
+	w := newWorld(f, func(gdb *gorm.DB) stock.Guard { return stock.NewAtomic(gdb) })
 	srv := w.serve(f, httpapi.Config{Buyers: verifier(f, buyer.Keys{Secret: []byte(secret)})})
 	f.Fuzz(func(t *testing.T, body, key, auth string) {
 		if !httpguts.ValidHeaderFieldValue(key) || !httpguts.ValidHeaderFieldValue(auth) {

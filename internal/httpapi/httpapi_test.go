@@ -30,13 +30,13 @@ const token = "test-admin-token"
 // the atomic strategy, with a stock of 10 under "sku-1".
 func newServer(t testing.TB, adminToken string) *httptest.Server {
 	t.Helper()
-	srv, _ := newGuarded(t, adminToken, func(gdb *gorm.DB) order.Guard { return stock.NewAtomic(gdb) })
+	srv, _ := newGuarded(t, adminToken, func(gdb *gorm.DB) stock.Guard { return stock.NewAtomic(gdb) })
 	return srv
 }
 
 // newGuarded is newServer with the guard that newGuard builds; it returns
 // the database too.
-func newGuarded(t testing.TB, adminToken string, newGuard func(*gorm.DB) order.Guard) (*httptest.Server, *gorm.DB) {
+func newGuarded(t testing.TB, adminToken string, newGuard func(*gorm.DB) stock.Guard) (*httptest.Server, *gorm.DB) {
 	t.Helper()
 	w := newWorld(t, newGuard)
 	return w.serve(t, httpapi.Config{AdminToken: adminToken}), w.db
@@ -47,10 +47,10 @@ func newGuarded(t testing.TB, adminToken string, newGuard func(*gorm.DB) order.G
 type world struct {
 	db       *gorm.DB
 	redis    testinfra.RedisNamespace
-	newGuard func(*gorm.DB) order.Guard
+	newGuard func(*gorm.DB) stock.Guard
 }
 
-func newWorld(t testing.TB, newGuard func(*gorm.DB) order.Guard) *world {
+func newWorld(t testing.TB, newGuard func(*gorm.DB) stock.Guard) *world {
 	t.Helper()
 	w := &world{redis: testinfra.Redis(t), db: testinfra.ShopDB(t, testinfra.MySQL(t)), newGuard: newGuard}
 	w.reset(t, 10)
@@ -290,7 +290,7 @@ func TestOrderFlow(t *testing.T) {
 // neither takes stock nor creates an order.
 func TestFencedIsBusy(t *testing.T) {
 	t.Parallel()
-	srv, gdb := newGuarded(t, token, func(gdb *gorm.DB) order.Guard { return stock.NewLocked(gdb, lock.NewLocal()) })
+	srv, gdb := newGuarded(t, token, func(gdb *gorm.DB) stock.Guard { return stock.NewLocked(gdb, lock.NewLocal()) })
 	// The newer holder, in another instance, claimed the SKU with token 1000;
 	// this instance's local lock hands out token 1.
 	if err := gdb.Exec(`UPDATE stock_items SET fence = 1000 WHERE sku = 'sku-1'`).Error; err != nil {
@@ -350,7 +350,7 @@ func TestListOrders(t *testing.T) {
 func TestDatabaseDownIsBusy(t *testing.T) {
 	t.Parallel()
 	m := testinfra.StartMariaDB(t)
-	w := &world{redis: testinfra.Redis(t), db: testinfra.ShopDB(t, m.DSN(t)), newGuard: func(gdb *gorm.DB) order.Guard { return stock.NewAtomic(gdb) }}
+	w := &world{redis: testinfra.Redis(t), db: testinfra.ShopDB(t, m.DSN(t)), newGuard: func(gdb *gorm.DB) stock.Guard { return stock.NewAtomic(gdb) }}
 	w.reset(t, 10)
 	srv := w.serve(t, httpapi.Config{AdminToken: token})
 	buy := call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","user_id":"alice","quantity":1}`}

@@ -15,7 +15,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/httpapi"
-	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -25,7 +24,7 @@ import (
 // by the Idempotency-Key middleware, a stock change's by its handler alone.
 func TestSlowBody(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(gdb *gorm.DB) order.Guard { return stock.NewAtomic(gdb) })
+	w := newWorld(t, func(gdb *gorm.DB) stock.Guard { return stock.NewAtomic(gdb) })
 	srv := httptest.NewUnstartedServer(w.handler(t, httpapi.Config{AdminToken: token}))
 	srv.Config.ReadTimeout = 500 * time.Millisecond
 	srv.Start()

@@ -50,7 +50,7 @@ func TestPutStockKeepsOrders(t *testing.T) {
 // SKU up again from nothing.
 func TestDeleteStock(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(gdb *gorm.DB) order.Guard { return stock.NewAtomic(gdb) })
+	w := newWorld(t, func(gdb *gorm.DB) stock.Guard { return stock.NewAtomic(gdb) })
 	refusing, allowing := w.serve(t, httpapi.Config{AdminToken: token}), w.serve(t, httpapi.Config{AdminToken: token, AllowReset: true})
 	admin := map[string]string{"Authorization": "Bearer " + token}
 	resp, body := do(t, refusing, call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","user_id":"ann","quantity":3}`})

@@ -54,9 +54,9 @@ func BenchmarkBatchTransaction(b *testing.B) {
 			user := fmt.Sprint(run, "-", round, "-", i)
 			batch[i] = &pending{ctx: ctx, r: PlaceRequest{SKU: "hot", UserID: user, Quantity: 1, IdempotencyKey: user}}
 		}
-		answers := make([]placed, len(batch))
-		if err := gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			_, err := decide(tx, "hot", batch, map[userKey]Order{}, answers, w.exactIDs(tx))
+		var answers []placed
+		if err := gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
+			answers, _, err = decide(tx, "hot", batch, map[userKey]Order{}, w.exactIDs(tx))
 			return err
 		}); err != nil {
 			b.Fatal(err)

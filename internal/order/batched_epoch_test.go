@@ -22,8 +22,10 @@ func TestBatchRefusesLostEpoch(t *testing.T) {
 	if err := stock.Reset(ctx, gdb, sku, 10); err != nil {
 		t.Fatal(err)
 	}
-	if err := gdb.Create(&saleEpoch{SKU: sku, Epoch: 2}).Error; err != nil {
-		t.Fatal(err)
+	for range 2 {
+		if _, err := stock.NextEpoch(gdb, sku); err != nil {
+			t.Fatal(err)
+		}
 	}
 	epochs := []int64{2, 1, 2, 1}
 	batch := make([]*pending, len(epochs))
@@ -32,10 +34,10 @@ func TestBatchRefusesLostEpoch(t *testing.T) {
 		batch[i] = &pending{ctx: ctx, r: PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: user},
 			entry: fmt.Sprint(i+1, "-0"), epoch: e}
 	}
-	answers := make([]placed, len(batch))
+	var answers []placed
 	var left int
 	err := gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-		left, err = decide(tx, sku, batch, map[userKey]Order{}, answers, false)
+		answers, left, err = decide(tx, sku, batch, map[userKey]Order{}, false)
 		return err
 	})
 	if err != nil {

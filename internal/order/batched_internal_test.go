@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -40,11 +39,7 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 		return -1
 	}
 	waitQueued := func(n int) {
-		for deadline := time.Now().Add(30 * time.Second); queued() != n; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d buyers queued, want %d", queued(), n)
-			}
-		}
+		testinfra.WaitFor(t, fmt.Sprint(n, " buyers queued"), func() bool { return queued() == n })
 	}
 
 	tx := gdb.Begin() // holds the stock row until the buyers have queued
@@ -65,12 +60,7 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	waitQueued(0) // the writer has taken the first buyer, and waits for the row
 
 	const n = 30
-	type answer struct {
-		o        Order
-		replayed bool
-		err      error
-	}
-	answers := make([]answer, n)
+	answers := make([]placed, n)
 	for i := range n {
 		wg.Go(func() {
 			user, key := fmt.Sprint("late-", i), "k"

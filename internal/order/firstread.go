@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"gorm.io/gorm"
 
@@ -134,7 +133,11 @@ func (f *firstReads) run(sku string) {
 // buyer.
 func (f *firstReads) answer(sku string, batch []*firstRead) {
 	metrics.FirstReadBuyers.Observe(float64(len(batch)))
-	ctx, cancel := latest(batch)
+	ctxs := make([]context.Context, len(batch))
+	for i, fr := range batch {
+		ctxs[i] = fr.ctx
+	}
+	ctx, cancel := waiting(ctxs)
 	defer cancel()
 	pairs := make([]string, len(batch))
 	args := make([]any, 0, 2*len(batch)+1)
@@ -164,20 +167,4 @@ func (f *firstReads) answer(sku string, batch []*firstRead) {
 		a.found = keyed[[2]string{fr.r.UserID, fr.r.IdempotencyKey}]
 		fr.done <- a
 	}
-}
-
-// latest returns a ctx that ends when the last of batch's buyers would
-// have stopped waiting, or never if one of them waits without a deadline.
-func latest(batch []*firstRead) (context.Context, context.CancelFunc) {
-	var last time.Time
-	for _, fr := range batch {
-		d, ok := fr.ctx.Deadline()
-		if !ok {
-			return context.WithCancel(context.WithoutCancel(fr.ctx))
-		}
-		if d.After(last) {
-			last = d
-		}
-	}
-	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), last)
 }

@@ -4,44 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/stock"
 )
 
-// Lua is the fast path: Redis decides, the database records.
-//
-//  1. One Lua script (stock.RedisStock.Reserve) checks the SKU's Redis
-//     state, its stock and the user's limit, takes the units and appends the
-//     reservation to the SKU's stream, pending for this process: one round
-//     trip.
-//  2. The group-commit writer of batched persists the reservations, one
-//     transaction per batch: a conditional UPDATE by the sum, so that the
-//     database refuses rather than oversells, and a multi-row INSERT, where
-//     the unique (user_id, idempotency_key) index makes a second persist of
-//     one reservation a replay.
-//  3. After the COMMIT, the reservations are acknowledged and deleted from
-//     the stream; a refused one gives its units back to Redis and its buyer
-//     hears sold out. Only then is the buyer answered: an order is
-//     acknowledged once it is in the database.
-//
-// The stream is the recovery log. Reservations that a dead process left
-// pending are claimed by another (Reconcile) and persisted; the buyer's
-// retry under the same key gets the order. A Redis that lost a SKU's state
-// (restarted empty) or holds another epoch's (restored from an old
-// snapshot, or a sale reset since) does not sell it: the state is first
-// built again from the database, less the reservations still in the stream
-// that the database does not have. Reconcile sets every SKU's state from
-// the database the same way, exactly, while holding the SKU's stock row.
+// Lua is the fast path: Redis decides, the database records. One Lua
+// script checks the SKU's Redis state, takes the units and logs the
+// reservation in the SKU's stream (stock.RedisStock.Reserve); the
+// group-commit writer persists reservations in batches, where the
+// database's conditional UPDATE refuses rather than oversells; and the
+// buyer is answered once the order is committed. The stream is the
+// recovery log (reconcile.go), and a Redis state of another epoch, or
+// none, is built again from the database before it sells. See
+// docs/strategies.md.
 type Lua struct {
 	db     *gorm.DB
 	redis  *stock.RedisStock
@@ -93,29 +74,30 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 // when the buyer's ctx has ended.
 const redisTimeout = 5 * time.Second
 
-// place reserves in Redis, then persists through the writer. Redis's
+// place implements placer: it reserves in Redis, then persists through
+// the writer. Redis's
 // refusals are final (stock.RedisStock.Reserve); the database's are checked
 // against the key's order.
 func (l *Lua) place(ctx context.Context, r PlaceRequest, limit int) (Order, bool, error) {
 	res := stock.Reservation{UserID: r.UserID, Key: r.IdempotencyKey, Quantity: r.Quantity}
-	checked := false
+	lookedUp := false
 	for attempt := 0; ; attempt++ {
 		epoch, err := l.epoch(ctx, r.SKU)
 		if err != nil {
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
-		id, err := l.redis.Reserve(ctx, r.SKU, res, stock.Terms{Epoch: epoch, Limit: limit, Checked: checked, TakeOver: l.idle})
+		id, err := l.redis.Reserve(ctx, r.SKU, res, stock.Terms{Epoch: epoch, Limit: limit, LookedUp: lookedUp, TakeOver: l.idle})
 		switch {
 		case err == nil:
 			o, replayed, err := l.w.submit(&pending{ctx: ctx, r: r, limit: limit, entry: id, epoch: epoch})
 			return l.reads.checkRefusal(ctx, r, o, replayed, err)
-		case errors.Is(err, stock.ErrCheck) && !checked:
+		case errors.Is(err, stock.ErrLookup) && !lookedUp:
 			// The key may have an order that Redis does not know of: find
 			// it before taking stock that a new buyer then misses.
 			if o, found, err := replayOr(ctx, l.db, r, nil); found || err != nil {
 				return o, found, err
 			}
-			checked = true
+			lookedUp = true
 		case errors.Is(err, stock.ErrStale) && attempt < 3:
 			if err := l.refresh(ctx, r.SKU, epoch); err != nil {
 				return Order{}, false, fmt.Errorf("order: place: %w", err)
@@ -140,7 +122,7 @@ func (l *Lua) epoch(ctx context.Context, sku string) (int64, error) {
 	if ok {
 		return e, nil
 	}
-	e, err := readEpoch(l.db.WithContext(ctx), sku)
+	e, err := stock.Epoch(l.db.WithContext(ctx), sku)
 	if err != nil {
 		return 0, err
 	}
@@ -263,7 +245,7 @@ func (l *Lua) adjust(ctx context.Context, sku string, delta int, user string, fn
 		// Read under the stock row's lock, which a rebuild takes too: a
 		// state of this epoch was built without this change, one of a
 		// later epoch with it. So the change reaches Redis exactly once.
-		epoch, err = readEpoch(tx, sku)
+		epoch, err = stock.Epoch(tx, sku)
 		return err
 	})
 	if err != nil {
@@ -277,37 +259,10 @@ func (l *Lua) adjust(ctx context.Context, sku string, delta int, user string, fn
 	return nil
 }
 
-// saleEpoch is one row of stock_epochs.
-type saleEpoch struct {
-	SKU   string `gorm:"column:sku;primaryKey"`
-	Epoch int64
-}
-
-func (saleEpoch) TableName() string { return "stock_epochs" }
-
-func readEpoch(tx *gorm.DB, sku string) (int64, error) {
-	var e int64
-	err := tx.Raw(`SELECT COALESCE(MAX(epoch), 0) FROM stock_epochs WHERE sku = ?`, sku).Row().Scan(&e)
-	return e, err
-}
-
-// newEpoch moves the SKU to the epoch after from.
-func newEpoch(tx *gorm.DB, sku string, from int64) (int64, error) {
-	e := saleEpoch{SKU: sku, Epoch: from + 1}
-	err := tx.Clauses(clause.OnConflict{
-		Columns:   []clause.Column{{Name: "sku"}},
-		DoUpdates: clause.AssignmentColumns([]string{"epoch"}),
-	}).Create(&e).Error
-	return e.Epoch, err
-}
-
 // newSale implements saleKeeper: a new epoch, in the transaction that sets
 // the SKU up, so that no state built before it sells again.
 func (l *Lua) newSale(tx *gorm.DB, sku string) error {
-	e, err := readEpoch(tx, sku)
-	if err == nil {
-		_, err = newEpoch(tx, sku, e)
-	}
+	_, err := stock.NextEpoch(tx, sku)
 	return err
 }
 
@@ -325,236 +280,3 @@ var (
 	_ refunder   = (*Lua)(nil)
 	_ placer     = (*Lua)(nil)
 )
-
-// Reconciled is what setting one SKU's Redis state from the database found
-// and did.
-type Reconciled struct {
-	SKU string `json:"sku"`
-	// Rebuilt says why the state was built anew, in a new epoch: it was
-	// missing, or of another epoch. Empty when it was kept.
-	Rebuilt  string `json:"rebuilt,omitempty"`
-	Epoch    int64  `json:"epoch"`
-	Database int    `json:"database_available"`
-	// Before is Redis's available before, if it had a state; After is
-	// available after: Database less Pending.
-	Before  *int `json:"redis_available_before"`
-	After   int  `json:"redis_available"`
-	Pending int  `json:"pending"` // reservations not in the database yet
-}
-
-// Fixed reports whether the state changed.
-func (r Reconciled) Fixed() bool { return r.reason() != "" }
-
-// reason is why the state changed, for the metrics: missing, epoch or
-// drift; empty if it did not.
-func (r Reconciled) reason() string {
-	switch {
-	case r.Before == nil || r.Rebuilt == "missing":
-		return "missing"
-	case r.Rebuilt != "":
-		return "epoch"
-	case *r.Before != r.After:
-		return "drift"
-	}
-	return ""
-}
-
-func (r Reconciled) String() string {
-	before := "none"
-	if r.Before != nil {
-		before = strconv.Itoa(*r.Before)
-	}
-	s := fmt.Sprintf("%s: database %d, pending %d, redis %s -> %d (epoch %d)", r.SKU, r.Database, r.Pending, before, r.After, r.Epoch)
-	switch {
-	case r.Rebuilt != "":
-		s += ": rebuilt, " + r.Rebuilt
-	case r.Fixed():
-		s += ": fixed"
-	default:
-		s += ": ok"
-	}
-	return s
-}
-
-// rebuild sets sku's Redis state from the database, in a new epoch if the
-// state is missing or of another epoch, under the stock row's lock: no
-// batch commits, and no refund reads the epoch, until it is done. token
-// fences a job's run; 0 for none.
-func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled, error) {
-	rec := Reconciled{SKU: sku}
-	err := l.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		it, err := stock.Get(ctx, tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}), sku)
-		if err != nil {
-			return err
-		}
-		rec.Database = it.Available
-		if rec.Epoch, err = readEpoch(tx, sku); err != nil {
-			return err
-		}
-		st, err := l.redis.State(ctx, sku)
-		if err != nil {
-			return err
-		}
-		switch {
-		case !st.Exists:
-			rec.Rebuilt = "missing"
-		case st.Epoch != rec.Epoch:
-			rec.Rebuilt = fmt.Sprintf("epoch %d, want %d", st.Epoch, rec.Epoch)
-		}
-		load := stock.Load{Token: token, Epoch: rec.Epoch, Available: it.Available, Limited: l.limit > 0}
-		if rec.Rebuilt != "" {
-			if rec.Epoch, err = newEpoch(tx, sku, rec.Epoch); err != nil {
-				return err
-			}
-			load.Epoch = rec.Epoch
-			// Keys that have orders are unknown to a state built anew.
-			var sold bool
-			if err := tx.Raw(`SELECT EXISTS (SELECT 1 FROM orders WHERE sku = ?)`, sku).Row().Scan(&sold); err != nil {
-				return err
-			}
-			load.Lookup = &sold
-		}
-		if load.Persisted, err = persisted(tx, sku, st.Log); err != nil {
-			return err
-		}
-		if load.Limited {
-			var rows []purchase
-			if err := tx.Raw(`SELECT * FROM user_purchases WHERE sku = ?`, sku).Scan(&rows).Error; err != nil {
-				return err
-			}
-			load.Held = make(map[string]int, len(rows))
-			for _, p := range rows {
-				load.Held[p.UserID] = p.Units
-			}
-		}
-		ld, err := l.redis.Load(ctx, sku, load)
-		if err != nil {
-			return err
-		}
-		rec.Before, rec.After, rec.Pending = ld.Before, ld.After, ld.Pending
-		return nil
-	})
-	if err != nil {
-		return Reconciled{}, fmt.Errorf("order: rebuild %s: %w", sku, err)
-	}
-	l.setEpoch(sku, rec.Epoch)
-	return rec, nil
-}
-
-// persisted returns the ids of the reservations in log whose orders the
-// database has.
-func persisted(tx *gorm.DB, sku string, log []stock.Reservation) ([]string, error) {
-	if len(log) == 0 {
-		return nil, nil
-	}
-	users := make([]string, len(log))
-	for i, r := range log {
-		users[i] = r.UserID
-	}
-	var rows []Order
-	if err := tx.Raw(`SELECT user_id, idempotency_key FROM orders WHERE sku = ? AND user_id IN ?`, sku, users).Scan(&rows).Error; err != nil {
-		return nil, err
-	}
-	have := make(map[userKey]bool, len(rows))
-	for _, o := range rows {
-		if o.IdempotencyKey != nil {
-			have[userKey{o.UserID, *o.IdempotencyKey}] = true
-		}
-	}
-	var ids []string
-	for _, r := range log {
-		if have[userKey{r.UserID, r.Key}] {
-			ids = append(ids, r.ID)
-		}
-	}
-	return ids, nil
-}
-
-// Report is what one run of Reconcile found and did.
-type Report struct {
-	// Claimed counts the reservations taken over from dead processes,
-	// Persisted those of them now in the database (the rest were refused
-	// or were replays, and gave their units back).
-	Claimed   int          `json:"claimed"`
-	Persisted int          `json:"persisted"`
-	SKUs      []Reconciled `json:"skus"`
-}
-
-// Fixed reports whether the run claimed or changed anything.
-func (r Report) Fixed() bool {
-	return r.Claimed > 0 || slices.ContainsFunc(r.SKUs, Reconciled.Fixed)
-}
-
-// String is the report as `shop reconcile` prints it, a line per SKU.
-func (r Report) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "claimed %d reservations pending past the claim timeout, %d of them persisted\n", r.Claimed, r.Persisted)
-	for _, s := range r.SKUs {
-		fmt.Fprintln(&b, s)
-	}
-	return b.String()
-}
-
-// Reconcile is the job that runs on one process at a time: it persists the
-// reservations pending for longer than the claim timeout, left by a dead
-// process, and then sets the Redis state of every SKU sold through lua from
-// the database. token is the run's fencing token: a run whose lease was
-// lost, and that a later run has overtaken, changes no state (ErrFenced).
-func (l *Lua) Reconcile(ctx context.Context, token int64) (Report, error) {
-	var rep Report
-	skus, err := l.redis.SKUs(ctx)
-	if err != nil {
-		return rep, err
-	}
-	for _, sku := range skus {
-		epoch, claimed, err := l.redis.Claim(ctx, sku, l.idle)
-		if err != nil {
-			return rep, err
-		}
-		persisted := l.persist(ctx, sku, epoch, claimed)
-		rep.Claimed += len(claimed)
-		rep.Persisted += persisted
-		metrics.LuaClaimed.WithLabelValues("persisted").Add(float64(persisted))
-		metrics.LuaClaimed.WithLabelValues("released").Add(float64(len(claimed) - persisted))
-	}
-	var sold []string
-	err = l.db.WithContext(ctx).Raw(`SELECT e.sku FROM stock_epochs e JOIN stock_items s ON s.sku = e.sku ORDER BY e.sku`).Scan(&sold).Error
-	if err != nil {
-		return rep, fmt.Errorf("order: reconcile: %w", err)
-	}
-	pending := 0
-	for _, sku := range sold {
-		rec, err := l.rebuild(ctx, sku, token)
-		if err != nil {
-			return rep, err
-		}
-		rep.SKUs = append(rep.SKUs, rec)
-		pending += rec.Pending
-		if reason := rec.reason(); reason != "" {
-			metrics.LuaCorrections.WithLabelValues(reason).Inc()
-		}
-	}
-	metrics.LuaPending.Set(float64(pending))
-	return rep, nil
-}
-
-// persist puts claimed reservations through the writer, as their buyers'
-// own would have been, and counts those now in the database.
-func (l *Lua) persist(ctx context.Context, sku string, epoch int64, claimed []stock.Reservation) int {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	n := 0
-	for _, r := range claimed {
-		wg.Go(func() {
-			_, replayed, err := l.w.submit(&pending{ctx: ctx, limit: l.limit, entry: r.ID, epoch: epoch,
-				r: PlaceRequest{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, IdempotencyKey: r.Key}})
-			if err == nil && !replayed {
-				mu.Lock()
-				n++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return n
-}

@@ -45,12 +45,6 @@ type Order struct {
 	RefundKey      *string
 }
 
-// Guard is what the service needs of a stock strategy: apply delta to the
-// SKU's stock and run fn in the same transaction.
-type Guard interface {
-	Adjust(ctx context.Context, sku string, delta int, fn stock.Fn) error
-}
-
 // Options tune a Service; nil is valid.
 type Options struct {
 	// PerUserLimit is the most units of one SKU a user may hold in live
@@ -61,13 +55,13 @@ type Options struct {
 // Service places, refunds and reads orders.
 type Service struct {
 	db    *gorm.DB
-	guard Guard
+	guard stock.Guard
 	limit int
 	reads *firstReads
 }
 
 // NewService returns a Service whose stock changes go through guard.
-func NewService(gdb *gorm.DB, guard Guard, opts *Options) *Service {
+func NewService(gdb *gorm.DB, guard stock.Guard, opts *Options) *Service {
 	s := &Service{db: gdb, guard: guard, reads: newFirstReads(gdb)}
 	if opts != nil {
 		s.limit = opts.PerUserLimit
@@ -93,18 +87,6 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed 
 	return s.place(ctx, r)
 }
 
-// placer is a strategy that places orders itself, rather than through
-// Adjust: batched and lua, which batch them. It checks its refusals itself.
-type placer interface {
-	place(ctx context.Context, r PlaceRequest, limit int) (Order, bool, error)
-}
-
-// checker is a strategy that lets a purchase make its first read itself
-// (stock.Queued): the order service reads the key with the stock.
-type checker interface {
-	AdjustAfter(ctx context.Context, sku string, delta int, check stock.Check, fn stock.Fn) error
-}
-
 // errAnswered ends a purchase that its first read answered.
 var errAnswered = errors.New("order: answered by the first read")
 
@@ -120,10 +102,10 @@ func (s *Service) place(ctx context.Context, r PlaceRequest) (Order, bool, error
 		return tx.Create(&o).Error
 	}
 	var err error
-	if c, ok := s.guard.(checker); ok && r.IdempotencyKey != "" {
+	if f, ok := s.guard.(firstReader); ok && r.IdempotencyKey != "" {
 		var first placed // the first read's answer, if it ended the purchase
 		answered := false
-		err = c.AdjustAfter(ctx, r.SKU, -r.Quantity, func(ctx context.Context) error {
+		err = f.AdjustAfter(ctx, r.SKU, -r.Quantity, func(ctx context.Context) error {
 			first.o, first.replayed, first.err = s.reads.first(ctx, r)
 			if answered = first.replayed || first.err != nil; answered {
 				return errAnswered
@@ -232,12 +214,6 @@ func (s *Service) Refund(ctx context.Context, id int64, userID, key string) (o O
 		return o, true, nil
 	}
 	return Order{}, false, fmt.Errorf("%w: order %d", ErrAlreadyRefunded, id)
-}
-
-// refunder is a strategy that refunds an order itself, rather than through
-// Adjust: lua, which also takes the units off what the user holds in Redis.
-type refunder interface {
-	refund(ctx context.Context, o Order, fn stock.Fn) error
 }
 
 // release takes a refunded order's units off what its user holds.

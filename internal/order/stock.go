@@ -96,24 +96,6 @@ func (s *Service) change(ctx context.Context, sku string, available int) error {
 	})
 }
 
-// restocker is a strategy that changes a SKU's stock itself, rather than
-// through Adjust: lua, whose Redis stock must follow the change that set,
-// run in the database's transaction, reports.
-type restocker interface {
-	restock(ctx context.Context, sku string, set func(tx *gorm.DB) (delta int, err error)) error
-}
-
-// saleKeeper is a strategy that keeps a SKU's sale outside the database:
-// lua, in Redis.
-type saleKeeper interface {
-	// newSale, in the transaction that sets sku up, starts a new sale:
-	// nothing kept of an earlier one sells again.
-	newSale(tx *gorm.DB, sku string) error
-	// forget drops what is kept of sku, once that transaction, or the one
-	// that deleted it, has committed.
-	forget(ctx context.Context, sku string) error
-}
-
 // DeleteStock deletes sku and everything that points to it: its orders,
 // what users hold of it, and what the strategy keeps of it elsewhere (lua's
 // Redis state). lua's epoch of the SKU keeps counting, so that a SKU set up
@@ -139,7 +121,8 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 				return err
 			}
 		}
-		return tx.Exec(`UPDATE stock_epochs SET epoch = epoch + 1 WHERE sku = ?`, sku).Error
+		_, err := stock.NextEpoch(tx, sku)
+		return err
 	})
 	if keeper, ok := s.guard.(saleKeeper); ok && err == nil {
 		// Should this fail, the epoch moved on keeps the state from selling.

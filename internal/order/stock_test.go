@@ -3,6 +3,7 @@ package order_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stockguard/shop/internal/audit"
@@ -97,4 +98,73 @@ func TestDeleteStock(t *testing.T) {
 	if s, err := svc.SetStock(ctx, "gone", 3); err != nil || s != (order.Stock{SKU: "gone", Initial: 3, Available: 3}) {
 		t.Errorf("set up again: %+v %v", s, err)
 	}
+}
+
+// TestLuaStockChange: a change of an existing SKU's stock reaches Redis
+// at once, in the same epoch, with no reconcile, and the SKU sells out
+// from it; a delete drops the SKU's Redis state and moves its epoch on, so
+// that the SKU set up again starts a new sale.
+func TestLuaStockChange(t *testing.T) {
+	t.Parallel()
+	f := newLuaFleet(t, nil, "", order.LuaOptions{})
+	a, b := f.new(), f.new()
+	const sku = "change"
+	if _, err := a.SetStock(t.Context(), sku, 50); err != nil {
+		t.Fatal(err)
+	}
+	first, _, others := place(t, sku, 30, a, b)
+	if len(first) != 30 || len(others) > 0 {
+		t.Fatalf("%d of 30 sold: %v", len(first), others)
+	}
+	epoch := func() int64 {
+		t.Helper()
+		var e int64
+		if err := f.gdb.Raw(`SELECT epoch FROM stock_epochs WHERE sku = ?`, sku).Row().Scan(&e); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	before := epoch()
+	s, err := b.SetStock(t.Context(), sku, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s != (order.Stock{SKU: sku, Initial: 70, Available: 40, Sold: 30}) {
+		t.Errorf("stock after the change %+v, want 70 initial, 40 available, 30 sold", s)
+	}
+	if got := f.redisAvailable(t, sku); got != 40 || epoch() != before {
+		t.Errorf("redis has %d in epoch %d, want 40 in epoch %d", got, epoch(), before)
+	}
+	var acked []int64
+	for i := range 60 { // other buyers than the first 30
+		o, _, err := []luaShop{a, b}[i%2].Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: fmt.Sprint("later-", i), Quantity: 1, IdempotencyKey: "k"})
+		switch {
+		case err == nil:
+			acked = append(acked, o.ID)
+		case !errors.Is(err, stock.ErrSoldOut):
+			t.Fatal(err)
+		}
+	}
+	if len(acked) != 40 {
+		t.Errorf("%d sold after the change, want 40", len(acked))
+	}
+	if au := f.settled(t, a, sku, 20, append(first, acked...)); au.Orders != 70 || au.Available != 0 {
+		t.Errorf("%d orders, %d available; want 70 and 0", au.Orders, au.Available)
+	}
+
+	if err := a.DeleteStock(t.Context(), sku); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.redisAvailable(t, sku); got != -1 || epoch() <= before {
+		t.Errorf("after the delete redis has %d, epoch %d; want no state, and an epoch past %d", got, epoch(), before)
+	}
+	deleted := epoch()
+	if _, err := b.SetStock(t.Context(), sku, 5); err != nil {
+		t.Fatal(err)
+	}
+	again, _, others := place(t, sku, 10, a, b)
+	if len(again) != 5 || len(others) > 0 || epoch() <= deleted {
+		t.Errorf("set up again: %d sold of 5 (%v) in epoch %d; want a new epoch past %d", len(again), others, epoch(), deleted)
+	}
+	f.settled(t, a, sku, 5, again)
 }

@@ -1,8 +1,8 @@
--- load.lua: KEYS = {state, holdings, log, fence}, ARGV = {fencing token (0:
--- none), epoch, available in the database, limited (1 or 0), lookup (1 or 0
--- for a state built anew, "" to keep it), n, then n ids of log entries
--- whose orders the database has, then user, units pairs of what the
--- database says users hold}.
+-- load.lua: KEYS = {state, holdings, log, fence}, ARGV = {consumer group,
+-- fencing token (0: none), epoch, available in the database, limited (1 or
+-- 0), lookup (1 or 0 for a state built anew, "" to keep it), n, then n ids
+-- of log entries whose orders the database has, then user, units pairs of
+-- what the database says users hold}.
 -- Sets a SKU's Redis state from the database, run while the database's
 -- stock row is locked: available is the database's, less every reservation
 -- still in the log that the database does not have, counted here, in the
@@ -13,25 +13,25 @@
 -- a later run's, changes nothing. Returns
 -- {"ok", available before or "", available after, pending entries} or
 -- {"fenced", fence}.
-local token = tonumber(ARGV[1])
+local token = tonumber(ARGV[2])
 if token > 0 then
 	local fence = tonumber(redis.call("GET", KEYS[4]) or "0")
 	if token < fence then
 		return {"fenced", tostring(fence)}
 	end
-	redis.call("SET", KEYS[4], ARGV[1])
+	redis.call("SET", KEYS[4], ARGV[2])
 end
-local limited = ARGV[4] == "1"
-local n = tonumber(ARGV[6])
+local limited = ARGV[5] == "1"
+local n = tonumber(ARGV[7])
 local persisted = {}
-for i = 7, 6 + n do
+for i = 8, 7 + n do
 	persisted[ARGV[i]] = true
 end
 local held = {}
-for i = 7 + n, #ARGV, 2 do
+for i = 8 + n, #ARGV, 2 do
 	held[ARGV[i]] = tonumber(ARGV[i + 1])
 end
-redis.pcall("XGROUP", "CREATE", KEYS[3], "shop", "$", "MKSTREAM") -- BUSYGROUP: it exists
+redis.pcall("XGROUP", "CREATE", KEYS[3], ARGV[1], "$", "MKSTREAM") -- BUSYGROUP: it exists
 local pending, count = 0, 0
 for _, e in ipairs(redis.call("XRANGE", KEYS[3], "-", "+")) do
 	if not persisted[e[1]] then
@@ -45,12 +45,12 @@ for _, e in ipairs(redis.call("XRANGE", KEYS[3], "-", "+")) do
 	end
 end
 local before = redis.call("HGET", KEYS[1], "available") or ""
-local available = tonumber(ARGV[3]) - pending
-local lookup = ARGV[5]
+local available = tonumber(ARGV[4]) - pending
+local lookup = ARGV[6]
 if lookup == "" and before ~= "" and tonumber(before) ~= available then
 	lookup = "1"
 end
-redis.call("HSET", KEYS[1], "available", available, "epoch", ARGV[2])
+redis.call("HSET", KEYS[1], "available", available, "epoch", ARGV[3])
 if lookup ~= "" then
 	redis.call("HSET", KEYS[1], "lookup", lookup)
 end

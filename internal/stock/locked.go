@@ -62,6 +62,8 @@ type run struct {
 // nothing measurable, and below it less (README, Runs).
 const maxRun = 16
 
+var _ relay = (*Locked)(nil)
+
 // NewLocked returns the lock strategy on locker.
 func NewLocked(gdb *gorm.DB, locker Locker) *Locked {
 	return &Locked{db: gdb, locker: locker, kept: make(map[string]*run)}

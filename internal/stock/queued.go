@@ -9,11 +9,6 @@ import (
 	"gorm.io/gorm"
 )
 
-// Guard is a strategy: any of this package's types with Adjust.
-type Guard interface {
-	Adjust(ctx context.Context, sku string, delta int, fn Fn) error
-}
-
 // Queued stands in front of a guard and keeps sold-out answers out of its
 // queue. One hot row is a queue whatever guards it: every buyer waits for
 // the row lock, or the lock, in turn. Without Queued, the buyers who only
@@ -63,10 +58,10 @@ func NewQueued(gdb *gorm.DB, guard Guard) *Queued {
 	return &Queued{db: gdb, guard: guard, skus: make(map[string]*line)}
 }
 
-// Check is a purchase's first read, the plain read that Queued makes
+// FirstRead is a purchase's first read, the plain read that Queued makes
 // before the purchase queues. It ends the purchase with its error, such as
 // ErrSoldOut when the stock is short, or lets it queue with nil.
-type Check func(ctx context.Context) error
+type FirstRead func(ctx context.Context) error
 
 // Adjust implements the strategy.
 func (q *Queued) Adjust(ctx context.Context, sku string, delta int, fn Fn) error {
@@ -82,12 +77,12 @@ func (q *Queued) Adjust(ctx context.Context, sku string, delta int, fn Fn) error
 	}, fn)
 }
 
-// AdjustAfter is Adjust with the caller's own first read: check runs
+// AdjustAfter is Adjust with the caller's own first read: first runs
 // where Adjust would read the stock, so that a caller can read what it
 // needs in the same statement.
-func (q *Queued) AdjustAfter(ctx context.Context, sku string, delta int, check Check, fn Fn) error {
+func (q *Queued) AdjustAfter(ctx context.Context, sku string, delta int, first FirstRead, fn Fn) error {
 	if delta < 0 && !q.stocked(sku) {
-		if err := check(ctx); err != nil {
+		if err := first(ctx); err != nil {
 			return err
 		}
 	}

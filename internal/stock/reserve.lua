@@ -1,6 +1,6 @@
 -- reserve.lua: KEYS = {state, holdings, log, keys}, ARGV = {epoch, user,
--- key, quantity, per-user limit (0: none), consumer, checked (1 or 0),
--- take-over idle in milliseconds}.
+-- key, quantity, per-user limit (0: none), consumer, looked up (1 or 0),
+-- take-over idle in milliseconds, consumer group}.
 -- One buyer's reservation, in one step: check the state's epoch, the stock
 -- and the user's limit, take the units, and append the reservation to the
 -- log, delivered at once to this consumer so that it is pending there
@@ -14,21 +14,22 @@
 -- over, as the reconciler's claim would.
 -- One whose key is done, or any key while the state's "lookup" is set (the
 -- state was built when the database had orders that keys does not know),
--- is sent to the database first: "checked" says that the caller has looked
--- and the key has no order there.
+-- is sent to the database first: "looked up" says that the caller has
+-- looked and the key has no order there.
 -- Returns {"ok", id}, {"stale", epoch or ""}, {"sold-out", available},
 -- {"limit", held}, {"reused", id}, when the key's reservation is for
--- another quantity, {"in-progress", id}, or {"check"}.
+-- another quantity, {"in-progress", id}, or {"lookup"}.
+local group = ARGV[9]
 local epoch = redis.call("HGET", KEYS[1], "epoch")
 if epoch ~= ARGV[1] then
 	return {"stale", epoch or ""}
 end
 local field = ARGV[2] .. "\n" .. ARGV[3]
 local prior = redis.call("HGET", KEYS[4], field)
-local checked = ARGV[7] == "1"
+local lookedUp = ARGV[7] == "1"
 if prior == "done" or (not prior and redis.call("HGET", KEYS[1], "lookup") == "1") then
-	if not checked then
-		return {"check"}
+	if not lookedUp then
+		return {"lookup"}
 	end
 	prior = false
 end
@@ -40,7 +41,7 @@ if prior then
 				return {"reused", prior}
 			end
 		end
-		if #redis.call("XCLAIM", KEYS[3], "shop", ARGV[6], ARGV[8], prior, "JUSTID") == 0 then
+		if #redis.call("XCLAIM", KEYS[3], group, ARGV[6], ARGV[8], prior, "JUSTID") == 0 then
 			return {"in-progress", prior}
 		end
 		return {"ok", prior}
@@ -62,7 +63,7 @@ end
 local id = redis.call("XADD", KEYS[3], "*", "user", ARGV[2], "key", ARGV[3], "qty", ARGV[4])
 -- Every earlier entry was delivered the same way, so the one entry this
 -- reads is the one just added.
-local read = redis.pcall("XREADGROUP", "GROUP", "shop", ARGV[6], "COUNT", "1", "STREAMS", KEYS[3], ">")
+local read = redis.pcall("XREADGROUP", "GROUP", group, ARGV[6], "COUNT", "1", "STREAMS", KEYS[3], ">")
 if type(read) ~= "table" or read.err then
 	redis.call("XDEL", KEYS[3], id)
 	return {"stale", epoch}

@@ -1,6 +1,6 @@
--- settle.lua: KEYS = {state, holdings, log, keys}, ARGV = {limited (1 or
--- 0), then for each reservation: id, quantity, user, key, how (0 kept, 1
--- released, 2 released as a replay)}.
+-- settle.lua: KEYS = {state, holdings, log, keys}, ARGV = {consumer group,
+-- limited (1 or 0), then for each reservation: id, quantity, user, key, how
+-- (0 kept, 1 released, 2 released as a replay)}.
 -- Ends reservations once their batch has committed: each is acknowledged
 -- and deleted from the log. In keys, a key whose order the database has
 -- (kept, or a replay of its order) is marked done; a refused one is
@@ -9,8 +9,8 @@
 -- and the database has not, so one that is gone (Redis lost it, or it was
 -- settled already) was never counted here, or has been given back. Returns the units given back.
 local given = 0
-for i = 2, #ARGV, 5 do
-	redis.call("XACK", KEYS[3], "shop", ARGV[i])
+for i = 3, #ARGV, 5 do
+	redis.call("XACK", KEYS[3], ARGV[1], ARGV[i])
 	local gone = redis.call("XDEL", KEYS[3], ARGV[i])
 	local field = ARGV[i + 2] .. "\n" .. ARGV[i + 3]
 	local how = ARGV[i + 4]
@@ -22,7 +22,7 @@ for i = 2, #ARGV, 5 do
 	if how ~= "0" and gone == 1 and redis.call("EXISTS", KEYS[1]) == 1 then
 		local qty = tonumber(ARGV[i + 1])
 		redis.call("HINCRBY", KEYS[1], "available", qty)
-		if ARGV[1] == "1" then
+		if ARGV[2] == "1" then
 			redis.call("HINCRBY", KEYS[2], ARGV[i + 2], -qty)
 		end
 		given = given + qty

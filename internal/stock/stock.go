@@ -50,6 +50,12 @@ func (Item) TableName() string { return "stock_items" }
 // Fn is the caller's part of a stock transaction.
 type Fn func(tx *gorm.DB) error
 
+// Guard is a strategy: it applies delta to sku's stock and runs fn in the
+// same transaction, so that both commit or neither does.
+type Guard interface {
+	Adjust(ctx context.Context, sku string, delta int, fn Fn) error
+}
+
 // Get reads one item.
 func Get(ctx context.Context, tx *gorm.DB, sku string) (Item, error) {
 	var it Item

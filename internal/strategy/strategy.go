@@ -39,7 +39,9 @@ type Strategy struct {
 	Ceiling Ceiling
 	// NoQueue leaves out stock.Queued, which every other guard stands
 	// behind so that sold-out answers never wait in its queue: none must
-	// not have it, and batched and lua queue their buyers themselves.
+	// not have it, and a guard that places its own orders (batched, lua;
+	// order.PlacesOrders) queues its buyers itself. Guard refuses to put
+	// such a guard behind the queue.
 	NoQueue bool
 }
 
@@ -123,7 +125,7 @@ func redisLockOptions(cfg config.Config) *lock.RedisOptions {
 }
 
 // Guard builds the strategy's guard on the opened backends.
-func (s Strategy) Guard(b *backend.Backends, cfg config.Config) (order.Guard, error) {
+func (s Strategy) Guard(b *backend.Backends, cfg config.Config) (stock.Guard, error) {
 	var g stock.Guard
 	var err error
 	if s.Lock != nil {
@@ -137,8 +139,11 @@ func (s Strategy) Guard(b *backend.Backends, cfg config.Config) (order.Guard, er
 	if err != nil {
 		return nil, err
 	}
-	if s.NoQueue {
+	switch {
+	case s.NoQueue:
 		return g, nil
+	case order.PlacesOrders(g):
+		return nil, fmt.Errorf("strategy %s: its guard places its own orders, and would lose that behind stock.Queued: set NoQueue", s.Name)
 	}
 	return stock.NewQueued(b.DB, g), nil
 }

@@ -1,10 +1,17 @@
 package strategy_test
 
 import (
+	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/strategy"
 )
 
@@ -64,5 +71,47 @@ func TestRegistry(t *testing.T) {
 	}
 	if _, err := strategy.Lookup("magic"); err == nil || !strings.Contains(err.Error(), `unknown strategy "magic"`) {
 		t.Errorf("Lookup(magic) = %v", err)
+	}
+}
+
+// TestRegistryQueues: every guard that does not place its own orders
+// stands behind stock.Queued, but none's; one that places its own orders
+// must not, and a registry entry that would put it there is refused. The
+// guards are built on embedded backends: SQLite and miniredis.
+func TestRegistryQueues(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	cfg := config.Config{MySQLDSN: db.SQLitePrefix + filepath.Join(t.TempDir(), "shop.db"), RedisAddr: m.Addr(), ClaimIdle: time.Minute}
+	b, err := backend.Open(t.Context(), cfg, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	for _, s := range strategy.All() {
+		if s.New == nil {
+			continue // a lock strategy: stock.Locked, which places no orders
+		}
+		raw, err := s.New(b, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := s.Guard(b, cfg)
+		if err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+			continue
+		}
+		if order.PlacesOrders(raw) != order.PlacesOrders(g) {
+			t.Errorf("%s: its guard places its own orders, and the registry hides that", s.Name)
+		}
+		if !order.PlacesOrders(raw) && s.NoQueue != (s.Name == "none") {
+			t.Errorf("%s: NoQueue %v; only none may do without the queue", s.Name, s.NoQueue)
+		}
+		if order.PlacesOrders(raw) {
+			wrong := s
+			wrong.NoQueue = false
+			if _, err := wrong.Guard(b, cfg); err == nil {
+				t.Errorf("%s without NoQueue: its guard was put behind the queue", s.Name)
+			}
+		}
 	}
 }

@@ -43,11 +43,11 @@ var (
 	// ErrKeyReused means the buyer's Idempotency-Key has a reservation in
 	// the log for another quantity.
 	ErrKeyReused = errors.New("stock: idempotency key reserved for another quantity")
-	// ErrCheck means the buyer's key may have an order that Redis does not
+	// ErrLookup means the buyer's key may have an order that Redis does not
 	// know of: the key's order was persisted, or the state was built while
 	// the database had orders. The caller looks the key up in the database
-	// and, if it has no order there, reserves again with checked set.
-	ErrCheck = errors.New("stock: look the idempotency key up in the database first")
+	// and, if it has no order there, reserves again with LookedUp set.
+	ErrLookup = errors.New("stock: look the idempotency key up in the database first")
 	// ErrInProgress means the buyer's key has a reservation that its
 	// process may still be persisting: the buyer hears of it once it has.
 	ErrInProgress = errors.New("stock: the idempotency key's reservation is being persisted")
@@ -78,7 +78,7 @@ type RedisStock struct {
 	consumer string // this process in the log's consumer group
 }
 
-// group is the one consumer group of every log.
+// group is the one consumer group of every log, passed to its scripts.
 const group = "shop"
 
 // NewRedisStock returns the stock on rdb, every key under prefix.
@@ -114,9 +114,9 @@ func (s *RedisStock) skus() string { return s.prefix + "lua:skus" }
 type Terms struct {
 	Epoch int64 // of the state it must be taken from
 	Limit int   // per user; 0 for none
-	// Checked says that the caller found no order under the key in the
+	// LookedUp says that the caller found no order under the key in the
 	// database.
-	Checked bool
+	LookedUp bool
 	// TakeOver is how long the key's earlier reservation, still in the
 	// log, must have been pending before this request takes it over: until
 	// then its process may still be persisting it (ErrInProgress).
@@ -126,13 +126,13 @@ type Terms struct {
 // Reserve takes r's units of sku if the state is of t's epoch, the stock
 // suffices and the user stays within the limit, and logs the reservation,
 // pending for this process. It returns the reservation's id, or ErrStale,
-// ErrSoldOut, ErrOverLimit, ErrKeyReused, ErrInProgress or ErrCheck.
+// ErrSoldOut, ErrOverLimit, ErrKeyReused, ErrInProgress or ErrLookup.
 //
 // A refusal is final: the key has no order that Redis does not know of.
 func (s *RedisStock) Reserve(ctx context.Context, sku string, r Reservation, t Terms) (string, error) {
 	k := s.keys(sku)
 	v, err := s.pipe.Run(ctx, reserveScript, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]},
-		t.Epoch, r.UserID, r.Key, r.Quantity, t.Limit, s.consumer, flag(t.Checked), t.TakeOver.Milliseconds()).StringSlice()
+		t.Epoch, r.UserID, r.Key, r.Quantity, t.Limit, s.consumer, flag(t.LookedUp), t.TakeOver.Milliseconds(), group).StringSlice()
 	if err != nil {
 		return "", fmt.Errorf("stock: reserve: %w", err)
 	}
@@ -147,8 +147,8 @@ func (s *RedisStock) Reserve(ctx context.Context, sku string, r Reservation, t T
 		return "", fmt.Errorf("%w: %s's key %q has reservation %s", ErrKeyReused, r.UserID, r.Key, v[1])
 	case "in-progress":
 		return "", fmt.Errorf("%w: %s's key %q, reservation %s", ErrInProgress, r.UserID, r.Key, v[1])
-	case "check":
-		return "", fmt.Errorf("%w: %s's key %q", ErrCheck, r.UserID, r.Key)
+	case "lookup":
+		return "", fmt.Errorf("%w: %s's key %q", ErrLookup, r.UserID, r.Key)
 	default:
 		return "", fmt.Errorf("%w: %s holds %s of %s, the limit is %d", ErrOverLimit, r.UserID, v[1], sku, t.Limit)
 	}
@@ -172,7 +172,7 @@ const (
 // says: the same length as rs. limited says whether holdings are kept. It
 // returns the units given back.
 func (s *RedisStock) Settle(ctx context.Context, sku string, rs []Reservation, how []Settled, limited bool) (int, error) {
-	args := []any{flag(limited)}
+	args := []any{group, flag(limited)}
 	for i, r := range rs {
 		args = append(args, r.ID, r.Quantity, r.UserID, r.Key, int(how[i]))
 	}
@@ -252,7 +252,7 @@ type Load struct {
 	Limited bool
 	// Lookup, for a state built anew, says that the database has orders
 	// of the SKU whose keys Redis does not know: each key is looked up in
-	// the database before it reserves (ErrCheck). Nil keeps what the
+	// the database before it reserves (ErrLookup). Nil keeps what the
 	// state had, unless its available was wrong: then it is set.
 	Lookup *bool
 }
@@ -273,7 +273,7 @@ func (s *RedisStock) Load(ctx context.Context, sku string, l Load) (Loaded, erro
 	if l.Lookup != nil {
 		lookup = strconv.Itoa(flag(*l.Lookup))
 	}
-	args := []any{l.Token, l.Epoch, l.Available, flag(l.Limited), lookup, len(l.Persisted)}
+	args := []any{group, l.Token, l.Epoch, l.Available, flag(l.Limited), lookup, len(l.Persisted)}
 	for _, id := range l.Persisted {
 		args = append(args, id)
 	}

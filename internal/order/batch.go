@@ -1,0 +1,306 @@
+package order
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/stockguard/shop/internal/stock"
+)
+
+// One batch's transaction, in three steps: readBatch locks the SKU's stock
+// row and reads what the batch needs, grant decides who gets what without
+// touching the database, and writeBatch writes the decision. The row is
+// locked from the first statement to the commit, so the transaction does
+// as little as it can in between.
+
+// batchState is what a batch's transaction reads under the stock row's
+// lock.
+type batchState struct {
+	found     bool           // the SKU is on sale
+	available int            // before the batch took anything
+	epoch     int64          // the SKU's sale epoch, for lua's reservations
+	held      map[string]int // what the batch's users hold of the SKU, under a per-user limit
+	// took is what the first statement took already: every unit asked,
+	// when they all fit and no per-user limit applies.
+	took int
+}
+
+// verdict is what grant decides for one buyer.
+type verdict int
+
+const (
+	granted  verdict = iota // a new order
+	replayed                // the buyer's key has an order already
+	repeated                // an earlier buyer of the batch has the same key
+	refused                 // sold out, over the limit, or a lost epoch
+)
+
+// decision is grant's answer for one buyer.
+type decision struct {
+	verdict verdict
+	order   Order // granted: the order to insert; replayed: the key's order
+	first   int   // repeated: the batch index of the buyer who asked first
+	err     error // refused: why
+}
+
+// grants is grant's answer for a batch.
+type grants struct {
+	decisions []decision
+	taken     int            // the units granted
+	holdings  map[string]int // users whose holding grows: what they hold after
+}
+
+// decide is one batch's transaction. It returns each buyer's answer and the
+// stock it leaves, or -1 if the SKU is not on sale. known holds the orders
+// that the batch's keys have already, when they were looked up.
+func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, exactIDs bool) ([]placed, int, error) {
+	now := time.Now().UTC()
+	st, err := readBatch(tx, sku, batch, known, now)
+	if err != nil {
+		return nil, 0, err // a failed statement may have ended the transaction
+	}
+	answers := make([]placed, len(batch))
+	if !st.found {
+		for i := range answers {
+			answers[i].err = fmt.Errorf("order: place: %w: %s", stock.ErrNotFound, sku)
+		}
+		return answers, -1, nil
+	}
+	g := grant(sku, batch, known, st, now)
+	if err := writeBatch(tx, sku, st, &g, exactIDs); err != nil {
+		return nil, 0, err
+	}
+	for i, d := range g.decisions {
+		switch d.verdict {
+		case granted:
+			answers[i] = placed{o: d.order}
+		case replayed:
+			answers[i] = replayOf(d.order, batch[i].r)
+		case refused:
+			answers[i] = placed{err: d.err}
+		}
+	}
+	for i, d := range g.decisions {
+		if d.verdict == repeated {
+			answers[i] = sameKeyAnswer(answers[d.first], batch[i].r)
+		}
+	}
+	return answers, st.available - g.taken, nil
+}
+
+// readBatch locks sku's stock row and reads what the batch needs. When
+// every buyer's units fit and no per-user limit applies, its first
+// statement takes them all, which locks the row and saves a statement;
+// writeBatch gives back what grant then refuses.
+func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, now time.Time) (batchState, error) {
+	var st batchState
+	limit := batch[0].limit
+	if asked := askedUnits(batch, known); asked > 0 && limit == 0 {
+		res := tx.Exec(`UPDATE stock_items SET available = available - ?, version = version + 1, updated_at = ?
+			WHERE sku = ? AND available >= ?`, asked, now, sku, asked)
+		if res.Error != nil {
+			return st, res.Error
+		}
+		if res.RowsAffected == 1 {
+			st.took = asked
+		}
+	}
+	if st.took == 0 {
+		// Lock the row, then read it below: the read sees every commit
+		// before the lock, and no batch or refund can change it until this
+		// one commits.
+		res := tx.Exec(`UPDATE stock_items SET version = version + 1, updated_at = ? WHERE sku = ?`, now, sku)
+		if res.Error != nil || res.RowsAffected == 0 {
+			return st, res.Error
+		}
+	}
+	st.found = true
+	err := tx.Raw(`SELECT available, `+stock.EpochSQL+` FROM stock_items WHERE sku = ?`, sku, sku).Row().Scan(&st.available, &st.epoch)
+	if err != nil {
+		return st, err
+	}
+	st.available += st.took
+	if limit > 0 {
+		users := make([]string, len(batch))
+		for i, p := range batch {
+			users[i] = p.r.UserID
+		}
+		var rows []purchase
+		if err := tx.Raw(`SELECT * FROM user_purchases WHERE sku = ? AND user_id IN ?`, sku, users).Scan(&rows).Error; err != nil {
+			return st, err
+		}
+		st.held = make(map[string]int, len(rows))
+		for _, row := range rows {
+			st.held[row.UserID] = row.Units
+		}
+	}
+	return st, nil
+}
+
+// askedUnits is what the batch asks for: the units of each key that has
+// no order yet, once.
+func askedUnits(batch []*pending, known map[userKey]Order) int {
+	asked, seen := 0, map[userKey]bool{}
+	for _, p := range batch {
+		k := userKey{p.r.UserID, p.r.IdempotencyKey}
+		if _, ok := known[k]; !ok && !seen[k] {
+			seen[k] = true
+			asked += p.r.Quantity
+		}
+	}
+	return asked
+}
+
+// grant decides a batch from what readBatch read: buyers in arrival order,
+// as far as the stock and the per-user limit go. It touches no database.
+//
+// lua's reservations were taken from a Redis state; one of an epoch before
+// the SKU's current one was lost with its state (Redis restarted empty),
+// and the state built since does not count it. Persisting it would sell a
+// unit that Redis sells again, and its buyer, answered busy, may since
+// have been told sold out: it is refused, busy, and its buyer's retry
+// reserves in the current state.
+func grant(sku string, batch []*pending, known map[userKey]Order, st batchState, now time.Time) grants {
+	g := grants{decisions: make([]decision, len(batch)), holdings: map[string]int{}}
+	first := map[userKey]int{}
+	fenced := batch[0].entry != ""
+	for i, p := range batch {
+		r, k, d := p.r, userKey{p.r.UserID, p.r.IdempotencyKey}, &g.decisions[i]
+		if o, ok := known[k]; ok {
+			d.verdict, d.order = replayed, o
+			continue
+		}
+		if fenced && p.epoch != st.epoch {
+			d.verdict, d.err = refused, fmt.Errorf("order: place: %w: the reservation's Redis state, of epoch %d, was lost; the SKU is in epoch %d", stock.ErrBusy, p.epoch, st.epoch)
+			continue
+		}
+		if j, ok := first[k]; ok {
+			d.verdict, d.first = repeated, j
+			continue
+		}
+		first[k] = i
+		held, grew := g.holdings[r.UserID]
+		if !grew {
+			held = st.held[r.UserID]
+		}
+		switch {
+		case p.limit > 0 && held+r.Quantity > p.limit:
+			d.verdict, d.err = refused, fmt.Errorf("order: place: %w: %s holds %d of %s, the limit is %d", ErrLimitReached, r.UserID, held, sku, p.limit)
+		case r.Quantity > st.available-g.taken:
+			d.verdict, d.err = refused, soldOut(sku)
+		default:
+			g.taken += r.Quantity
+			if p.limit > 0 {
+				g.holdings[r.UserID] = held + r.Quantity
+			}
+			key := r.IdempotencyKey
+			d.verdict, d.order = granted, Order{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, IdempotencyKey: &key, CreatedAt: now}
+		}
+	}
+	return g
+}
+
+// writeBatch writes what grant decided: the units taken, the orders, with
+// their ids set in g, and the holdings.
+func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, exactIDs bool) error {
+	switch {
+	case st.took > g.taken: // refused reservations of a lost epoch
+		if err := tx.Exec(`UPDATE stock_items SET available = available + ? WHERE sku = ?`, st.took-g.taken, sku).Error; err != nil {
+			return err
+		}
+	case st.took == 0 && g.taken > 0:
+		res := tx.Exec(`UPDATE stock_items SET available = available - ? WHERE sku = ? AND available >= ?`, g.taken, sku, g.taken)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 {
+			return fmt.Errorf("order: batch of %s: the stock changed under the row lock", sku)
+		}
+	}
+	var orders []Order
+	for _, d := range g.decisions {
+		if d.verdict == granted {
+			orders = append(orders, d.order)
+		}
+	}
+	if len(orders) == 0 {
+		return nil
+	}
+	if err := tx.Create(&orders).Error; err != nil {
+		return err
+	}
+	if len(g.holdings) > 0 {
+		rows := make([]purchase, 0, len(g.holdings))
+		for user, units := range g.holdings {
+			rows = append(rows, purchase{UserID: user, SKU: sku, Units: units})
+		}
+		err := tx.Clauses(clause.OnConflict{
+			Columns:   []clause.Column{{Name: "user_id"}, {Name: "sku"}},
+			DoUpdates: clause.AssignmentColumns([]string{"units"}),
+		}).Create(&rows).Error
+		if err != nil {
+			return err
+		}
+	}
+	if !exactIDs {
+		if err := readIDs(tx, sku, orders); err != nil {
+			return err
+		}
+	}
+	n := 0
+	for i := range g.decisions {
+		if g.decisions[i].verdict == granted {
+			g.decisions[i].order = orders[n]
+			n++
+		}
+	}
+	return nil
+}
+
+// readIDs sets the ids of the orders just inserted, read back by key: a
+// multi-row INSERT's ids need not be consecutive, but none is below the
+// first, and under the row lock no other order of this SKU is inserted.
+func readIDs(tx *gorm.DB, sku string, granted []Order) error {
+	var ids []Order
+	if err := tx.Raw(`SELECT id, user_id, idempotency_key FROM orders WHERE sku = ? AND id >= ?`, sku, granted[0].ID).Scan(&ids).Error; err != nil {
+		return err
+	}
+	byKey := make(map[userKey]int64, len(ids))
+	for _, o := range ids {
+		if o.IdempotencyKey != nil {
+			byKey[userKey{o.UserID, *o.IdempotencyKey}] = o.ID
+		}
+	}
+	for i, o := range granted {
+		granted[i].ID = byKey[userKey{o.UserID, *o.IdempotencyKey}]
+	}
+	return nil
+}
+
+// lookup reads the orders that the batch's keys already have, outside the
+// batch's transaction, so that its row lock is not held for the read. A key
+// that gets an order after the read fails the INSERT on the unique index,
+// and the batch runs again.
+func lookup(ctx context.Context, gdb *gorm.DB, batch []*pending) (map[userKey]Order, error) {
+	users := make([]string, len(batch))
+	for i, p := range batch {
+		users[i] = p.r.UserID
+	}
+	// By user alone: the index's prefix, one range per user, where users
+	// and keys together would ask for every pair.
+	var existing []Order
+	if err := gdb.WithContext(ctx).Raw(`SELECT * FROM orders WHERE user_id IN ?`, users).Scan(&existing).Error; err != nil {
+		return nil, err
+	}
+	known := make(map[userKey]Order, len(existing))
+	for _, o := range existing {
+		if o.IdempotencyKey != nil {
+			known[userKey{o.UserID, *o.IdempotencyKey}] = o
+		}
+	}
+	return known, nil
+}

@@ -1,0 +1,77 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stockguard/shop/internal/stock"
+)
+
+// TestGrant decides batches from a state read beforehand, with no
+// database: the stock and the per-user limit in arrival order, replays,
+// repeated keys and reservations of a lost epoch.
+func TestGrant(t *testing.T) {
+	t.Parallel()
+	buyer := func(user, key string, quantity, limit int) *pending {
+		return &pending{ctx: context.Background(), r: PlaceRequest{SKU: "s", UserID: user, Quantity: quantity, IdempotencyKey: key}, limit: limit}
+	}
+	reservation := func(user string, epoch int64) *pending {
+		p := buyer(user, user, 1, 0)
+		p.entry, p.epoch = "1-0", epoch
+		return p
+	}
+	known := Order{ID: 7, SKU: "s", UserID: "kim", Quantity: 1}
+	tests := []struct {
+		name  string
+		batch []*pending
+		st    batchState
+		want  []verdict
+		errs  []error // of the refused, in order
+		taken int
+	}{
+		{"stock in arrival order", []*pending{buyer("a", "1", 2, 0), buyer("b", "1", 2, 0), buyer("c", "1", 1, 0)},
+			batchState{available: 3}, []verdict{granted, refused, granted}, []error{stock.ErrSoldOut}, 3},
+		{"replay and repeat", []*pending{buyer("kim", "k", 1, 0), buyer("ann", "x", 1, 0), buyer("ann", "x", 1, 0)},
+			batchState{available: 5}, []verdict{replayed, granted, repeated}, nil, 1},
+		{"per-user limit", []*pending{buyer("ann", "1", 1, 2), buyer("ann", "2", 1, 2), buyer("bob", "1", 2, 2)},
+			batchState{available: 9, held: map[string]int{"ann": 1}}, []verdict{granted, refused, granted}, []error{ErrLimitReached}, 3},
+		{"lost epoch", []*pending{reservation("a", 2), reservation("b", 1), reservation("c", 2)},
+			batchState{available: 9, epoch: 2}, []verdict{granted, refused, granted}, []error{stock.ErrBusy}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := grant("s", tt.batch, map[userKey]Order{{"kim", "k"}: known}, tt.st, time.Now())
+			var errs []error
+			for i, d := range g.decisions {
+				if d.verdict != tt.want[i] {
+					t.Errorf("buyer %d: verdict %d, want %d", i, d.verdict, tt.want[i])
+				}
+				if d.verdict == refused {
+					errs = append(errs, d.err)
+				}
+				if d.verdict == repeated && d.first != i-1 {
+					t.Errorf("buyer %d repeats buyer %d, want %d", i, d.first, i-1)
+				}
+				if d.verdict == replayed && d.order.ID != known.ID {
+					t.Errorf("buyer %d replays order %d, want %d", i, d.order.ID, known.ID)
+				}
+			}
+			if len(errs) != len(tt.errs) {
+				t.Fatalf("refused %v, want %v", errs, tt.errs)
+			}
+			for i, err := range errs {
+				if !errors.Is(err, tt.errs[i]) {
+					t.Errorf("refusal %d: %v, want %v", i, err, tt.errs[i])
+				}
+			}
+			if g.taken != tt.taken {
+				t.Errorf("taken %d, want %d", g.taken, tt.taken)
+			}
+		})
+	}
+	if g := grant("s", []*pending{buyer("ann", "1", 1, 3), buyer("ann", "2", 1, 3)}, nil, batchState{available: 9, held: map[string]int{"ann": 1}}, time.Now()); g.holdings["ann"] != 3 {
+		t.Errorf("ann holds %d after two units more than 1, want 3", g.holdings["ann"])
+	}
+}

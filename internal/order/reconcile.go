@@ -1,0 +1,255 @@
+package order
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/stockguard/shop/internal/metrics"
+	"github.com/stockguard/shop/internal/stock"
+)
+
+// Reconciliation sets each SKU's Redis state from the database, and
+// persists the reservations that dead processes left pending. It runs on
+// one instance at a time (lock.Job); see docs/strategies.md.
+
+var _ Reconciler = (*Lua)(nil)
+
+// Reconciled is what setting one SKU's Redis state from the database found
+// and did.
+type Reconciled struct {
+	SKU string `json:"sku"`
+	// Rebuilt says why the state was built anew, in a new epoch: it was
+	// missing, or of another epoch. Empty when it was kept.
+	Rebuilt  string `json:"rebuilt,omitempty"`
+	Epoch    int64  `json:"epoch"`
+	Database int    `json:"database_available"`
+	// Before is Redis's available before, if it had a state; After is
+	// available after: Database less Pending.
+	Before  *int `json:"redis_available_before"`
+	After   int  `json:"redis_available"`
+	Pending int  `json:"pending"` // reservations not in the database yet
+}
+
+// Fixed reports whether the state changed.
+func (r Reconciled) Fixed() bool { return r.reason() != "" }
+
+// reason is why the state changed, for the metrics: missing, epoch or
+// drift; empty if it did not.
+func (r Reconciled) reason() string {
+	switch {
+	case r.Before == nil || r.Rebuilt == "missing":
+		return "missing"
+	case r.Rebuilt != "":
+		return "epoch"
+	case *r.Before != r.After:
+		return "drift"
+	}
+	return ""
+}
+
+func (r Reconciled) String() string {
+	before := "none"
+	if r.Before != nil {
+		before = strconv.Itoa(*r.Before)
+	}
+	s := fmt.Sprintf("%s: database %d, pending %d, redis %s -> %d (epoch %d)", r.SKU, r.Database, r.Pending, before, r.After, r.Epoch)
+	switch {
+	case r.Rebuilt != "":
+		s += ": rebuilt, " + r.Rebuilt
+	case r.Fixed():
+		s += ": fixed"
+	default:
+		s += ": ok"
+	}
+	return s
+}
+
+// rebuild sets sku's Redis state from the database, in a new epoch if the
+// state is missing or of another epoch, under the stock row's lock: no
+// batch commits, and no refund reads the epoch, until it is done. token
+// fences a job's run; 0 for none.
+func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled, error) {
+	rec := Reconciled{SKU: sku}
+	err := l.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		it, err := stock.Get(ctx, tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}), sku)
+		if err != nil {
+			return err
+		}
+		rec.Database = it.Available
+		if rec.Epoch, err = stock.Epoch(tx, sku); err != nil {
+			return err
+		}
+		st, err := l.redis.State(ctx, sku)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !st.Exists:
+			rec.Rebuilt = "missing"
+		case st.Epoch != rec.Epoch:
+			rec.Rebuilt = fmt.Sprintf("epoch %d, want %d", st.Epoch, rec.Epoch)
+		}
+		load := stock.Load{Token: token, Epoch: rec.Epoch, Available: it.Available, Limited: l.limit > 0}
+		if rec.Rebuilt != "" {
+			if rec.Epoch, err = stock.NextEpoch(tx, sku); err != nil {
+				return err
+			}
+			load.Epoch = rec.Epoch
+			// Keys that have orders are unknown to a state built anew.
+			var sold bool
+			if err := tx.Raw(`SELECT EXISTS (SELECT 1 FROM orders WHERE sku = ?)`, sku).Row().Scan(&sold); err != nil {
+				return err
+			}
+			load.Lookup = &sold
+		}
+		if load.Persisted, err = persisted(tx, sku, st.Log); err != nil {
+			return err
+		}
+		if load.Limited {
+			var rows []purchase
+			if err := tx.Raw(`SELECT * FROM user_purchases WHERE sku = ?`, sku).Scan(&rows).Error; err != nil {
+				return err
+			}
+			load.Held = make(map[string]int, len(rows))
+			for _, p := range rows {
+				load.Held[p.UserID] = p.Units
+			}
+		}
+		ld, err := l.redis.Load(ctx, sku, load)
+		if err != nil {
+			return err
+		}
+		rec.Before, rec.After, rec.Pending = ld.Before, ld.After, ld.Pending
+		return nil
+	})
+	if err != nil {
+		return Reconciled{}, fmt.Errorf("order: rebuild %s: %w", sku, err)
+	}
+	l.setEpoch(sku, rec.Epoch)
+	return rec, nil
+}
+
+// persisted returns the ids of the reservations in log whose orders the
+// database has.
+func persisted(tx *gorm.DB, sku string, log []stock.Reservation) ([]string, error) {
+	if len(log) == 0 {
+		return nil, nil
+	}
+	users := make([]string, len(log))
+	for i, r := range log {
+		users[i] = r.UserID
+	}
+	var rows []Order
+	if err := tx.Raw(`SELECT user_id, idempotency_key FROM orders WHERE sku = ? AND user_id IN ?`, sku, users).Scan(&rows).Error; err != nil {
+		return nil, err
+	}
+	have := make(map[userKey]bool, len(rows))
+	for _, o := range rows {
+		if o.IdempotencyKey != nil {
+			have[userKey{o.UserID, *o.IdempotencyKey}] = true
+		}
+	}
+	var ids []string
+	for _, r := range log {
+		if have[userKey{r.UserID, r.Key}] {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids, nil
+}
+
+// Report is what one run of Reconcile found and did.
+type Report struct {
+	// Claimed counts the reservations taken over from dead processes,
+	// Persisted those of them now in the database (the rest were refused
+	// or were replays, and gave their units back).
+	Claimed   int          `json:"claimed"`
+	Persisted int          `json:"persisted"`
+	SKUs      []Reconciled `json:"skus"`
+}
+
+// Fixed reports whether the run claimed or changed anything.
+func (r Report) Fixed() bool {
+	return r.Claimed > 0 || slices.ContainsFunc(r.SKUs, Reconciled.Fixed)
+}
+
+// String is the report as `shop reconcile` prints it, a line per SKU.
+func (r Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "claimed %d reservations pending past the claim timeout, %d of them persisted\n", r.Claimed, r.Persisted)
+	for _, s := range r.SKUs {
+		fmt.Fprintln(&b, s)
+	}
+	return b.String()
+}
+
+// Reconcile is the job that runs on one process at a time: it persists the
+// reservations pending for longer than the claim timeout, left by a dead
+// process, and then sets the Redis state of every SKU sold through lua from
+// the database. token is the run's fencing token: a run whose lease was
+// lost, and that a later run has overtaken, changes no state (ErrFenced).
+func (l *Lua) Reconcile(ctx context.Context, token int64) (Report, error) {
+	var rep Report
+	skus, err := l.redis.SKUs(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for _, sku := range skus {
+		epoch, claimed, err := l.redis.Claim(ctx, sku, l.idle)
+		if err != nil {
+			return rep, err
+		}
+		persisted := l.persist(ctx, sku, epoch, claimed)
+		rep.Claimed += len(claimed)
+		rep.Persisted += persisted
+		metrics.LuaClaimed.WithLabelValues("persisted").Add(float64(persisted))
+		metrics.LuaClaimed.WithLabelValues("released").Add(float64(len(claimed) - persisted))
+	}
+	var sold []string
+	err = l.db.WithContext(ctx).Raw(`SELECT e.sku FROM stock_epochs e JOIN stock_items s ON s.sku = e.sku ORDER BY e.sku`).Scan(&sold).Error
+	if err != nil {
+		return rep, fmt.Errorf("order: reconcile: %w", err)
+	}
+	pending := 0
+	for _, sku := range sold {
+		rec, err := l.rebuild(ctx, sku, token)
+		if err != nil {
+			return rep, err
+		}
+		rep.SKUs = append(rep.SKUs, rec)
+		pending += rec.Pending
+		if reason := rec.reason(); reason != "" {
+			metrics.LuaCorrections.WithLabelValues(reason).Inc()
+		}
+	}
+	metrics.LuaPending.Set(float64(pending))
+	return rep, nil
+}
+
+// persist puts claimed reservations through the writer, as their buyers'
+// own would have been, and counts those now in the database.
+func (l *Lua) persist(ctx context.Context, sku string, epoch int64, claimed []stock.Reservation) int {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	n := 0
+	for _, r := range claimed {
+		wg.Go(func() {
+			_, replayed, err := l.w.submit(&pending{ctx: ctx, limit: l.limit, entry: r.ID, epoch: epoch,
+				r: PlaceRequest{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, IdempotencyKey: r.Key}})
+			if err == nil && !replayed {
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return n
+}

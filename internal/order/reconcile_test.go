@@ -1,0 +1,133 @@
+package order_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/stock"
+)
+
+// TestLuaRebuildsEmptyRedis: with a SKU's Redis keys gone mid-sale, as
+// after a restart of Redis, the next buyer's reservation finds no state,
+// and the state is built again from the database before anything sells:
+// what the database had sold stays sold.
+func TestLuaRebuildsEmptyRedis(t *testing.T) {
+	t.Parallel()
+	f := newLuaFleet(t, nil, "", order.LuaOptions{})
+	a, b := f.new(), f.new()
+	const sku = "flushed"
+	if _, err := a.SetStock(t.Context(), sku, 30); err != nil {
+		t.Fatal(err)
+	}
+	first, _, others := place(t, sku, 20, a, b)
+	if len(others) > 0 {
+		t.Fatal(others)
+	}
+	keys, err := f.rdb.Keys(t.Context(), "*{"+sku+"}*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("no keys of %s in Redis to delete: %v", sku, err)
+	}
+	if err := f.rdb.Del(t.Context(), keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.redisAvailable(t, sku); got != -1 {
+		t.Fatalf("redis still has a state: %d", got)
+	}
+	// New buyers: user-0 … user-39 again, so the first 20 are replays.
+	acked, soldOut, others := place(t, sku, 40, a, b)
+	if len(others) > 0 {
+		t.Fatalf("%d buyers failed; first: %v", len(others), others[0])
+	}
+	if len(acked) != 30 || soldOut != 10 {
+		t.Errorf("%d answered with an order, %d sold out; want 30 and 10", len(acked), soldOut)
+	}
+	a2 := f.settled(t, a, sku, soldOut, append(first, acked...))
+	if a2.Orders != 30 {
+		t.Errorf("%d orders, want 30", a2.Orders)
+	}
+}
+
+// TestLuaClaimsDeadReservations: a process that reserved and died before
+// persisting leaves its reservations pending in the stream. Reconcile on
+// another instance claims them once idle and persists them, and the
+// buyer's retry under the same key gets that order.
+func TestLuaClaimsDeadReservations(t *testing.T) {
+	t.Parallel()
+	const idle = 200 * time.Millisecond
+	f := newLuaFleet(t, nil, "", order.LuaOptions{ClaimIdle: idle})
+	live := f.new()
+	const sku = "orphans"
+	if _, err := live.SetStock(t.Context(), sku, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, others := place(t, sku, 1, live); len(others) > 0 { // builds the state
+		t.Fatal(others)
+	}
+	var epoch int64
+	if err := f.gdb.Raw(`SELECT epoch FROM stock_epochs WHERE sku = ?`, sku).Scan(&epoch).Error; err != nil {
+		t.Fatal(err)
+	}
+	dead := stock.NewRedisStock(f.rdb, f.prefix) // another process's consumer
+	for i := range 3 {
+		r := stock.Reservation{UserID: fmt.Sprint("ghost-", i), Key: "g", Quantity: 1}
+		if _, err := dead.Reserve(t.Context(), sku, r, stock.Terms{Epoch: epoch}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.redisAvailable(t, sku); got != 6 {
+		t.Fatalf("redis has %d, want 6 with 3 reservations pending", got)
+	}
+	time.Sleep(2 * idle)
+	rep, err := live.lua.Reconcile(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Claimed != 3 || rep.Persisted != 3 {
+		t.Errorf("claimed %d, persisted %d; want 3 and 3", rep.Claimed, rep.Persisted)
+	}
+	o, replayed, err := live.Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: "ghost-1", Quantity: 1, IdempotencyKey: "g"})
+	if err != nil || !replayed {
+		t.Fatalf("the buyer's retry: %+v, replayed %v, %v; want its order replayed", o, replayed, err)
+	}
+	a := f.settled(t, live, sku, 0, []int64{o.ID})
+	if a.Orders != 4 || a.Available != 6 {
+		t.Errorf("%d orders, %d available; want 4 and 6", a.Orders, a.Available)
+	}
+}
+
+// TestLuaReconcileFenced: a reconcile run whose token is below a later
+// run's (its lease was lost, and another holder ran since) changes no
+// state.
+func TestLuaReconcileFenced(t *testing.T) {
+	t.Parallel()
+	f := newLuaFleet(t, nil, "", order.LuaOptions{})
+	a := f.new()
+	const sku = "fenced"
+	if _, err := a.SetStock(t.Context(), sku, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, others := place(t, sku, 1, a); len(others) > 0 {
+		t.Fatal(others)
+	}
+	if _, err := a.lua.Reconcile(t.Context(), 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.gdb.Exec(`UPDATE stock_items SET available = 2 WHERE sku = ?`, sku).Error; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.lua.Reconcile(t.Context(), 6); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("a run with an older token: %v, want fenced", err)
+	}
+	if got := f.redisAvailable(t, sku); got != 4 {
+		t.Errorf("redis has %d after the fenced run, want 4 as before", got)
+	}
+	if _, err := a.lua.Reconcile(t.Context(), 8); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.redisAvailable(t, sku); got != 2 {
+		t.Errorf("redis has %d after a later run, want the database's 2", got)
+	}
+}

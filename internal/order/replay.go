@@ -1,0 +1,72 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/stock"
+)
+
+// The answers every strategy gives a buyer whose Idempotency-Key already
+// has an order: that order, replayed, or ErrKeyReused if the key was used
+// for another SKU or quantity.
+
+// userKey is one buyer's Idempotency-Key.
+type userKey struct{ user, key string }
+
+func soldOut(sku string) error { return fmt.Errorf("order: place: %w: %s", stock.ErrSoldOut, sku) }
+
+// replayOr answers a buyer with the order its key already has, if it has
+// one, and otherwise with err: a refusal, which may only be because that
+// order took the stock, or nil when the buyer has no answer yet. When the
+// database cannot say, the buyer is busy, never refused: its order may
+// exist.
+func replayOr(ctx context.Context, gdb *gorm.DB, r PlaceRequest, err error) (Order, bool, error) {
+	o, found, e := existing(ctx, gdb, r)
+	switch {
+	case found:
+		return o, true, nil
+	case errors.Is(e, ErrKeyReused):
+		return Order{}, false, e
+	case e != nil:
+		return Order{}, false, fmt.Errorf("%w: %w", stock.ErrBusy, e)
+	default:
+		return Order{}, false, err
+	}
+}
+
+// existing returns the order that r's key already has, if any: found, or
+// ErrKeyReused if it is for another SKU or quantity.
+func existing(ctx context.Context, gdb *gorm.DB, r PlaceRequest) (o Order, found bool, err error) {
+	err = gdb.WithContext(ctx).Where("user_id = ? AND idempotency_key = ?", r.UserID, r.IdempotencyKey).Take(&o).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Order{}, false, nil
+	}
+	if err != nil {
+		return Order{}, false, fmt.Errorf("order: place: %w", err)
+	}
+	if o.SKU != r.SKU || o.Quantity != r.Quantity {
+		return Order{}, false, fmt.Errorf("%w: order %d", ErrKeyReused, o.ID)
+	}
+	return o, true, nil
+}
+
+// replayOf answers r, whose key already has order o.
+func replayOf(o Order, r PlaceRequest) placed {
+	if o.SKU != r.SKU || o.Quantity != r.Quantity {
+		return placed{err: fmt.Errorf("%w: order %d", ErrKeyReused, o.ID)}
+	}
+	return placed{o: o, replayed: true}
+}
+
+// sameKeyAnswer answers a repeat of a key from the first buyer's answer: a
+// replay of its order, or ErrKeyReused if the request differs.
+func sameKeyAnswer(first placed, r PlaceRequest) placed {
+	if first.err != nil {
+		return placed{err: first.err}
+	}
+	return replayOf(first.o, r)
+}
