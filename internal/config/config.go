@@ -358,6 +358,11 @@ func (c Config) Validate(strategies []string) error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.writeTimeout())
+	if c.Strategy == "lua" && c.ClaimIdle <= c.RequestTimeout {
+		// A reservation is taken over once it has been pending that long,
+		// and its own request may persist it until its deadline.
+		bad("SHOP_CLAIM_IDLE: %s must be longer than SHOP_REQUEST_TIMEOUT (%s), or a reservation its request is still persisting is taken over", c.ClaimIdle, c.RequestTimeout)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}

@@ -135,6 +135,8 @@ func TestHTTPSettings(t *testing.T) {
 		{"tiny idle timeout", map[string]string{"SHOP_HTTP_IDLE_TIMEOUT": "1ms"}, "SHOP_HTTP_IDLE_TIMEOUT: 1ms is below the minimum"},
 		{"allow reset", map[string]string{"SHOP_ALLOW_RESET": "true"}, ""},
 		{"bad allow reset", map[string]string{"SHOP_ALLOW_RESET": "yes please"}, `SHOP_ALLOW_RESET: "yes please" is neither true nor false`},
+		{"lua's claim within the request's deadline", map[string]string{"SHOP_STRATEGY": "lua", "SHOP_CLAIM_IDLE": "10s"}, "SHOP_CLAIM_IDLE: 10s must be longer than SHOP_REQUEST_TIMEOUT (10s)"},
+		{"another strategy's claim", map[string]string{"SHOP_STRATEGY": "atomic", "SHOP_CLAIM_IDLE": "10s"}, ""},
 	}
 	loadAll(t, tests)
 	// shop echo serves the same HTTP stack: it takes the listener's
