@@ -3,5 +3,5 @@
 // steady rate, classifies their answers, keeps their latencies in HDR
 // histograms, and renders what a run measured as text, JSON and one
 // offline HTML page. It knows the shop only by its HTTP API; what was sold
-// is read from the database by package audit.
+// is read from the database by package audit. See docs/benchmark.md.
 package loadtest

@@ -7,6 +7,9 @@
 //	shop echo      serve the HTTP stack alone, the bench's http-echo ceiling
 //	shop reconcile set lua's Redis stock from the database once, and say what it fixed
 //	shop token     print a buyer token signed with SHOP_JWT_SECRET
+//	shop lesson    reproduce the seed articles' failures beside their fixes
+//
+// See README.md, and docs/ for each subject.
 package main
 
 import (

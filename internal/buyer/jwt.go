@@ -1,7 +1,7 @@
 // Package buyer says who a buyer is and how often the buyer may ask: it
 // verifies buyers' JSON Web Tokens (HS256 with a shared secret, or RS256
 // and ES256 with a public key) and keeps a per-buyer rate limit in Redis,
-// shared by every instance.
+// shared by every instance. See docs/api.md#buyers.
 package buyer
 
 import (

@@ -27,7 +27,7 @@ type Problem struct {
 	Instance string `json:"instance,omitempty"`
 }
 
-// The problem types, by slug: the README's error table.
+// The problem types, by slug: the table in docs/api.md#errors.
 var problems = map[string]struct {
 	status int
 	title  string
@@ -50,7 +50,7 @@ var problems = map[string]struct {
 }
 
 // unknown is what a busy answer means for the request: it may or may not
-// have taken effect (see the README's idempotency section).
+// have taken effect (see docs/api.md#idempotency-keys).
 const unknown = "the outcome is not known yet; retry with the same Idempotency-Key"
 
 // retryAfter is the Retry-After, in seconds, sent with busy and

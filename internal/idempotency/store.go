@@ -7,7 +7,7 @@
 // runs, then its final response for the retention period. Redis is the fast
 // path, not the guarantee: the orders table's unique (user_id,
 // idempotency_key) index is, so an order is never created twice even if
-// Redis loses a key.
+// Redis loses a key. See docs/api.md#idempotency-keys.
 package idempotency
 
 import (

@@ -17,15 +17,11 @@ import (
 //	        old value is the one just read.
 //	unlock: DEL key.
 //
-// It goes wrong in two ways:
-//
-//   - every client must have the same clock: one whose clock runs ahead by
-//     more than the TTL sees a live lock as expired and takes it over;
-//   - its unlock has no owner check: a holder that overran its expiry
-//     deletes the lock of whoever took it over.
-//
-// lock.Redis fixes both: Redis expires the key by its own clock, and the
-// release compares the owner's random value before it deletes.
+// A client whose clock runs ahead by more than the TTL sees a live lock as
+// expired and takes it over, and a holder that overran its expiry deletes
+// the lock of whoever took it over. lock.Redis fixes both: Redis expires
+// the key by its own clock, and the release compares the owner's random
+// value before it deletes.
 type ClockLock struct {
 	client *redis.Client
 	key    string

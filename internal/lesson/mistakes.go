@@ -14,6 +14,7 @@
 //	                  paused past its TTL writes over its successor (seeds 002, 004)
 //
 // Each lesson has a test on real servers that checks the stores itself.
+// See docs/lessons.md.
 package lesson
 
 import (

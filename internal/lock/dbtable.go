@@ -18,23 +18,11 @@ type DBTableOptions struct {
 }
 
 // DBTable locks with a row per lock name in the MySQL table locks (see
-// internal/db), under a unique index on the name: the database lock of
-// seeds 000 and 001, with what they leave out. Each row has an owner, an
-// expiry and a token.
-//
-//   - Acquire inserts the row. If the name is taken by a row that has
-//     expired, it deletes that row and inserts again; the unique index lets
-//     exactly one contender's insert win.
-//   - The token is the row's AUTO_INCREMENT key, which InnoDB never hands
-//     out twice and keeps across restarts, so it increases with every
-//     insert and every takeover.
-//   - The watchdog renews the expiry while the holder works; release deletes
-//     the row only if it is still this holder's.
-//
-// Expiry is measured by the database's clock alone (UTC_TIMESTAMP), never
-// compared with a client's, so clients need no synchronised clocks. The lock
-// is as available as the database, and a failover to a replica that lagged
-// can grant it twice.
+// internal/db), under a unique index on the name. Acquire inserts the row,
+// or deletes an expired one and inserts; the token is the row's
+// AUTO_INCREMENT key; the watchdog renews the expiry; release deletes the
+// row only if it is still this holder's. Expiry is measured by the
+// database's clock alone. See docs/locks.md#dbtable.
 type DBTable struct {
 	locker
 	db  *sql.DB

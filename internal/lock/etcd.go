@@ -40,32 +40,17 @@ func (o *EtcdOptions) prefix() string {
 	return o.Prefix
 }
 
-// Etcd locks as etcd's concurrency.Mutex does: each contender puts a key under
-// Prefix/<name>/, bound to its lease, and holds the lock while its key has
-// the lowest create revision. A waiter watches only the key just before its
-// own, so a release wakes one waiter (no herd).
+// Etcd locks as etcd's concurrency.Mutex does: each contender puts a key
+// under Prefix/<name>/, bound to a lease of its own that the client keeps
+// alive, and holds the lock while its key has the lowest create revision.
+// A waiter watches only the key just before its own, so a release wakes
+// one waiter (no herd).
 //
-// Every acquisition has a session of its own, a lease of TTL that the
-// client keeps alive while the lock is held. That costs a LeaseGrant per
-// acquisition, and buys three things: each acquisition writes a fresh key,
-// so its token is new even after a release that failed (a shared session
-// would find its old key and hold the lock again under the old revision);
-// the loss of one lease loses one lock, not every lock of the process; and
-// the release is the revocation of the lease, which deletes the key with it.
-//
-// The fencing token is the key's create revision: etcd's revision counts
-// every write to the cluster, and a contender's key is created after the
-// keys of everyone it queues behind, so the tokens of one name increase
-// with every acquisition. To it is added the lock's offset, kept in a key
-// of its own (Prefix/<name>#offset): 0 until a holder raises its token
-// past a fence (Lease.Raise), which only a holder does, and only upward,
-// so tokens still increase. An etcd restarted without its data counts
-// revisions from 1 again, and loses the offset with them; the first holder
-// that a fence refuses raises it. When the session's Done fires, the lease is lost:
-// the server expired it, or the client got no answer to its keep-alives
-// for a TTL. The client learns it a round trip after the server at best;
-// fencing covers that window. A release that cannot reach etcd leaves the
-// key to go with the lease, which is no longer kept alive, a TTL later.
+// The fencing token is the key's create revision plus the lock's offset,
+// which Lease.Raise lifts past a fence after etcd lost its data. When the
+// session's Done fires, the lease is lost; the client learns it a round
+// trip after the server at best, and the fence covers that window. See
+// docs/locks.md#etcd.
 type Etcd struct {
 	locker
 	client *clientv3.Client

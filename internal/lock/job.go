@@ -10,16 +10,12 @@ import (
 )
 
 // Job is work that must run on one node at a time: a periodic job of a
-// fleet, such as a reconciliation.
-//
-// Each run holds the lock named after the job, as ShedLock does. The run
-// gets the lease's fencing token, to make its writes conditional on, and a
-// ctx that ends once the lease is known lost (paused past its TTL, cut off
-// from the store): a run whose lease was lost must not write, and one that
-// writes before it knows is refused by the fence, once a later holder has
-// written. The watchdog of the lock renews the lease while a run lasts. A
-// node that dies mid-run leaves the lock to expire within its TTL; the next
-// turn of another node then runs the job.
+// fleet, such as a reconciliation. Each run holds the lock named after the
+// job, as ShedLock does, and gets the lease's fencing token, to make its
+// writes conditional on, and a ctx that ends once the lease is known lost.
+// A node that dies mid-run leaves the lock to expire within its TTL; the
+// next turn of another node then runs the job. See
+// docs/strategies.md#reconciliation.
 type Job func(ctx context.Context, token int64) error
 
 // jobLock is the lock name of the job name.

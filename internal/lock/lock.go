@@ -10,35 +10,22 @@
 //	dbtable.go    a row per lock in a MySQL table
 //
 // A held lock is a Lease. Its token strictly increases with every
-// acquisition of the same name, and the backend issues it in the same
-// atomic step that grants the lock. A store that refuses writes carrying a
-// token below the highest it has seen (fencing) thereby refuses a holder
-// that lost the lock without knowing it: one paused past its TTL, or cut off
-// from its session. Lost tells the holder as soon as it can know.
+// acquisition of the same name, issued in the same atomic step that grants
+// the lock, so a store that refuses tokens below the highest it has seen
+// (fencing) refuses a holder that lost the lock without knowing it. Lost
+// tells the holder as soon as it can know. Leases that expire (redis,
+// redlock, dbtable) are renewed by a watchdog at a third of their TTL; a
+// renewal that finds the lock gone, or none succeeding before the lease
+// runs out, loses the lease.
 //
 // Contenders within one process queue in the process, and only the first
-// asks the store; so, within one process, TryAcquire also fails while
-// another goroutine awaits the lock.
-//
-// Leases that expire (redis, redlock, dbtable) are renewed by a watchdog at
-// a third of their TTL while they are held; a renewal that finds the lock
-// gone, or no renewal succeeding before the lease runs out, loses the lease.
-// A ZooKeeper lease lasts as long as its session, an etcd lease as long as
-// the etcd lease that the client keeps alive.
-//
-// # Reentrancy
-//
-// Reentrancy lives here, above the backends, as in Curator's
-// InterProcessMutex rather than Redisson's server-side hold count: only the
-// holder can re-enter, so a round trip to tell the server would buy nothing.
-// Go has no thread identity to recognise the holder by, so the holder
-// carries its lease in a ctx (WithLease); Acquire and TryAcquire with that
-// ctx return the same lease at once, and each such acquisition needs its
-// own Release. A ctx that carries a lease must stay with the holder's own
-// flow of control: goroutines given it would all hold the lock at once.
+// asks the store; so TryAcquire also fails while another goroutine of the
+// process awaits the lock. A holder re-enters with the ctx of WithLease:
+// Go has no thread identity, so the ctx carries the holder's, and must stay
+// with the holder's own flow of control.
 //
 // The classic mistakes with distributed locks are kept, failing, in
-// internal/lesson.
+// internal/lesson. See docs/locks.md.
 package lock
 
 import (
@@ -243,20 +230,12 @@ func (l *Lease) Token() int64 { return l.token.Load() }
 const raiseMargin = 1 << 16
 
 // Raise gives the lease a new token, floor + 65,536, for a store that has
-// lost its count of the lock's acquisitions: a Redis, ZooKeeper or etcd
-// restarted without its data, or failed over to a replica that lagged,
-// counts from the start again, and the fenced store, which has seen floor,
-// would refuse this holder and every holder after it until the count
-// passed floor again. The store's count is raised in the same step, and
-// only while the lease still holds the lock there, so that a stale holder,
-// whose lock is another's by now, cannot raise past its successor: it gets
-// ErrNotHeld. Redis and Redlock raise their counters; ZooKeeper and etcd,
-// whose tokens are the servers' own transaction counters, keep an offset
-// per lock that is added to them.
-//
-// The local and dbtable locks return errors.ErrUnsupported: the first has
-// no store, and the second's tokens are the database's, which never go
-// back while it keeps the stock.
+// lost its count of the lock's acquisitions (restarted without its data, or
+// failed over to a replica that lagged), so that the fenced store, which
+// has seen floor, accepts this holder again. The store's count is raised in
+// the same step, and only while the lease still holds the lock there: a
+// stale holder gets ErrNotHeld. The local and dbtable locks return
+// errors.ErrUnsupported. See docs/locks.md#a-counter-that-starts-over.
 func (l *Lease) Raise(ctx context.Context, floor int64) error {
 	if l.g.raise == nil {
 		return fmt.Errorf("lock: raise %s: %w", l.key.name, errors.ErrUnsupported)

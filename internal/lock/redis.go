@@ -68,15 +68,9 @@ func redisKeys(prefix, name string) []string {
 // Redis locks on one Redis master: SET NX PX with a random owner token, and
 // a fencing token counted in the same Lua script (acquire.lua). It then
 // hands the key to bsm/redislock, which renews it (the watchdog) and
-// releases it with a compare-and-delete, so that it never deletes another
-// holder's lock. Waiting is a jittered exponential backoff bounded by the
-// ctx.
-//
-// It is as available as that one master, and a failover to a replica that
-// had not yet received the key grants the lock twice; fencing still refuses
-// the older holder's writes if the counter survived. A counter that did
-// not survive (a restart without persistence) counts from 1 again, below
-// the fence; the holder then raises it past the fence (Lease.Raise).
+// releases it with a compare-and-delete. A restart without persistence
+// counts tokens from 1 again, below the fence; the holder then raises the
+// counter past it (Lease.Raise). See docs/locks.md#redis.
 type Redis struct {
 	locker
 	client RedisClient

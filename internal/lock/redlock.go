@@ -31,29 +31,15 @@ var CompareAndDelete = redis.NewScript(releaseLua)
 
 // Redlock locks on a quorum of N ≥ 3 independent Redis masters, the
 // algorithm of https://redis.io/docs/latest/develop/use/patterns/distributed-locks/:
+// the lock is held when a majority (N/2+1) granted it with time left,
+// valid for TTL − elapsed − clock drift; otherwise it is released on every
+// master and tried again. The watchdog and the release act on every master,
+// and count only with a majority.
 //
-//  1. Try acquire.lua on every master at once, each call bounded by a
-//     timeout small against the TTL.
-//  2. The lock is held if a majority (N/2+1) granted it and time is left:
-//     validity = TTL − elapsed − clock drift. Otherwise release it on every
-//     master, even those that did not answer, and retry after a jittered
-//     backoff.
-//  3. Renew (the watchdog) and release on every master; each counts only
-//     with a majority.
-//
-// Redlock itself has no fencing token, which is Kleppmann's first objection
-// to it. This one makes one: each master counts its own acquisitions in
-// acquire.lua, the token is the largest count in the majority, and before
-// the lease is handed out confirm.lua raises the counter of every master in
-// that majority to it, on each only while the lock is still held there. The
-// majority of any later acquisition shares a master with this one, so its
-// token is larger.
-//
-// What it promises: mutual exclusion and increasing tokens while fewer than
-// half of the masters fail, provided clocks run at nearly the same rate and
-// a restarted master has kept its data (or stays out for a TTL). A master
-// that restarts empty forgets both lock and counter, and the lock can then
-// be granted twice, with tokens that no longer order its holders.
+// Its fencing token is the largest count of the majority's masters, which
+// confirm.lua raises on every master of that majority before the lease is
+// handed out. A master that restarts empty forgets lock and counter, and
+// the lock can then be granted twice. See docs/locks.md#redlock.
 type Redlock struct {
 	locker
 	nodes       []RedisClient

@@ -25,24 +25,15 @@ type ZooKeeperOptions struct {
 // ZooKeeper locks with the recipe of seeds 000 and 003 and of Curator's
 // InterProcessMutex: each contender creates an ephemeral sequential znode
 // under Root/<name>, and holds the lock while its node has the lowest
-// sequence number. A waiter watches only the node just before its own, so a
-// release wakes one waiter, not all of them (no herd).
+// sequence number. A waiter watches only the node just before its own (no
+// herd). Waiting ends with the ctx, and a contender that stops waiting
+// deletes its node.
 //
-// Unlike go-zookeeper's own zk.Lock, waiting ends with the ctx, and a
-// contender that stops waiting deletes its node. The calls to ZooKeeper
-// themselves do not take a ctx; the connection's own timeouts bound them.
-//
-// The lease lasts as long as the ZooKeeper session: there is no TTL to
-// renew, the client's heartbeats keep it. When the session expires, its
-// nodes are deleted and Lost is closed. The fencing token is the czxid of
-// the node: ZooKeeper's transaction id of its creation, which grows with
-// every write to the ensemble, so it orders acquisitions of the same name
-// even if the parent node is deleted and sequence numbers start again. To
-// it is added the lock's offset, kept in the persistent node
-// Root/<name>#offset: 0 until a holder raises its token past a fence
-// (Lease.Raise), which only a holder does, and only upward. An ensemble
-// restarted without its data counts zxids from the start again, and loses
-// the offset with them; the first holder that a fence refuses raises it.
+// The lease lasts as long as the ZooKeeper session; when the session
+// expires, Lost is closed. The fencing token is the node's czxid plus the
+// lock's offset, kept in the node Root/<name>#offset, which Lease.Raise
+// lifts past a fence after the ensemble lost its data. See
+// docs/locks.md#zookeeper.
 type ZooKeeper struct {
 	locker
 	conn *zk.Conn
