@@ -44,26 +44,13 @@ func openSQLite(ctx context.Context, path string) (*gorm.DB, error) {
 }
 
 // consistentReads gives SQLite the reads of MySQL's InnoDB, which the
-// strategies were written against.
-//
-// A plain SELECT in an InnoDB transaction is a consistent read: it takes no
-// lock, and a later write does not check that what it read still holds. So
-// a read, check and write in a transaction guarded by a lock that does not
-// hold (none, local across instances) loses updates there and oversells.
-// In an SQLite transaction the same read would bind the transaction to its
-// snapshot: the write would fail with SQLITE_BUSY_SNAPSHOT and be retried
-// from a fresh read, and SQLite would hide the very bug the demo shows. So
-// here a plain SELECT (Find, Take, First) in a transaction reads the last
-// committed rows on a connection of its own. It does not see the
-// transaction's own writes; Raw and Scan still run in the transaction.
-//
-// SELECT … FOR UPDATE stays in the transaction. SQLite has no row locks,
-// and GORM drops the clause, so the transaction first takes SQLite's write
-// lock, its one lock, with a write that changes nothing: as with BEGIN
-// IMMEDIATE, the row is then held until commit, and so is every other.
-//
-// It is a GORM plugin, so that the pool of its reads belongs to the opened
-// database: Close finds it there.
+// strategies were written against: a plain SELECT (Find, Take, First) in a
+// transaction reads the last committed rows on a connection of its own,
+// and binds nothing, so that a guard that does not hold loses updates here
+// as it does on MySQL, rather than being retried by SQLite. SELECT … FOR
+// UPDATE takes SQLite's one write lock, as BEGIN IMMEDIATE does. Raw and
+// Scan still run in the transaction. It is a GORM plugin, so that Close
+// finds the pool of its reads. See docs/demo.md#sqlite-in-place-of-mysql.
 type consistentReads struct{ reads *sql.DB }
 
 // consistentReadsPlugin names the plugin in gorm.Config.Plugins.

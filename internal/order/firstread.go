@@ -16,14 +16,10 @@ import (
 
 // firstReads reads, for a purchase, what is left of its SKU and whether its
 // key already has an order: first, before the purchase queues, and again
-// when it is refused (checkRefusal).
-//
-// The buyers of one SKU who arrive while its read is out share the next
-// read: one statement reads the stock and every one of their keys. Once a
-// SKU sells out, its buyers no longer cost the database a statement each.
-// Each read starts after every buyer it answers has arrived, so none of
-// them hears of stock older than its own request: a unit that a refund
-// acknowledged before the buyer asked is there to be read.
+// when it is refused (checkRefusal). The buyers of one SKU who arrive
+// while its read is out share the next read, one statement for all their
+// keys, which starts only after every buyer it answers has arrived. See
+// docs/strategies.md#sold-out-answers-never-queue.
 type firstReads struct {
 	db *gorm.DB
 

@@ -36,16 +36,11 @@ func (s *Service) Stock(ctx context.Context, sku string) (Stock, error) {
 }
 
 // SetStock puts available units of sku on sale now, and returns its stock
-// after the change.
-//
-// A new SKU is set up with that many. An existing one keeps every order and
-// every holding: its available becomes the number given, and its initial
-// moves by as much, so that available plus the units of live orders still
-// equals initial. The change goes through the strategy's guard, as a
-// purchase does, so it is safe while buyers are being served: it waits for
-// the strategy's lock, row or turn, a lock strategy's fence rises past it
-// (never back to 0, which would let a stale lock holder write), and lua's
-// Redis stock follows it in the same epoch.
+// after the change. A new SKU is set up with that many. An existing one
+// keeps every order and holding, and its initial moves as much as its
+// available. The change goes through the strategy's guard, as a purchase
+// does, so it is safe while buyers are served. See
+// docs/api.md#stock-changes.
 func (s *Service) SetStock(ctx context.Context, sku string, available int) (Stock, error) {
 	for attempt := 1; ; attempt++ {
 		created, err := s.create(ctx, sku, available)
@@ -97,14 +92,10 @@ func (s *Service) change(ctx context.Context, sku string, available int) error {
 }
 
 // DeleteStock deletes sku and everything that points to it: its orders,
-// what users hold of it, and what the strategy keeps of it elsewhere (lua's
-// Redis state). lua's epoch of the SKU keeps counting, so that a SKU set up
-// again under the same name starts a new sale.
-//
-// It is for demos and tests, which start sales over: a shop that must keep
-// its orders changes stock with SetStock. It must not run while the SKU is
-// being sold: a lock holder that stalled through it writes past the fence
-// of the SKU set up again.
+// holdings, and what the strategy keeps of it elsewhere; its epoch moves
+// on, so that a SKU set up again starts a new sale. It is for demos and
+// tests, and must not run while the SKU sells. See
+// docs/api.md#stock-changes.
 func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// The stock row first: every purchase and refund takes it before it

@@ -22,26 +22,14 @@ type Locker interface {
 // LockName is the name under which the lock strategies lock sku.
 func LockName(sku string) string { return "stock:" + sku }
 
-// Locked is every lock strategy (local, redis, redlock, zookeeper,
-// etcd, dbtable): the same composition, whatever the lock.
-//
-//  1. Acquire the lock on the SKU.
-//  2. Fenced: read, check and write the stock under the lease's fencing
-//     token, and run fn, in one transaction.
-//  3. Release the lock.
-//
-// The lock keeps buyers of one SKU from interleaving. The fence keeps a
-// holder that lost its lock without knowing it (paused past its TTL, cut
-// off from its session) from writing over the holder that came after it.
-//
-// Behind Queued, a lease that has just sold is passed on, unreleased, to
+// Locked is every lock strategy (local, redis, redlock, zookeeper, etcd,
+// dbtable): the same composition, whatever the lock. It acquires the lock
+// on the SKU, reads, checks and writes the stock and runs fn in one
+// transaction conditional on the lease's fencing token (Fenced), and
+// releases the lock. Behind Queued, a lease that has just sold passes to
 // the next buyer of the SKU waiting in the same process, up to maxRun
-// buyers per acquisition (a run). Each buyer still writes in its own
-// fenced transaction, under the run's token: the sale stays serial, but a
-// hand-over inside a process costs no release, no acquisition and no fence
-// claim. The fence is what refuses the rest of a run whose lease was lost,
-// as it refuses a single stale buyer, so only a lease that fences starts
-// runs: the local lock's does not, and each of its buyers still acquires.
+// buyers per acquisition: a run, which only a lease that fences starts.
+// See docs/locks.md and docs/locks.md#runs.
 type Locked struct {
 	db     *gorm.DB
 	locker Locker
@@ -59,7 +47,7 @@ type run struct {
 // maxRun is the most buyers one acquisition serves. It bounds how long a
 // process keeps a SKU before it lets its lock go and asks for it again, as
 // every process's waiters do. Past 16 the bench's closed loop gained
-// nothing measurable, and below it less (README, Runs).
+// nothing measurable, and below it less (docs/locks.md#runs).
 const maxRun = 16
 
 var _ relay = (*Locked)(nil)

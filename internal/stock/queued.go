@@ -10,27 +10,13 @@ import (
 )
 
 // Queued stands in front of a guard and keeps sold-out answers out of its
-// queue. One hot row is a queue whatever guards it: every buyer waits for
-// the row lock, or the lock, in turn. Without Queued, the buyers who only
-// learn "sold out" wait in that queue as long as those who buy.
-//
-//   - A buyer first reads the stock with a plain read, which takes no lock
-//     and waits for none. If it is short, the answer is ErrSoldOut at once.
-//     While the SKU's line is in use and the guard's last answer to a buyer
-//     was a sale, the buyer skips the read: the stock was there a moment
-//     ago, and the guard decides.
-//   - Otherwise the buyer waits its turn in this process: one change of a
-//     SKU at a time reaches the guard. When the guard answers a buyer
-//     sold-out, every buyer that was already waiting when that buyer's
-//     turn began is told sold-out at once, not in turn.
-//
-// Nothing is cached beyond that: a unit that a refund returns is sellable
-// at once, on every instance, because the next buyer reads it or queues. A refund (delta > 0) is
-// never answered early; it queues like a purchase.
-//
-// Queueing a process's attempts is also what keeps the optimistic strategy
-// from collapsing on a hot row: its compare-and-set attempts no longer race
-// each other, so they no longer fail each other.
+// queue. A buyer first reads the stock with a plain read, which waits for
+// no lock, and hears ErrSoldOut at once if it is short; otherwise it waits
+// its turn in this process, one change of a SKU at a time reaching the
+// guard, and when the guard answers one buyer sold out, every buyer
+// waiting then is told so at once. Nothing is cached, so a refunded unit
+// is sellable at once on every instance. A refund (delta > 0) is never
+// answered early. See docs/strategies.md#sold-out-answers-never-queue.
 type Queued struct {
 	db    *gorm.DB
 	guard Guard

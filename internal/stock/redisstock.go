@@ -63,14 +63,12 @@ type Reservation struct {
 }
 
 // RedisStock is the stock of the lua strategy in Redis: per SKU, a state
-// (available, and the epoch it was built for), what each user holds when a
-// per-user limit applies, and a stream of the reservations that the
-// database does not have yet, the recovery log. Every key of a SKU shares
-// one hash tag, so that its scripts run on Redis Cluster.
-//
-// Its invariant: a state's available is the database's, less the units of
-// the reservations in the log whose orders the database does not have.
-// Reserve, Settle, Adjust and Load each keep it in one atomic step.
+// (available, and the epoch it was built for), what each user holds, and a
+// stream of the reservations the database does not have yet, the recovery
+// log, every key under the SKU's hash tag. Its invariant: a state's
+// available is the database's, less the units of the reservations in the
+// log; Reserve, Settle, Adjust and Load each keep it in one atomic step.
+// See docs/strategies.md#the-fast-path-lua.
 type RedisStock struct {
 	rdb      redis.UniversalClient
 	pipe     *redispipe.Pipe // for Reserve, which every buyer makes
