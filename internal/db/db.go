@@ -60,16 +60,66 @@ func Close(gdb *gorm.DB) error {
 // Migrate creates the schema if it is missing. Several instances may run it
 // at once.
 func Migrate(ctx context.Context, gdb *gorm.DB) error {
-	schema := mysqlSchema
+	schema, columns := mysqlSchema, mysqlColumns
 	if IsSQLite(gdb) {
-		schema = sqliteSchema
+		schema, columns = sqliteSchema, sqliteColumns
 	}
+	gdb = gdb.WithContext(ctx)
 	for _, stmt := range schema {
-		if err := gdb.WithContext(ctx).Exec(stmt).Error; err != nil {
+		if err := gdb.Exec(stmt).Error; err != nil {
 			return fmt.Errorf("db: migrate: %w", err)
 		}
 	}
+	for _, c := range columns {
+		if err := c.add(gdb); err != nil {
+			return fmt.Errorf("db: migrate: %s.%s: %w", c.table, c.name, err)
+		}
+	}
 	return nil
+}
+
+// column is a column, or with a name "KEY <name>" an index, that Migrate
+// adds to a table made before it.
+type column struct{ table, name, def string }
+
+func (c column) add(gdb *gorm.DB) error {
+	key, isKey := strings.CutPrefix(c.name, "KEY ")
+	sqlite := IsSQLite(gdb)
+	var exists bool
+	var q, stmt string
+	switch {
+	case sqlite && isKey:
+		q, stmt = `SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'index' AND name = ?`, "CREATE INDEX "+key+" ON "+c.table+" "+c.def
+	case sqlite:
+		q, stmt = `SELECT COUNT(*) > 0 FROM pragma_table_info('`+c.table+`') WHERE name = ?`, "ALTER TABLE "+c.table+" ADD COLUMN "+c.name+" "+c.def
+	case isKey:
+		q, stmt = `SELECT COUNT(*) > 0 FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = '`+c.table+`' AND index_name = ?`, "ALTER TABLE "+c.table+" ADD KEY "+key+" "+c.def
+	default:
+		q, stmt = `SELECT COUNT(*) > 0 FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = '`+c.table+`' AND column_name = ?`, "ALTER TABLE "+c.table+" ADD COLUMN "+c.name+" "+c.def
+	}
+	if err := gdb.Raw(q, key).Row().Scan(&exists); err != nil || exists {
+		return err
+	}
+	// Another instance's Migrate may add it first.
+	if err := gdb.Exec(stmt).Error; err != nil && !mysqlDuplicateColumn(err) && !strings.Contains(err.Error(), "duplicate column name") {
+		return err
+	}
+	return nil
+}
+
+// Now reads the database's clock, in UTC: the payment window's deadlines
+// are set and compared on it, never on an instance's.
+func Now(tx *gorm.DB) (time.Time, error) {
+	if IsSQLite(tx) {
+		var s string
+		if err := tx.Raw(`SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')`).Row().Scan(&s); err != nil {
+			return time.Time{}, err
+		}
+		return time.ParseInLocation("2006-01-02 15:04:05.000", s, time.UTC)
+	}
+	var t time.Time
+	err := tx.Raw(`SELECT UTC_TIMESTAMP(6)`).Row().Scan(&t)
+	return t.UTC(), err
 }
 
 // IsRetryable reports whether err means the transaction was rolled back for

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -247,5 +248,73 @@ func TestMySQLStatementsAreNotPrepared(t *testing.T) {
 		if got := prepares() > before; got != tc.prepared {
 			t.Errorf("%s: prepared on the server: %v, want %v", tc.dsn, got, tc.prepared)
 		}
+	}
+}
+
+// TestMigrateAddsColumns: an orders table made before the payment window
+// gets its columns and index when three instances migrate at once, on
+// MySQL and on SQLite.
+func TestMigrateAddsColumns(t *testing.T) {
+	t.Parallel()
+	for name, dsn := range map[string]string{"mysql": testinfra.MySQL(t), "sqlite": db.SQLitePrefix + filepath.Join(t.TempDir(), "old.db")} {
+		t.Run(name, func(t *testing.T) {
+			gdb, err := db.Open(t.Context(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close(gdb) })
+			if err := gdb.Exec(`CREATE TABLE orders (id BIGINT NOT NULL PRIMARY KEY, sku VARCHAR(64) NOT NULL, user_id VARCHAR(64) NOT NULL,
+				quantity INT NOT NULL, status VARCHAR(16) NOT NULL, idempotency_key VARCHAR(255) NULL, created_at DATETIME NOT NULL,
+				refunded_at DATETIME NULL, refund_key VARCHAR(255) NULL)`).Error; err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for range 3 {
+				wg.Go(func() {
+					if err := db.Migrate(t.Context(), gdb); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			for _, c := range []string{"expires_at", "paid_at", "payment_id", "cancelled_at", "cancel_key"} {
+				if !gdb.Migrator().HasColumn("orders", c) {
+					t.Errorf("orders has no %s", c)
+				}
+			}
+			if !gdb.Migrator().HasIndex("orders", "orders_expiry") {
+				t.Error("orders has no orders_expiry index")
+			}
+		})
+	}
+}
+
+// TestNow: a deadline set from the database's clock compares with it in
+// SQL, on MySQL and on SQLite, whose times are text.
+func TestNow(t *testing.T) {
+	t.Parallel()
+	for name, gdb := range map[string]*gorm.DB{"mysql": testinfra.ShopDB(t, testinfra.MySQL(t)), "sqlite": openSQLite(t)} {
+		t.Run(name, func(t *testing.T) {
+			now, err := db.Now(gdb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := now.Add(time.Hour)
+			if err := gdb.Exec(`INSERT INTO orders (sku, user_id, quantity, status, created_at, expires_at) VALUES ('s', 'u', 1, 'pending', ?, ?)`, now, deadline).Error; err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				at   time.Time
+				want int64
+			}{{now, 0}, {deadline.Add(-time.Millisecond), 0}, {deadline, 1}, {deadline.Add(time.Minute), 1}} {
+				var due int64
+				if err := gdb.Raw(`SELECT COUNT(*) FROM orders WHERE expires_at <= ?`, c.at).Row().Scan(&due); err != nil {
+					t.Fatal(err)
+				}
+				if due != c.want {
+					t.Errorf("due at %v, deadline %v: %d, want %d", c.at, deadline, due, c.want)
+				}
+			}
+		})
 	}
 }

@@ -66,6 +66,37 @@ var mysqlSchema = []string{
 		KEY orders_user_sku (user_id, sku, id),
 		KEY orders_sku (sku)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	// The payment window's columns, added to an orders table made before
+	// them too (see mysqlColumns).
+	// A payment callback under its payment_id, the key of its replay: the
+	// one that paid its order, or one kept as orphaned (its order expired,
+	// or another payment paid it first) so that the money can go back.
+	`CREATE TABLE IF NOT EXISTS payments (
+		payment_id VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
+		order_id   BIGINT NOT NULL,
+		status     VARCHAR(16) NOT NULL,
+		reason     VARCHAR(32) NULL,
+		created_at DATETIME(6) NOT NULL,
+		KEY payments_order (order_id)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	// The transactional outbox: an event per order transition, written in
+	// the transaction that makes it, published by the relay job and then
+	// marked. The index finds what is left to publish, in id order.
+	`CREATE TABLE IF NOT EXISTS order_events (
+		id           BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+		order_id     BIGINT NOT NULL,
+		type         VARCHAR(16) NOT NULL,
+		payload      TEXT NOT NULL,
+		created_at   DATETIME(6) NOT NULL,
+		published_at DATETIME(6) NULL,
+		KEY order_events_unpublished (published_at, id)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	// The fence of each job that runs on one instance at a time and
+	// writes the database: a run whose token is below it writes nothing.
+	`CREATE TABLE IF NOT EXISTS job_fences (
+		name  VARCHAR(64) NOT NULL PRIMARY KEY,
+		token BIGINT NOT NULL
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 	// One row per user and SKU with the units of their live orders: the
 	// per-user limit is checked on it inside the order transaction, under
 	// its row lock.
@@ -95,8 +126,21 @@ var mysqlSchema = []string{
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 }
 
+// mysqlColumns are the columns and keys that a table made by an earlier
+// version lacks, added by Migrate where they are missing.
+var mysqlColumns = []column{
+	{"orders", "expires_at", "DATETIME(6) NULL"},
+	{"orders", "paid_at", "DATETIME(6) NULL"},
+	{"orders", "payment_id", "VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NULL"},
+	{"orders", "cancelled_at", "DATETIME(6) NULL"},
+	{"orders", "cancel_key", "VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL"},
+	{"orders", "KEY orders_expiry", "(status, expires_at)"},
+}
+
 // MySQL error numbers the stores act on.
 const (
+	errDupColumn       = 1060 // a column added by another instance's Migrate
+	errDupKeyName      = 1061
 	errDuplicate       = 1062
 	errLockWaitTimeout = 1205
 	errDeadlock        = 1213
@@ -105,6 +149,11 @@ const (
 func mysqlRetryable(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && (me.Number == errDeadlock || me.Number == errLockWaitTimeout)
+}
+
+func mysqlDuplicateColumn(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == errDupColumn || me.Number == errDupKeyName)
 }
 
 func mysqlDuplicate(err error) bool {

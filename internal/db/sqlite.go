@@ -127,6 +127,37 @@ var sqliteSchema = []string{
 		expires_at DATETIME NOT NULL,
 		CONSTRAINT locks_name UNIQUE (name)
 	)`,
+	`CREATE TABLE IF NOT EXISTS payments (
+		payment_id TEXT NOT NULL PRIMARY KEY,
+		order_id   INTEGER NOT NULL,
+		status     TEXT NOT NULL,
+		reason     TEXT NULL,
+		created_at DATETIME NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS payments_order ON payments (order_id)`,
+	`CREATE TABLE IF NOT EXISTS order_events (
+		id           INTEGER PRIMARY KEY AUTOINCREMENT,
+		order_id     INTEGER NOT NULL,
+		type         TEXT NOT NULL,
+		payload      TEXT NOT NULL,
+		created_at   DATETIME NOT NULL,
+		published_at DATETIME NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS order_events_unpublished ON order_events (published_at, id)`,
+	`CREATE TABLE IF NOT EXISTS job_fences (
+		name  TEXT NOT NULL PRIMARY KEY,
+		token INTEGER NOT NULL
+	)`,
+}
+
+// sqliteColumns are mysqlColumns in SQLite's words.
+var sqliteColumns = []column{
+	{"orders", "expires_at", "DATETIME NULL"},
+	{"orders", "paid_at", "DATETIME NULL"},
+	{"orders", "payment_id", "TEXT NULL"},
+	{"orders", "cancelled_at", "DATETIME NULL"},
+	{"orders", "cancel_key", "TEXT NULL"},
+	{"orders", "KEY orders_expiry", "(status, expires_at)"},
 }
 
 // SQLite result codes the stores act on; extended codes carry the primary
