@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/stockguard/shop/internal/backend"
@@ -19,6 +20,7 @@ import (
 	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
 )
 
@@ -58,24 +60,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if cfg.BuyerRate.N > 0 {
 		rate = buyer.NewLimiter(b.Redis, cfg.BuyerRate.N, cfg.BuyerRate.Period, cfg.RedisPrefix, log)
 	}
-	if l, ok := guard.(order.Reconciler); ok {
-		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			reconcileJob(l, func(rep order.Report) {
-				if rep.Fixed() {
-					log.Info("reconciled", slog.Any("report", rep))
-				}
-			}).Every(ctx, jobLocker(b, cfg), reconcileName, cfg.ReconcileEvery, func(err error) {
-				log.Warn("reconcile failed", slog.Any("err", err))
-			})
-		}()
-		a.stopJobs = func() { cancel(); <-done }
-	}
+	orders := order.NewService(b.DB, guard, &order.Options{PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow})
+	a.startJobs(ctx, b, cfg, log, orders, guard)
 	a.Handler = httpapi.New(httpapi.Config{
 		Strategy: cfg.Strategy,
-		Orders:   order.NewService(b.DB, guard, &order.Options{PerUserLimit: cfg.PerUserLimit}),
+		Orders:   orders,
 		Idempotency: idempotency.NewStore(b.Redis, &idempotency.Options{
 			Prefix:     cfg.RedisPrefix,
 			TTL:        cfg.IdempotencyTTL,
@@ -83,6 +72,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		}),
 		AdminToken:     cfg.AdminToken,
 		AllowReset:     cfg.AllowReset,
+		PaymentSecret:  []byte(cfg.PaymentSecret),
 		Buyers:         buyers,
 		Rate:           rate,
 		RequestTimeout: cfg.RequestTimeout,
@@ -112,9 +102,46 @@ func (a *App) Close() error {
 	return a.backends.Close()
 }
 
-// reconcileName is the job of lua's reconciliation, on one instance at a
-// time.
-const reconcileName = "reconcile"
+// The jobs that run on one instance at a time: lua's reconciliation, the
+// expiry of pending orders, and the relay of the order events.
+const (
+	reconcileName = "reconcile"
+	expiryName    = "expiry"
+	relayName     = "relay"
+)
+
+// startJobs runs the jobs this shop has, each on whichever instance takes
+// its lock first, until Close.
+func (a *App) startJobs(ctx context.Context, b *backend.Backends, cfg config.Config, log *slog.Logger, orders *order.Service, guard stock.Guard) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	every := func(name string, interval time.Duration, job lock.Job) {
+		wg.Go(func() {
+			job.Every(ctx, jobLocker(b, cfg), name, interval, func(err error) {
+				log.Warn("job failed", slog.String("job", name), slog.Any("err", err))
+			})
+		})
+	}
+	if l, ok := guard.(order.Reconciler); ok {
+		every(reconcileName, cfg.ReconcileEvery, reconcileJob(l, func(rep order.Report) {
+			if rep.Fixed() {
+				log.Info("reconciled", slog.Any("report", rep))
+			}
+		}))
+	}
+	if cfg.PaymentWindow > 0 {
+		every(expiryName, cfg.ExpiryEvery, func(ctx context.Context, token int64) error {
+			n, err := orders.Expire(ctx, token)
+			metrics.Orders.WithLabelValues(cfg.Strategy, "expired").Add(float64(n))
+			return err
+		})
+	}
+	every(relayName, cfg.RelayEvery, func(ctx context.Context, _ int64) error {
+		_, err := orders.Relay(ctx, b.Redis, cfg.EventsStream)
+		return err
+	})
+	a.stopJobs = func() { cancel(); wg.Wait() }
+}
 
 // jobLocker is the lock of the jobs that run on one instance at a time:
 // on the shop's Redis, with the locks' TTL and watchdog.

@@ -1,8 +1,10 @@
 // Package audit reads the shop's invariants from the database: stock
 // conserved, never negative, not oversold, not undersold, no duplicate
-// order for one Idempotency-Key, and a row for every acknowledged order.
-// Every figure comes from stock_items and orders, never from what a client
-// counted.
+// order for one Idempotency-Key, a row for every acknowledged order, and
+// with a payment window no order both paid and given back, one payment per
+// paid order, and no orphaned payment but on a cancelled order or beside
+// the payment that paid it. Every figure comes from the database, never
+// from what a client counted.
 package audit
 
 import (
@@ -19,8 +21,9 @@ type Audit struct {
 	SKU       string `json:"sku"`
 	Initial   int    `json:"initial"`
 	Available int    `json:"available"`
-	Orders    int    `json:"orders"` // live orders
-	Sold      int    `json:"sold"`   // units of live orders
+	Orders    int    `json:"orders"`  // live orders: created, pending or paid
+	Sold      int    `json:"sold"`    // units of live orders
+	Pending   int    `json:"pending"` // units of pending orders, held until paid or cancelled
 	// Oversold is the units sold beyond the initial stock.
 	Oversold int `json:"oversold"`
 	// Undersold is the stock left over although buyers were turned away as
@@ -33,6 +36,15 @@ type Audit struct {
 	// LostAcks counts orders the client was told were created (201) but
 	// that have no row.
 	LostAcks int `json:"lost_acks"`
+	// PaidAndReturned counts orders that were paid and cancelled both: their
+	// stock came back although they were paid.
+	PaidAndReturned int `json:"paid_and_returned"`
+	// BadPayments counts paid orders without exactly one payment that paid
+	// them.
+	BadPayments int `json:"bad_payments"`
+	// StrayOrphans counts orphaned payments on an order that was neither
+	// cancelled nor paid by another payment: money kept for nothing.
+	StrayOrphans int `json:"stray_orphans"`
 }
 
 // Violations lists the invariants the audit shows broken; none means the
@@ -50,6 +62,9 @@ func (a Audit) Violations() []string {
 	add(a.Available < 0, "available is negative: %d", a.Available)
 	add(a.Duplicates > 0, "%d duplicate orders for one idempotency key", a.Duplicates)
 	add(a.LostAcks > 0, "%d acknowledged orders have no row", a.LostAcks)
+	add(a.PaidAndReturned > 0, "%d orders both paid and cancelled, their stock returned", a.PaidAndReturned)
+	add(a.BadPayments > 0, "%d paid orders without exactly one payment", a.BadPayments)
+	add(a.StrayOrphans > 0, "%d orphaned payments on orders neither cancelled nor paid by another payment", a.StrayOrphans)
 	return v
 }
 
@@ -63,10 +78,13 @@ func SKU(ctx context.Context, db *gorm.DB, sku string, soldOut int, acked []int6
 	if err != nil {
 		return Audit{}, fmt.Errorf("audit: stock of %s: %w", sku, err)
 	}
-	err = db.Raw(`SELECT COUNT(*), COALESCE(SUM(quantity), 0) FROM orders WHERE sku = ? AND status = 'created'`, sku).
-		Row().Scan(&a.Orders, &a.Sold)
+	err = db.Raw(`SELECT COUNT(*), COALESCE(SUM(quantity), 0), COALESCE(SUM(CASE WHEN status = 'pending' THEN quantity ELSE 0 END), 0)
+		FROM orders WHERE sku = ? AND status IN ('created', 'pending', 'paid')`, sku).Row().Scan(&a.Orders, &a.Sold, &a.Pending)
 	if err != nil {
 		return Audit{}, fmt.Errorf("audit: orders of %s: %w", sku, err)
+	}
+	if err := payments(db, sku, &a); err != nil {
+		return Audit{}, err
 	}
 	err = db.Raw(`SELECT COALESCE(SUM(n - 1), 0) FROM (SELECT COUNT(*) AS n FROM orders
 		WHERE sku = ? AND idempotency_key IS NOT NULL GROUP BY user_id, idempotency_key) AS g`, sku).Row().Scan(&a.Duplicates)
@@ -83,6 +101,22 @@ func SKU(ctx context.Context, db *gorm.DB, sku string, soldOut int, acked []int6
 	}
 	a.Drift = a.Available + a.Sold - a.Initial
 	return a, nil
+}
+
+// payments reads the payment invariants of sku's orders.
+func payments(db *gorm.DB, sku string, a *Audit) error {
+	err := db.Raw(`SELECT
+		(SELECT COUNT(*) FROM orders o WHERE o.sku = ? AND o.cancelled_at IS NOT NULL
+			AND (o.paid_at IS NOT NULL OR EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.id AND p.status = 'paid'))),
+		(SELECT COUNT(*) FROM orders o WHERE o.sku = ? AND o.paid_at IS NOT NULL
+			AND (SELECT COUNT(*) FROM payments p WHERE p.order_id = o.id AND p.status = 'paid') <> 1),
+		(SELECT COUNT(*) FROM payments p JOIN orders o ON o.id = p.order_id WHERE o.sku = ? AND p.status = 'orphaned'
+			AND NOT (o.status = 'cancelled' OR o.expires_at IS NULL OR (o.payment_id IS NOT NULL AND o.payment_id <> p.payment_id)))`,
+		sku, sku, sku).Row().Scan(&a.PaidAndReturned, &a.BadPayments, &a.StrayOrphans)
+	if err != nil {
+		return fmt.Errorf("audit: payments of %s: %w", sku, err)
+	}
+	return nil
 }
 
 // missingOrders counts the distinct ids in acked that have no order row.

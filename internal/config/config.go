@@ -47,6 +47,11 @@ type Config struct {
 	PerUserLimit   int           // SHOP_PER_USER_LIMIT; 0 means none
 	ClaimIdle      time.Duration // SHOP_CLAIM_IDLE
 	ReconcileEvery time.Duration // SHOP_RECONCILE_INTERVAL
+	PaymentWindow  time.Duration // SHOP_PAYMENT_WINDOW; 0: orders are final when placed
+	PaymentSecret  string        // SHOP_PAYMENT_SECRET, of the payment callbacks' signatures
+	ExpiryEvery    time.Duration // SHOP_EXPIRY_INTERVAL
+	EventsStream   string        // SHOP_EVENTS_STREAM, the Redis stream of the order events
+	RelayEvery     time.Duration // SHOP_RELAY_INTERVAL
 	BuyerAuth      string        // SHOP_BUYER_AUTH: AuthNone or AuthJWT
 	JWTSecret      string        // SHOP_JWT_SECRET, the HS256 secret
 	JWTPublicKey   string        // SHOP_JWT_PUBLIC_KEY, a PEM file: RS256 or ES256
@@ -109,6 +114,8 @@ type setting struct {
 	load bool
 	// token marks a setting that `shop token` takes as a flag.
 	token bool
+	// pay marks a setting that `shop pay` takes as a flag.
+	pay bool
 	// listener marks a setting of the HTTP listener, which `shop echo`
 	// takes as a flag too.
 	listener bool
@@ -159,6 +166,20 @@ var settings = [...]setting{
 		get: func(c Config) string { return strconv.Itoa(c.PerUserLimit) }},
 	dur("SHOP_CLAIM_IDLE", "claim-idle", "30s", 100*time.Millisecond, "lua: how long a reservation stays pending before another instance takes it over from its dead one and persists it; must outlast SHOP_REQUEST_TIMEOUT", func(c *Config) *time.Duration { return &c.ClaimIdle }),
 	dur("SHOP_RECONCILE_INTERVAL", "reconcile-interval", "5s", 100*time.Millisecond, "lua: how often one instance claims dead instances' reservations and sets Redis's stock from the database", func(c *Config) *time.Duration { return &c.ReconcileEvery }),
+	load(setting{env: "SHOP_PAYMENT_WINDOW", flag: "payment-window", def: "0", usage: "how long a buyer has to pay an order, which holds its stock meanwhile, such as 15m; 0: an order is final when placed",
+		set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || (d != 0 && d < 100*time.Millisecond) {
+				return fmt.Errorf("%q is not 0 or a duration of 100ms or more, such as 15m", v)
+			}
+			c.PaymentWindow = d
+			return nil
+		},
+		get: func(c Config) string { return c.PaymentWindow.String() }}),
+	pay(str("SHOP_PAYMENT_SECRET", "payment-secret", "", "secret of the payment callbacks' Shop-Signature (HMAC-SHA256), at least 32 bytes; empty refuses every callback", func(c *Config) *string { return &c.PaymentSecret })),
+	dur("SHOP_EXPIRY_INTERVAL", "expiry-interval", "1s", 10*time.Millisecond, "how often one instance cancels the pending orders past their deadline", func(c *Config) *time.Duration { return &c.ExpiryEvery }),
+	str("SHOP_EVENTS_STREAM", "events-stream", "shop:events", "the Redis stream the order events are published to", func(c *Config) *string { return &c.EventsStream }),
+	dur("SHOP_RELAY_INTERVAL", "relay-interval", "200ms", 10*time.Millisecond, "how often one instance publishes the order events not published yet", func(c *Config) *time.Duration { return &c.RelayEvery }),
 	{env: "SHOP_BUYER_AUTH", flag: "buyer-auth", def: AuthNone, usage: "who the buyer is: jwt (a bearer token's sub) or none (the request's user_id, anyone can act as anyone)",
 		set: func(c *Config, v string) error {
 			if v != AuthNone && v != AuthJWT {
@@ -211,6 +232,7 @@ func dur(env, flag, def string, min time.Duration, usage string, field func(*Con
 func server(s setting) setting   { s.server, s.load = true, true; return s }
 func load(s setting) setting     { s.load = true; return s }
 func token(s setting) setting    { s.token = true; return s }
+func pay(s setting) setting      { s.pay = true; return s }
 func listener(s setting) setting { s.listener = true; return s }
 
 // Load builds a Config from defaults, then the environment, then args, and
@@ -248,6 +270,8 @@ const (
 	// ForEcho: the public listener's address and timeouts, as `shop echo`
 	// serves with them.
 	ForEcho
+	// ForPay: the payment secret, as `shop pay` signs with it.
+	ForPay
 )
 
 // Flags registers the settings that use takes as flags on fs, each
@@ -266,7 +290,7 @@ func Flags(fs *flag.FlagSet, getenv Getenv, strategies []string, use Use) func()
 		if v := getenv(s.env); v != "" {
 			raw[i] = v
 		}
-		if (use == ForLoad && !s.load) || (use == ForToken && !s.token) || (use == ForEcho && !s.listener) {
+		if (use == ForLoad && !s.load) || (use == ForToken && !s.token) || (use == ForEcho && !s.listener) || (use == ForPay && !s.pay) {
 			continue
 		}
 		usage := s.usage
@@ -358,6 +382,12 @@ func (c Config) Validate(strategies []string) error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.writeTimeout())
+	if n := len(c.PaymentSecret); n > 0 && n < 32 {
+		bad("SHOP_PAYMENT_SECRET: %d bytes, want at least 32", n)
+	}
+	if c.EventsStream == "" {
+		bad("SHOP_EVENTS_STREAM: must not be empty")
+	}
 	if c.Strategy == "lua" && c.ClaimIdle <= c.RequestTimeout {
 		// A reservation is taken over once it has been pending that long,
 		// and its own request may persist it until its deadline.
@@ -438,7 +468,8 @@ func List(s string) []string {
 	return items
 }
 
-// LogValue masks the admin token, the JWT secret and the database password.
+// LogValue masks the admin token, the JWT and payment secrets and the
+// database password.
 func (c Config) LogValue() slog.Value {
 	attrs := make([]slog.Attr, len(settings))
 	for i, s := range settings {
@@ -446,7 +477,7 @@ func (c Config) LogValue() slog.Value {
 		switch s.env {
 		case "SHOP_MYSQL_DSN":
 			v = MaskDSN(v)
-		case "SHOP_ADMIN_TOKEN", "SHOP_JWT_SECRET":
+		case "SHOP_ADMIN_TOKEN", "SHOP_JWT_SECRET", "SHOP_PAYMENT_SECRET":
 			v = mask(v)
 		}
 		attrs[i] = slog.String(strings.ToLower(strings.TrimPrefix(s.env, "SHOP_")), v)

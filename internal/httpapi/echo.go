@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/stockguard/shop/internal/idempotency"
+	"github.com/stockguard/shop/internal/order"
 )
 
 // Echo is the shop's HTTP stack with no backends, for the bench's
@@ -38,7 +39,7 @@ func Echo() *gin.Engine {
 		}
 		id := next.Add(1)
 		c.Header("Location", fmt.Sprintf("/api/v1/orders/%d", id))
-		c.JSON(http.StatusCreated, orderJSON{ID: id, SKU: b.SKU, UserID: b.UserID, Quantity: b.Quantity, Status: "created", CreatedAt: time.Now().UTC()})
+		c.JSON(http.StatusCreated, order.Order{ID: id, SKU: b.SKU, UserID: b.UserID, Quantity: b.Quantity, Status: order.StatusCreated, CreatedAt: time.Now().UTC()})
 	})
 	return r
 }

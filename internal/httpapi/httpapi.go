@@ -3,6 +3,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -23,6 +24,7 @@ import (
 	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/payment"
 )
 
 // Limits on input.
@@ -47,6 +49,9 @@ type Config struct {
 	// Buyers verifies buyer tokens. With nil, the buyer is the user_id the
 	// request names: anyone can act as anyone.
 	Buyers *buyer.Verifier
+	// PaymentSecret verifies the payment callbacks' signatures; empty
+	// refuses every callback.
+	PaymentSecret []byte
 	// Rate limits each buyer's orders and refunds; nil is no limit.
 	Rate           *buyer.Limiter
 	RequestTimeout time.Duration
@@ -87,6 +92,8 @@ func New(cfg Config) *gin.Engine {
 	v1.GET("/orders", a.authenticate, a.listOrders)
 	v1.GET("/orders/:id", a.authenticate, a.getOrder)
 	v1.POST("/orders/:id/refund", a.authenticate, idem, a.refundOrder)
+	v1.POST("/orders/:id/cancel", a.countOrders, a.authenticate, idem, a.cancelOrder)
+	v1.POST("/orders/:id/pay", a.countOrders, a.payOrder)
 	return r
 }
 
@@ -238,21 +245,6 @@ type orderBody struct {
 	Quantity int    `json:"quantity"`
 }
 
-// orderJSON is an order as the API shows it.
-type orderJSON struct {
-	ID         int64      `json:"id"`
-	SKU        string     `json:"sku"`
-	UserID     string     `json:"user_id"`
-	Quantity   int        `json:"quantity"`
-	Status     string     `json:"status"`
-	CreatedAt  time.Time  `json:"created_at"`
-	RefundedAt *time.Time `json:"refunded_at,omitempty"`
-}
-
-func toJSON(o order.Order) orderJSON {
-	return orderJSON{ID: o.ID, SKU: o.SKU, UserID: o.UserID, Quantity: o.Quantity, Status: o.Status, CreatedAt: o.CreatedAt, RefundedAt: o.RefundedAt}
-}
-
 // orderRequest decodes and validates an order's body, or answers 400. With
 // userOptional, as when a token names the buyer, it may leave user_id out.
 func orderRequest(c *gin.Context, userOptional bool) (orderBody, bool) {
@@ -287,14 +279,20 @@ func (a *api) postOrder(c *gin.Context) {
 		c.Header(idempotency.ReplayedHeader, "true")
 	}
 	c.Header("Location", fmt.Sprintf("/api/v1/orders/%d", o.ID))
-	c.JSON(http.StatusCreated, toJSON(o))
+	c.JSON(http.StatusCreated, o)
 }
 
 type refundBody struct {
 	UserID string `json:"user_id"`
 }
 
-func (a *api) refundOrder(c *gin.Context) {
+func (a *api) refundOrder(c *gin.Context) { a.byBuyer(c, a.Orders.Refund) }
+
+func (a *api) cancelOrder(c *gin.Context) { a.byBuyer(c, a.Orders.Cancel) }
+
+// byBuyer answers a buyer's request to move an order, a refund or a
+// cancellation, made by move under the request's Idempotency-Key.
+func (a *api) byBuyer(c *gin.Context, move func(ctx context.Context, id int64, user, key string) (order.Order, bool, error)) {
 	id, ok := orderID(c)
 	var b refundBody
 	if !ok || !bind(c, &b) || !optionalID(c, "user_id", b.UserID, a.Buyers != nil) {
@@ -306,7 +304,7 @@ func (a *api) refundOrder(c *gin.Context) {
 		return
 	}
 	key, _ := idempotency.ParseKey(c.GetHeader(idempotency.Header))
-	o, replayed, err := a.Orders.Refund(c.Request.Context(), id, user, key)
+	o, replayed, err := move(c.Request.Context(), id, user, key)
 	if err != nil {
 		a.fail(c, err)
 		return
@@ -314,7 +312,42 @@ func (a *api) refundOrder(c *gin.Context) {
 	if replayed {
 		c.Header(idempotency.ReplayedHeader, "true")
 	}
-	c.JSON(http.StatusOK, toJSON(o))
+	c.JSON(http.StatusOK, o)
+}
+
+type payBody struct {
+	PaymentID string `json:"payment_id"`
+}
+
+// payOrder is the payment provider's callback: signed, not the buyer's.
+// Its payment_id is its idempotency key.
+func (a *api) payOrder(c *gin.Context) {
+	id, ok := orderID(c)
+	if !ok {
+		return
+	}
+	body, ok := readBody(c)
+	if !ok {
+		return
+	}
+	if err := payment.Verify(a.PaymentSecret, c.GetHeader(payment.Header), body, time.Now()); err != nil {
+		c.Header("WWW-Authenticate", `Shop-Signature realm="stockguard-payments"`)
+		a.fail(c, err)
+		return
+	}
+	var b payBody
+	if !decode(c, body, &b) || !validID(c, "payment_id", b.PaymentID) {
+		return
+	}
+	o, replayed, err := a.Orders.Pay(c.Request.Context(), id, b.PaymentID)
+	if replayed {
+		c.Header(idempotency.ReplayedHeader, "true")
+	}
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, o)
 }
 
 // Page sizes of the order list.
@@ -352,12 +385,12 @@ func (a *api) listOrders(c *gin.Context) {
 		return
 	}
 	page := struct {
-		Orders []orderJSON `json:"orders"`
+		Orders []order.Order `json:"orders"`
 		// Next is the after of the next page, absent on the last one.
 		Next *int64 `json:"next_after,omitempty"`
-	}{Orders: make([]orderJSON, len(orders))}
-	for i, o := range orders {
-		page.Orders[i] = toJSON(o)
+	}{Orders: orders}
+	if page.Orders == nil {
+		page.Orders = []order.Order{}
 	}
 	if len(orders) == r.Limit {
 		page.Next = &orders[len(orders)-1].ID
@@ -405,35 +438,51 @@ func (a *api) getOrder(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, toJSON(o))
+	c.JSON(http.StatusOK, o)
 }
 
 // bind decodes a JSON body of at most MaxBodyBytes into v, refusing unknown
 // fields and trailing data. On failure it writes the problem.
 func bind(c *gin.Context, v any) bool {
-	body := http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
+	body, ok := readBody(c)
+	return ok && decode(c, body, v)
+}
+
+// readBody reads a body of at most MaxBodyBytes. On failure it writes the
+// problem.
+func readBody(c *gin.Context) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes))
 	var tooBig *http.MaxBytesError
-	err := dec.Decode(v)
-	if err == nil {
-		if _, err = dec.Token(); err == io.EOF {
-			return true
-		}
-		if !errors.As(err, &tooBig) {
-			err = errors.New("unexpected data after the JSON object")
-		}
-	}
 	switch {
+	case err == nil:
+		return body, true
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// The server's read timeout passed before the body arrived: the
 		// client is too slow, or holds the connection on purpose.
 		problem(c, "request-timeout", "the body did not arrive within the server's read timeout")
 	case errors.As(err, &tooBig):
 		problem(c, "invalid-request", fmt.Sprintf("the body is larger than %d bytes", MaxBodyBytes))
-	case errors.Is(err, io.EOF):
-		problem(c, "invalid-request", "the body is empty; a JSON object is required")
 	default:
+		problem(c, "invalid-request", "reading the body: "+err.Error())
+	}
+	return nil, false
+}
+
+// decode decodes body, one JSON object, into v, refusing unknown fields and
+// trailing data. On failure it writes the problem.
+func decode(c *gin.Context, body []byte, v any) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, err = dec.Token(); err == io.EOF {
+			return true
+		}
+		err = errors.New("unexpected data after the JSON object")
+	}
+	if errors.Is(err, io.EOF) {
+		problem(c, "invalid-request", "the body is empty; a JSON object is required")
+	} else {
 		problem(c, "invalid-request", "malformed JSON: "+err.Error())
 	}
 	return false

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -90,7 +91,8 @@ func observe(c *gin.Context) {
 // problemKey is where problem leaves the type of the problem it answered.
 const problemKey = "httpapi.problem"
 
-// countOrders counts the answers to order requests by outcome.
+// countOrders counts the answers to order requests, payment callbacks and
+// cancellations by outcome.
 func (a *api) countOrders(c *gin.Context) {
 	c.Next()
 	outcome := "error"
@@ -100,7 +102,11 @@ func (a *api) countOrders(c *gin.Context) {
 		outcome = "replayed"
 	case status == http.StatusCreated:
 		outcome = "created"
-	case problem == "sold-out", problem == "limit-reached", problem == "busy",
+	case status == http.StatusOK && strings.HasSuffix(c.FullPath(), "/pay"):
+		outcome = "paid"
+	case status == http.StatusOK:
+		outcome = "cancelled"
+	case problem == "sold-out", problem == "limit-reached", problem == "busy", problem == "order-expired", problem == "already-paid",
 		problem == "unauthorized", problem == "forbidden", problem == "rate-limited", problem == "request-timeout":
 		outcome = problem
 	case problem == "idempotency-key-reused":

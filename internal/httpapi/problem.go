@@ -14,6 +14,7 @@ import (
 	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/payment"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -42,6 +43,9 @@ var problems = map[string]struct {
 	"sold-out":                {http.StatusConflict, "Not enough stock"},
 	"request-in-progress":     {http.StatusConflict, "A request with this Idempotency-Key is in progress"},
 	"already-refunded":        {http.StatusConflict, "The order is already refunded"},
+	"order-expired":           {http.StatusConflict, "The order is cancelled or past its payment deadline"},
+	"already-paid":            {http.StatusConflict, "The order is already paid"},
+	"not-paid":                {http.StatusConflict, "The order is not paid yet: cancel it instead"},
 	"limit-reached":           {http.StatusConflict, "Per-user limit reached"},
 	"idempotency-key-reused":  {http.StatusUnprocessableEntity, "Idempotency-Key reused with a different request"},
 	"rate-limited":            {http.StatusTooManyRequests, "Too many requests from this buyer"},
@@ -85,7 +89,7 @@ func problem(c *gin.Context, slug, detail string) {
 func (a *api) fail(c *gin.Context, err error) {
 	var limited *buyer.LimitedError
 	switch {
-	case errors.Is(err, buyer.ErrUnauthorized):
+	case errors.Is(err, buyer.ErrUnauthorized), errors.Is(err, payment.ErrSignature):
 		problem(c, "unauthorized", err.Error())
 	case errors.Is(err, buyer.ErrForbidden):
 		problem(c, "forbidden", err.Error())
@@ -109,6 +113,12 @@ func (a *api) fail(c *gin.Context, err error) {
 		problem(c, "limit-reached", err.Error())
 	case errors.Is(err, order.ErrAlreadyRefunded):
 		problem(c, "already-refunded", err.Error())
+	case errors.Is(err, order.ErrOrderExpired):
+		problem(c, "order-expired", err.Error())
+	case errors.Is(err, order.ErrAlreadyPaid):
+		problem(c, "already-paid", err.Error())
+	case errors.Is(err, order.ErrNotPaid):
+		problem(c, "not-paid", err.Error())
 	case errors.Is(err, stock.ErrBusy), errors.Is(err, stock.ErrFenced), errors.Is(err, context.DeadlineExceeded):
 		problem(c, "busy", "the stock is contended: "+unknown)
 	case backend.Unavailable(err):

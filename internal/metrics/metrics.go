@@ -41,8 +41,14 @@ var (
 	// Orders counts the answers to order requests, by strategy and outcome:
 	// created, replayed, sold-out, limit-reached, busy, unauthorized,
 	// forbidden, rate-limited, request-timeout, key-reused, in-progress,
-	// invalid or error.
+	// invalid or error; and with a payment window, the answers to payment
+	// callbacks and cancellations (paid, order-expired, already-paid,
+	// cancelled) and the orders the expiry job cancelled (expired).
 	Orders = counter("shop_orders_total", "Answers to order requests, by outcome.", "strategy", "outcome")
+	// UnitsPending is the units that pending orders hold, as the expiry
+	// job last counted them: read it with max() across instances.
+	UnitsPending = register(prometheus.NewGauge(prometheus.GaugeOpts{Name: "shop_units_pending",
+		Help: "Units held by pending orders, as the expiry job last counted them."}))
 	// Idempotency counts what the Idempotency-Key store answered, where it
 	// did not let a request through as new: a stored response replayed, a
 	// request whose first is still in progress, a key reused for another

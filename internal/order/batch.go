@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -23,6 +24,7 @@ type batchState struct {
 	found     bool           // the SKU is on sale
 	available int            // before the batch took anything
 	epoch     int64          // the SKU's sale epoch, for lua's reservations
+	deadline  *time.Time     // of the orders it places, with a payment window
 	held      map[string]int // what the batch's users hold of the SKU, under a per-user limit
 	// took is what the first statement took already: every unit asked,
 	// when they all fit and no per-user limit applies.
@@ -98,7 +100,7 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 // writeBatch gives back what grant then refuses.
 func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, now time.Time) (batchState, error) {
 	var st batchState
-	limit := batch[0].limit
+	limit := batch[0].rules.limit
 	if asked := askedUnits(batch, known); asked > 0 && limit == 0 {
 		res := tx.Exec(`UPDATE stock_items SET available = available - ?, version = version + 1, updated_at = ?
 			WHERE sku = ? AND available >= ?`, asked, now, sku, asked)
@@ -124,6 +126,14 @@ func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Orde
 		return st, err
 	}
 	st.available += st.took
+	if w := batch[0].rules.window; w > 0 {
+		now, err := db.Now(tx)
+		if err != nil {
+			return st, err
+		}
+		deadline := now.Add(w)
+		st.deadline = &deadline
+	}
 	if limit > 0 {
 		users := make([]string, len(batch))
 		for i, p := range batch {
@@ -188,17 +198,20 @@ func grant(sku string, batch []*pending, known map[userKey]Order, st batchState,
 			held = st.held[r.UserID]
 		}
 		switch {
-		case p.limit > 0 && held+r.Quantity > p.limit:
-			d.verdict, d.err = refused, fmt.Errorf("order: place: %w: %s holds %d of %s, the limit is %d", ErrLimitReached, r.UserID, held, sku, p.limit)
+		case p.rules.limit > 0 && held+r.Quantity > p.rules.limit:
+			d.verdict, d.err = refused, fmt.Errorf("order: place: %w: %s holds %d of %s, the limit is %d", ErrLimitReached, r.UserID, held, sku, p.rules.limit)
 		case r.Quantity > st.available-g.taken:
 			d.verdict, d.err = refused, soldOut(sku)
 		default:
 			g.taken += r.Quantity
-			if p.limit > 0 {
+			if p.rules.limit > 0 {
 				g.holdings[r.UserID] = held + r.Quantity
 			}
 			key := r.IdempotencyKey
 			d.verdict, d.order = granted, Order{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, IdempotencyKey: &key, CreatedAt: now}
+			if st.deadline != nil {
+				d.order.Status, d.order.ExpiresAt = StatusPending, st.deadline
+			}
 		}
 	}
 	return g
@@ -258,7 +271,7 @@ func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, exactIDs bool
 			n++
 		}
 	}
-	return nil
+	return record(tx, EventPlaced, orders...)
 }
 
 // readIDs sets the ids of the orders just inserted, read back by key: a

@@ -41,13 +41,13 @@ func (b *Batched) Adjust(ctx context.Context, sku string, delta int, fn stock.Fn
 
 // place implements placer: it queues r for the SKU's next batch and waits
 // for its answer.
-func (b *Batched) place(ctx context.Context, r PlaceRequest, limit int) (Order, bool, error) {
+func (b *Batched) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bool, error) {
 	if !b.w.stocked(r.SKU) {
 		// Sold out is answered at once, by a read that takes no lock.
 		if o, found, err := b.reads.first(ctx, r); found || err != nil {
 			return o, found, err
 		}
 	}
-	o, replayed, err := b.w.submit(&pending{ctx: ctx, r: r, limit: limit})
+	o, replayed, err := b.w.submit(&pending{ctx: ctx, r: r, rules: rules})
 	return b.reads.checkRefusal(ctx, r, o, replayed, err)
 }

@@ -18,7 +18,7 @@ import (
 // itself, and queues its buyers itself, so nothing may queue them in front
 // of it (stock.Queued).
 type placer interface {
-	place(ctx context.Context, r PlaceRequest, limit int) (Order, bool, error)
+	place(ctx context.Context, r PlaceRequest, rules rules) (Order, bool, error)
 }
 
 // PlacesOrders reports whether g places orders itself: then it must not

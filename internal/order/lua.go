@@ -29,7 +29,7 @@ type Lua struct {
 	w      *writer
 	single stock.Guard // the database side of refunds
 	reads  *firstReads
-	limit  int
+	rules  rules // of the reservations it claims from dead processes
 	idle   time.Duration
 
 	rebuilding chan struct{} // one rebuild at a time in this process
@@ -42,6 +42,9 @@ type Lua struct {
 type LuaOptions struct {
 	Prefix       string // of every Redis key
 	PerUserLimit int    // 0: none; the same as the Service's
+	// PaymentWindow is the Service's too: the reservations claimed from
+	// dead processes become orders as the Service places them.
+	PaymentWindow time.Duration
 	// ClaimIdle is how long a reservation stays pending before Reconcile
 	// takes it from its process as dead. It must outlast the longest a
 	// live process takes to persist one. Default 30s.
@@ -58,7 +61,7 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 		o.ClaimIdle = 30 * time.Second
 	}
 	l := &Lua{db: gdb, redis: stock.NewRedisStock(rdb, o.Prefix), w: newWriter(gdb, "lua"), single: stock.NewAtomic(gdb), reads: newFirstReads(gdb),
-		limit: o.PerUserLimit, idle: o.ClaimIdle, rebuilding: make(chan struct{}, 1),
+		rules: rules{limit: o.PerUserLimit, window: o.PaymentWindow}, idle: o.ClaimIdle, rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), fixing: make(map[string]bool)}
 	l.w.settle = l.settle
 	for _, result := range []string{"persisted", "released"} {
@@ -78,7 +81,7 @@ const redisTimeout = 5 * time.Second
 // the writer. Redis's
 // refusals are final (stock.RedisStock.Reserve); the database's are checked
 // against the key's order.
-func (l *Lua) place(ctx context.Context, r PlaceRequest, limit int) (Order, bool, error) {
+func (l *Lua) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bool, error) {
 	res := stock.Reservation{UserID: r.UserID, Key: r.IdempotencyKey, Quantity: r.Quantity}
 	lookedUp := false
 	for attempt := 0; ; attempt++ {
@@ -86,10 +89,10 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, limit int) (Order, bool
 		if err != nil {
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
-		id, err := l.redis.Reserve(ctx, r.SKU, res, stock.Terms{Epoch: epoch, Limit: limit, LookedUp: lookedUp, TakeOver: l.idle})
+		id, err := l.redis.Reserve(ctx, r.SKU, res, stock.Terms{Epoch: epoch, Limit: rules.limit, LookedUp: lookedUp, TakeOver: l.idle})
 		switch {
 		case err == nil:
-			o, replayed, err := l.w.submit(&pending{ctx: ctx, r: r, limit: limit, entry: id, epoch: epoch})
+			o, replayed, err := l.w.submit(&pending{ctx: ctx, r: r, rules: rules, entry: id, epoch: epoch})
 			return l.reads.checkRefusal(ctx, r, o, replayed, err)
 		case errors.Is(err, stock.ErrLookup) && !lookedUp:
 			// The key may have an order that Redis does not know of: find
@@ -181,7 +184,7 @@ func (l *Lua) settle(sku string, batch []*pending, answers []placed) {
 	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
 	defer cancel()
 	// Should it fail, they stay pending and are claimed and settled later.
-	_, _ = l.redis.Settle(ctx, sku, rs, how, l.limit > 0)
+	_, _ = l.redis.Settle(ctx, sku, rs, how, l.rules.limit > 0)
 	if refused {
 		// Redis granted what the database refused: its state is stale.
 		l.fix(sku)
@@ -253,7 +256,7 @@ func (l *Lua) adjust(ctx context.Context, sku string, delta int, user string, fn
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
 	defer cancel()
-	if _, err := l.redis.Adjust(rctx, sku, epoch, change, user, l.limit > 0); err != nil {
+	if _, err := l.redis.Adjust(rctx, sku, epoch, change, user, l.rules.limit > 0); err != nil {
 		l.fix(sku) // the database has the change; Redis gets it from there
 	}
 	return nil

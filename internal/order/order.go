@@ -1,6 +1,8 @@
 // Package order places orders: each one takes stock through the configured
 // guard and inserts its order row in the same transaction, so an order
-// exists exactly when its stock was taken.
+// exists exactly when its stock was taken. With a payment window an order
+// is placed pending, and then becomes paid or cancelled, each by one
+// conditional transition on its row (see docs/orders.md).
 package order
 
 import (
@@ -21,28 +23,50 @@ var (
 	ErrNotFound        = errors.New("order: not found")
 	ErrAlreadyRefunded = errors.New("order: already refunded")
 	ErrLimitReached    = errors.New("order: per-user limit reached")
+	// ErrOrderExpired means the order was cancelled, or its payment
+	// deadline has passed by the database's clock.
+	ErrOrderExpired = errors.New("order: expired or cancelled")
+	// ErrAlreadyPaid means the order is paid (or final, with no payment
+	// window): another payment paid it, or it cannot be cancelled.
+	ErrAlreadyPaid = errors.New("order: already paid")
+	// ErrNotPaid means a pending order was asked to be refunded: it is
+	// cancelled instead.
+	ErrNotPaid = errors.New("order: not paid yet; cancel it instead")
 	// ErrKeyReused means the user's idempotency key already names an order
 	// for another SKU or quantity.
 	ErrKeyReused = errors.New("order: idempotency key already used for another order")
 )
 
-// Status of an order.
+// Status of an order. Created, pending and paid orders hold their stock;
+// refunded and cancelled ones have given it back.
 const (
-	StatusCreated  = "created"
-	StatusRefunded = "refunded"
+	StatusCreated   = "created" // final when placed: no payment window
+	StatusPending   = "pending" // placed, to be paid before its deadline
+	StatusPaid      = "paid"
+	StatusCancelled = "cancelled" // by its buyer, or past its deadline
+	StatusRefunded  = "refunded"
 )
 
-// Order is one row of orders.
+// live are the statuses of orders that hold their stock.
+var live = []string{StatusCreated, StatusPending, StatusPaid}
+
+// Order is one row of orders, and, as JSON, an order as the API and the
+// order events show it.
 type Order struct {
-	ID             int64
-	SKU            string `gorm:"column:sku"`
-	UserID         string
-	Quantity       int
-	Status         string
-	IdempotencyKey *string
-	CreatedAt      time.Time
-	RefundedAt     *time.Time
-	RefundKey      *string
+	ID             int64      `json:"id"`
+	SKU            string     `gorm:"column:sku" json:"sku"`
+	UserID         string     `json:"user_id"`
+	Quantity       int        `json:"quantity"`
+	Status         string     `json:"status"`
+	IdempotencyKey *string    `json:"-"`
+	CreatedAt      time.Time  `json:"created_at"`
+	ExpiresAt      *time.Time `json:"expires_at,omitempty"` // the payment deadline, by the database's clock
+	PaidAt         *time.Time `json:"paid_at,omitempty"`
+	PaymentID      *string    `json:"payment_id,omitempty"`
+	CancelledAt    *time.Time `json:"cancelled_at,omitempty"`
+	CancelKey      *string    `json:"-"`
+	RefundedAt     *time.Time `json:"refunded_at,omitempty"`
+	RefundKey      *string    `json:"-"`
 }
 
 // Options tune a Service; nil is valid.
@@ -50,23 +74,49 @@ type Options struct {
 	// PerUserLimit is the most units of one SKU a user may hold in live
 	// orders; 0 means no limit.
 	PerUserLimit int
+	// PaymentWindow, when not 0, places orders pending, to be paid within
+	// it; else they are final when placed.
+	PaymentWindow time.Duration
 }
 
 // Service places, refunds and reads orders.
 type Service struct {
-	db    *gorm.DB
-	guard stock.Guard
-	limit int
-	reads *firstReads
+	db     *gorm.DB
+	guard  stock.Guard
+	limit  int
+	window time.Duration
+	reads  *firstReads
 }
 
 // NewService returns a Service whose stock changes go through guard.
 func NewService(gdb *gorm.DB, guard stock.Guard, opts *Options) *Service {
 	s := &Service{db: gdb, guard: guard, reads: newFirstReads(gdb)}
 	if opts != nil {
-		s.limit = opts.PerUserLimit
+		s.limit, s.window = opts.PerUserLimit, opts.PaymentWindow
 	}
 	return s
+}
+
+// rules are what a placement applies beyond the stock.
+type rules struct {
+	limit  int           // per user; 0 for none
+	window time.Duration // the payment window; 0 for none
+}
+
+// placedAs sets o's status, and with a payment window its deadline, from
+// the database's clock, in the transaction tx that inserts it.
+func (r rules) placedAs(tx *gorm.DB, o *Order) error {
+	o.Status = StatusCreated
+	if r.window <= 0 {
+		return nil
+	}
+	now, err := db.Now(tx)
+	if err != nil {
+		return err
+	}
+	deadline := now.Add(r.window)
+	o.Status, o.ExpiresAt = StatusPending, &deadline
+	return nil
 }
 
 // PlaceRequest is a validated order request.
@@ -82,7 +132,7 @@ type PlaceRequest struct {
 // returned with replayed set, and no stock is taken.
 func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed bool, err error) {
 	if p, ok := s.guard.(placer); ok && r.IdempotencyKey != "" {
-		return p.place(ctx, r, s.limit)
+		return p.place(ctx, r, rules{limit: s.limit, window: s.window})
 	}
 	return s.place(ctx, r)
 }
@@ -99,7 +149,14 @@ func (s *Service) place(ctx context.Context, r PlaceRequest) (Order, bool, error
 		if err := s.hold(tx, r.UserID, r.SKU, r.Quantity); err != nil {
 			return err
 		}
-		return tx.Create(&o).Error
+		if err := (rules{window: s.window}).placedAs(tx, &o); err != nil {
+			return err
+		}
+		o.ID = 0 // a transaction run again inserts afresh
+		if err := tx.Create(&o).Error; err != nil {
+			return err
+		}
+		return record(tx, EventPlaced, o)
 	}
 	var err error
 	if f, ok := s.guard.(firstReader); ok && r.IdempotencyKey != "" {
@@ -171,59 +228,6 @@ type purchase struct {
 }
 
 func (purchase) TableName() string { return "user_purchases" }
-
-// Refund returns an order's stock and marks it refunded, in one transaction
-// under the same guard as a purchase. The conditional status change lets
-// exactly one of any number of concurrent refunds through. A user who does
-// not own the order is told it does not exist. A refund already made under
-// the same idempotency key is returned with replayed set.
-func (s *Service) Refund(ctx context.Context, id int64, userID, key string) (o Order, replayed bool, err error) {
-	o, err = s.Owned(ctx, id, userID)
-	if err != nil {
-		return Order{}, false, err
-	}
-	if o.Status == StatusCreated {
-		refundedAt := time.Now().UTC()
-		adjust := func(fn stock.Fn) error { return s.guard.Adjust(ctx, o.SKU, o.Quantity, fn) }
-		if r, ok := s.guard.(refunder); ok {
-			adjust = func(fn stock.Fn) error { return r.refund(ctx, o, fn) }
-		}
-		err = adjust(func(tx *gorm.DB) error {
-			res := tx.Model(&Order{}).Where("id = ? AND status = ?", id, StatusCreated).
-				Updates(map[string]any{"status": StatusRefunded, "refunded_at": refundedAt, "refund_key": nullable(key)})
-			if res.Error != nil {
-				return res.Error
-			}
-			if res.RowsAffected == 0 {
-				return ErrAlreadyRefunded
-			}
-			return s.release(tx, o)
-		})
-		if err == nil {
-			o.Status, o.RefundedAt, o.RefundKey = StatusRefunded, &refundedAt, nullable(key)
-			return o, false, nil
-		}
-		if !errors.Is(err, ErrAlreadyRefunded) {
-			return Order{}, false, fmt.Errorf("order: refund: %w", err)
-		}
-		if o, err = s.Get(ctx, id); err != nil {
-			return Order{}, false, err
-		}
-	}
-	if key != "" && o.RefundKey != nil && *o.RefundKey == key {
-		return o, true, nil
-	}
-	return Order{}, false, fmt.Errorf("%w: order %d", ErrAlreadyRefunded, id)
-}
-
-// release takes a refunded order's units off what its user holds.
-func (s *Service) release(tx *gorm.DB, o Order) error {
-	if s.limit <= 0 {
-		return nil
-	}
-	return tx.Model(&purchase{}).Where("user_id = ? AND sku = ?", o.UserID, o.SKU).
-		Update("units", gorm.Expr("units - ?", o.Quantity)).Error
-}
 
 func nullable(s string) *string {
 	if s == "" {

@@ -96,7 +96,7 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 		case st.Epoch != rec.Epoch:
 			rec.Rebuilt = fmt.Sprintf("epoch %d, want %d", st.Epoch, rec.Epoch)
 		}
-		load := stock.Load{Token: token, Epoch: rec.Epoch, Available: it.Available, Limited: l.limit > 0}
+		load := stock.Load{Token: token, Epoch: rec.Epoch, Available: it.Available, Limited: l.rules.limit > 0}
 		if rec.Rebuilt != "" {
 			if rec.Epoch, err = stock.NextEpoch(tx, sku); err != nil {
 				return err
@@ -241,7 +241,7 @@ func (l *Lua) persist(ctx context.Context, sku string, epoch int64, claimed []st
 	n := 0
 	for _, r := range claimed {
 		wg.Go(func() {
-			_, replayed, err := l.w.submit(&pending{ctx: ctx, limit: l.limit, entry: r.ID, epoch: epoch,
+			_, replayed, err := l.w.submit(&pending{ctx: ctx, rules: l.rules, entry: r.ID, epoch: epoch,
 				r: PlaceRequest{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, IdempotencyKey: r.Key}})
 			if err == nil && !replayed {
 				mu.Lock()

@@ -27,7 +27,7 @@ func (s *Service) Stock(ctx context.Context, sku string) (Stock, error) {
 		return Stock{}, err
 	}
 	var sold int
-	err = s.db.WithContext(ctx).Model(&Order{}).Where("sku = ? AND status = ?", sku, StatusCreated).
+	err = s.db.WithContext(ctx).Model(&Order{}).Where("sku = ? AND status IN ?", sku, live).
 		Select("COALESCE(SUM(quantity), 0)").Scan(&sold).Error
 	if err != nil {
 		return Stock{}, fmt.Errorf("order: sold: %w", err)
@@ -92,7 +92,8 @@ func (s *Service) change(ctx context.Context, sku string, available int) error {
 }
 
 // DeleteStock deletes sku and everything that points to it: its orders,
-// holdings, and what the strategy keeps of it elsewhere; its epoch moves
+// their payments and events, holdings, and what the strategy keeps of it
+// elsewhere; its epoch moves
 // on, so that a SKU set up again starts a new sale. It is for demos and
 // tests, and must not run while the SKU sells. See
 // docs/api.md#stock-changes.
@@ -106,6 +107,12 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 		}
 		if res.RowsAffected == 0 {
 			return fmt.Errorf("%w: %s", stock.ErrNotFound, sku)
+		}
+		ofSKU := tx.Model(&Order{}).Select("id").Where("sku = ?", sku)
+		for _, row := range []any{&payment{}, &event{}} {
+			if err := tx.Where("order_id IN (?)", ofSKU).Delete(row).Error; err != nil {
+				return err
+			}
 		}
 		for _, row := range []any{&Order{}, &purchase{}} {
 			if err := tx.Where("sku = ?", sku).Delete(row).Error; err != nil {

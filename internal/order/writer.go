@@ -56,7 +56,7 @@ const maxBatch = 128
 type pending struct {
 	ctx   context.Context
 	r     PlaceRequest
-	limit int
+	rules rules
 	done  chan placed // buffered: the writer never waits for the buyer
 	// entry is the reservation's id in lua's stream, and epoch the epoch
 	// of the Redis state it was taken from; empty and 0 for batched.

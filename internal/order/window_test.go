@@ -1,0 +1,267 @@
+package order_test
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/backend"
+	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/strategy"
+	"github.com/stockguard/shop/internal/strategy/strategytest"
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// window is the payment window of these tests: short, so that deadlines
+// pass while they run.
+const window = 500 * time.Millisecond
+
+// windowShop is an instance of the named strategy with a payment window, on
+// a fresh database, and the shop's Redis.
+func windowShop(t *testing.T, name string) (*order.Service, *gorm.DB, redis.UniversalClient) {
+	t.Helper()
+	s, err := strategy.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strategytest.Config(t, s)
+	cfg.PaymentWindow = window
+	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
+	b, err := backend.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	guard, err := s.Guard(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return order.NewService(b.DB, guard, &order.Options{PaymentWindow: window, PerUserLimit: 2}), gdb, b.Redis
+}
+
+func buy(t *testing.T, svc *order.Service, sku, user string) order.Order {
+	t.Helper()
+	o, _, err := svc.Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: "k-" + user})
+	if err != nil {
+		t.Fatalf("%s buys %s: %v", user, sku, err)
+	}
+	return o
+}
+
+// TestPaymentWindow walks each strategy's orders through the window: one
+// paid, one cancelled by its buyer, one past its deadline, whose payment is
+// refused and which the expiry job cancels. Their stock comes back once,
+// the paid order's stays taken, and the audit holds.
+func TestPaymentWindow(t *testing.T) {
+	t.Parallel()
+	for _, name := range strategy.Names() {
+		s, _ := strategy.Lookup(name)
+		if slices.Contains(s.Needs, backend.ZooKeeper) || slices.Contains(s.Needs, backend.Etcd) {
+			continue // the lock strategies' composition is one: redis and dbtable stand for them
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			svc, gdb, _ := windowShop(t, name)
+			const sku = "window"
+			if _, err := svc.SetStock(t.Context(), sku, 5); err != nil {
+				t.Fatal(err)
+			}
+			paid, cancelled, late := buy(t, svc, sku, "ann"), buy(t, svc, sku, "bob"), buy(t, svc, sku, "cid")
+			for _, o := range []order.Order{paid, cancelled, late} {
+				if o.Status != order.StatusPending || o.ExpiresAt == nil {
+					t.Fatalf("placed %+v, want pending with a deadline", o)
+				}
+			}
+			if o, replayed, err := svc.Pay(t.Context(), paid.ID, "pay-ann"); err != nil || replayed || o.Status != order.StatusPaid {
+				t.Fatalf("pay: %+v, %v, %v", o, replayed, err)
+			}
+			if o, _, err := svc.Cancel(t.Context(), cancelled.ID, "bob", "c-1"); err != nil || o.Status != order.StatusCancelled {
+				t.Fatalf("cancel: %+v, %v", o, err)
+			}
+			if _, _, err := svc.Cancel(t.Context(), paid.ID, "ann", "c-2"); !errors.Is(err, order.ErrAlreadyPaid) {
+				t.Errorf("cancel of a paid order: %v, want ErrAlreadyPaid", err)
+			}
+			if _, _, err := svc.Refund(t.Context(), late.ID, "cid", "r-1"); !errors.Is(err, order.ErrNotPaid) {
+				t.Errorf("refund of a pending order: %v, want ErrNotPaid", err)
+			}
+			time.Sleep(window + 100*time.Millisecond) // the deadline of late passes
+			if _, _, err := svc.Pay(t.Context(), late.ID, "pay-cid"); !errors.Is(err, order.ErrOrderExpired) {
+				t.Errorf("pay past the deadline: %v, want ErrOrderExpired", err)
+			}
+			if n, err := svc.Expire(t.Context(), 0); err != nil || n != 1 {
+				t.Errorf("expire: %d, %v; want the late order", n, err)
+			}
+			a, err := audit.SKU(t.Context(), gdb, sku, 0, []int64{paid.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v := a.Violations(); len(v) > 0 || a.Available != 4 || a.Orders != 1 {
+				t.Errorf("audit %+v: %v; want 4 available and 1 live order", a, v)
+			}
+			if got := events(t, gdb); !slices.Equal(got[paid.ID], []string{"placed", "paid"}) ||
+				!slices.Equal(got[cancelled.ID], []string{"placed", "cancelled"}) || !slices.Equal(got[late.ID], []string{"placed", "expired"}) {
+				t.Errorf("events %v", got)
+			}
+		})
+	}
+}
+
+// events returns each order's events, in id order.
+func events(t *testing.T, gdb *gorm.DB) map[int64][]string {
+	t.Helper()
+	var rows []struct {
+		OrderID int64
+		Type    string
+	}
+	if err := gdb.Raw(`SELECT order_id, type FROM order_events ORDER BY id`).Scan(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64][]string{}
+	for _, r := range rows {
+		got[r.OrderID] = append(got[r.OrderID], r.Type)
+	}
+	return got
+}
+
+// TestPayOnce: 500 concurrent callbacks with one payment id pay the order
+// once and answer alike; 500 with different ids for another order pay it
+// once, and the other 499 are kept as orphaned, answered already-paid.
+func TestPayOnce(t *testing.T) {
+	t.Parallel()
+	svc, gdb, _ := windowShop(t, "atomic")
+	const sku = "pay-once"
+	if _, err := svc.SetStock(t.Context(), sku, 5); err != nil {
+		t.Fatal(err)
+	}
+	one, many := buy(t, svc, sku, "ann"), buy(t, svc, sku, "bob")
+	const n = 500
+	errs := make([]error, 2*n)
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-gate
+			_, _, errs[i] = svc.Pay(t.Context(), one.ID, "same")
+		})
+		wg.Go(func() {
+			<-gate
+			_, _, errs[n+i] = svc.Pay(t.Context(), many.ID, fmt.Sprint("pay-", i))
+		})
+	}
+	close(gate)
+	wg.Wait()
+	paidMany := 0
+	for i, err := range errs {
+		switch {
+		case i < n && err != nil:
+			t.Errorf("callback %d with one payment id: %v", i, err)
+		case i >= n && err == nil:
+			paidMany++
+		case i >= n && !errors.Is(err, order.ErrAlreadyPaid):
+			t.Errorf("callback %d with its own payment id: %v, want paid or ErrAlreadyPaid", i, err)
+		}
+	}
+	count := func(id int64, status string) (n int64) {
+		gdb.Raw(`SELECT COUNT(*) FROM payments WHERE order_id = ? AND status = ?`, id, status).Row().Scan(&n)
+		return n
+	}
+	if paidMany != 1 || count(one.ID, order.PaymentPaid) != 1 || count(one.ID, order.PaymentOrphaned) != 0 ||
+		count(many.ID, order.PaymentPaid) != 1 || count(many.ID, order.PaymentOrphaned) != n-1 {
+		t.Errorf("%d of many paid; payments: one %d paid, %d orphaned; many %d paid, %d orphaned; want 1; 1, 0; 1, %d",
+			paidMany, count(one.ID, order.PaymentPaid), count(one.ID, order.PaymentOrphaned), count(many.ID, order.PaymentPaid), count(many.ID, order.PaymentOrphaned), n-1)
+	}
+	if _, replayed, err := svc.Pay(t.Context(), many.ID, "pay-0"); !replayed || (err != nil && !errors.Is(err, order.ErrAlreadyPaid)) {
+		t.Errorf("a callback again: replayed %v, %v", replayed, err)
+	}
+	if _, _, err := svc.Pay(t.Context(), one.ID, "pay-0"); !errors.Is(err, order.ErrKeyReused) {
+		t.Errorf("a payment id of another order: %v, want ErrKeyReused", err)
+	}
+	if a, err := audit.SKU(t.Context(), gdb, sku, 0, nil); err != nil || len(a.Violations()) > 0 {
+		t.Errorf("audit %+v, %v: %v", a, err, a.Violations())
+	}
+}
+
+// TestExpiryFenced: a run of the expiry job that a later run overtook
+// writes nothing.
+func TestExpiryFenced(t *testing.T) {
+	t.Parallel()
+	svc, gdb, _ := windowShop(t, "atomic")
+	const sku = "fenced"
+	if _, err := svc.SetStock(t.Context(), sku, 5); err != nil {
+		t.Fatal(err)
+	}
+	first, second := buy(t, svc, sku, "ann"), buy(t, svc, sku, "bob")
+	time.Sleep(window + 100*time.Millisecond)
+	if _, _, err := svc.Cancel(t.Context(), second.ID, "bob", "c"); err != nil { // leaves one due order
+		t.Fatal(err)
+	}
+	if err := gdb.Exec(`INSERT INTO job_fences (name, token) VALUES ('expiry', 7)`).Error; err != nil {
+		t.Fatal(err)
+	}
+	if n, err := svc.Expire(t.Context(), 6); !errors.Is(err, stock.ErrFenced) || n != 0 {
+		t.Errorf("a stale run: %d cancelled, %v; want none, fenced", n, err)
+	}
+	if o, err := svc.Get(t.Context(), first.ID); err != nil || o.Status != order.StatusPending {
+		t.Errorf("after the stale run: %+v, %v; want it pending", o, err)
+	}
+	if n, err := svc.Expire(t.Context(), 8); err != nil || n != 1 {
+		t.Errorf("a later run: %d cancelled, %v; want 1", n, err)
+	}
+}
+
+// TestRelay: the events are published in id order, each order's in the
+// order of its transitions; a relay that dies after publishing and before
+// marking publishes them again, which consumers tell apart by id.
+func TestRelay(t *testing.T) {
+	t.Parallel()
+	svc, gdb, rdb := windowShop(t, "atomic")
+	const sku = "relay"
+	if _, err := svc.SetStock(t.Context(), sku, 5); err != nil {
+		t.Fatal(err)
+	}
+	o := buy(t, svc, sku, "ann")
+	if _, _, err := svc.Pay(t.Context(), o.ID, "p"); err != nil {
+		t.Fatal(err)
+	}
+	stream := "test:events:" + sku + fmt.Sprint(time.Now().UnixNano())
+	t.Cleanup(func() { rdb.Del(t.Context(), stream) })
+	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 2 {
+		t.Fatalf("relay: %d, %v; want 2", n, err)
+	}
+	// As if the relay had died before it marked them.
+	if err := gdb.Exec(`UPDATE order_events SET published_at = NULL`).Error; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Relay(t.Context(), rdb, stream); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := rdb.XRange(t.Context(), stream, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids, types []string
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		id := m.Values["id"].(string)
+		ids = append(ids, id)
+		if !seen[id] {
+			seen[id] = true
+			types = append(types, m.Values["type"].(string))
+		}
+	}
+	if len(msgs) != 4 || ids[0] != ids[2] || ids[1] != ids[3] || !slices.Equal(types, []string{"placed", "paid"}) {
+		t.Errorf("stream ids %v, first-seen types %v; want two events twice, placed before paid", ids, types)
+	}
+	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 0 {
+		t.Errorf("relay of nothing new: %d, %v", n, err)
+	}
+}
