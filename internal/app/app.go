@@ -137,7 +137,7 @@ func (a *App) startJobs(ctx context.Context, b *backend.Backends, cfg config.Con
 		})
 	}
 	every(relayName, cfg.RelayEvery, func(ctx context.Context, _ int64) error {
-		_, err := orders.Relay(ctx, b.Redis, cfg.EventsStream)
+		_, err := orders.Relay(ctx, b.Redis, cfg.Events())
 		return err
 	})
 	a.stopJobs = func() { cancel(); wg.Wait() }

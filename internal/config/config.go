@@ -5,6 +5,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -50,7 +51,7 @@ type Config struct {
 	PaymentWindow  time.Duration // SHOP_PAYMENT_WINDOW; 0: orders are final when placed
 	PaymentSecret  string        // SHOP_PAYMENT_SECRET, of the payment callbacks' signatures
 	ExpiryEvery    time.Duration // SHOP_EXPIRY_INTERVAL
-	EventsStream   string        // SHOP_EVENTS_STREAM, the Redis stream of the order events
+	EventsStream   string        // SHOP_EVENTS_STREAM, the Redis stream of the order events; see Events
 	RelayEvery     time.Duration // SHOP_RELAY_INTERVAL
 	BuyerAuth      string        // SHOP_BUYER_AUTH: AuthNone or AuthJWT
 	JWTSecret      string        // SHOP_JWT_SECRET, the HS256 secret
@@ -178,7 +179,7 @@ var settings = [...]setting{
 		get: func(c Config) string { return c.PaymentWindow.String() }}),
 	pay(str("SHOP_PAYMENT_SECRET", "payment-secret", "", "secret of the payment callbacks' Shop-Signature (HMAC-SHA256), at least 32 bytes; empty refuses every callback", func(c *Config) *string { return &c.PaymentSecret })),
 	dur("SHOP_EXPIRY_INTERVAL", "expiry-interval", "1s", 10*time.Millisecond, "how often one instance cancels the pending orders past their deadline", func(c *Config) *time.Duration { return &c.ExpiryEvery }),
-	str("SHOP_EVENTS_STREAM", "events-stream", "shop:events", "the Redis stream the order events are published to", func(c *Config) *string { return &c.EventsStream }),
+	str("SHOP_EVENTS_STREAM", "events-stream", "", "the Redis stream the order events are published to; empty: SHOP_REDIS_PREFIX followed by events, shop:events by default", func(c *Config) *string { return &c.EventsStream }),
 	dur("SHOP_RELAY_INTERVAL", "relay-interval", "200ms", 10*time.Millisecond, "how often one instance publishes the order events not published yet", func(c *Config) *time.Duration { return &c.RelayEvery }),
 	{env: "SHOP_BUYER_AUTH", flag: "buyer-auth", def: AuthNone, usage: "who the buyer is: jwt (a bearer token's sub) or none (the request's user_id, anyone can act as anyone)",
 		set: func(c *Config, v string) error {
@@ -314,6 +315,11 @@ func Flags(fs *flag.FlagSet, getenv Getenv, strategies []string, use Use) func()
 	}
 }
 
+// Events is the Redis stream of the order events: SHOP_EVENTS_STREAM, or
+// by default the shop's key prefix followed by "events", so that a shop
+// under a prefix of its own keeps its events there too.
+func (c Config) Events() string { return cmp.Or(c.EventsStream, c.RedisPrefix+"events") }
+
 // RedisAddrs splits SHOP_REDIS_ADDR: one address is a Redis server,
 // several are the seed nodes of a Redis Cluster, from which the client
 // learns the rest.
@@ -384,9 +390,6 @@ func (c Config) Validate(strategies []string) error {
 	errs = append(errs, c.writeTimeout())
 	if n := len(c.PaymentSecret); n > 0 && n < 32 {
 		bad("SHOP_PAYMENT_SECRET: %d bytes, want at least 32", n)
-	}
-	if c.EventsStream == "" {
-		bad("SHOP_EVENTS_STREAM: must not be empty")
 	}
 	if c.Strategy == "lua" && c.ClaimIdle <= c.RequestTimeout {
 		// A reservation is taken over once it has been pending that long,
