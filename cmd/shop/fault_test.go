@@ -123,6 +123,13 @@ func startSale(t *testing.T, strategy, dsn string, gdb *gorm.DB, redisAddr strin
 	return s
 }
 
+// faultsNeedServers skips a fault test under -short: its servers are
+// processes of its own, which it stops, pauses, kills or restarts.
+func faultsNeedServers(t *testing.T) {
+	t.Helper()
+	testinfra.NeedsRealServers(t, "it stops, pauses, kills or restarts server processes of its own")
+}
+
 // buyerRequest is buyer i's key and body in a burst of sku.
 func buyerRequest(sku string, i int) (key, body string) {
 	return fmt.Sprint(sku, "-k", i), fmt.Sprintf(`{"sku":%q,"user_id":"u%d","quantity":1}`, sku, i)
@@ -272,6 +279,7 @@ func (s *faultSale) sellThrough(t *testing.T, sku string, fault func()) told {
 // taken over once its lease ends.
 func TestFaultKillShop(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	for _, strategy := range []string{"lua", "batched", "pessimistic", "redis", "zookeeper", "etcd", "dbtable"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
@@ -304,6 +312,7 @@ func (s *faultSale) killOneDuring(t *testing.T, sku string) {
 // client of one node is refused (MOVED).
 func TestServeOnRedisCluster(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	s := newSale(t, "lua", strings.Join(testinfra.StartRedisCluster(t), ","))
 	s.killOneDuring(t, "cluster")
 	var mu sync.Mutex
@@ -329,6 +338,7 @@ func TestServeOnRedisCluster(t *testing.T) {
 // retried order from being made twice.
 func TestFaultRedisRestartsEmpty(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	for _, strategy := range []string{"lua", "batched", "atomic"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
@@ -357,6 +367,7 @@ func TestFaultRedisRestartsEmpty(t *testing.T) {
 // audit holds.
 func TestFaultPausedShop(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	for _, strategy := range []string{"redis", "zookeeper", "etcd", "dbtable", "batched"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
@@ -382,6 +393,7 @@ func TestFaultPausedShop(t *testing.T) {
 // unit still sells once the server is back, and the audit holds.
 func TestFaultServerPaused(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	for _, strategy := range []string{"redis", "zookeeper", "etcd", "lua", "batched"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
@@ -413,6 +425,7 @@ const restartWrites = 300
 // ZooKeeper connection that the emptied ensemble refuses is replaced.
 func TestFaultLockServerRestartsEmpty(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	for _, tc := range []struct {
 		strategy string
 		start    func(t *testing.T) (srv *testinfra.Server, env []string)
@@ -503,6 +516,7 @@ func (s *faultSale) ping(d time.Duration) error {
 // buyer whose order committed unanswered finds it on its retry.
 func TestFaultMySQLPaused(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	for _, strategy := range []string{"lua", "batched", "atomic", "pessimistic", "redis"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
@@ -524,6 +538,7 @@ func TestFaultMySQLPaused(t *testing.T) {
 // none is acknowledged without its row.
 func TestFaultMySQLStops(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	s := newFaultSale(t, "lua")
 	mended := make(chan struct{})
 	res := s.burst(t, "f-mysql", func() {
@@ -545,6 +560,7 @@ func TestFaultMySQLStops(t *testing.T) {
 // and changes nothing, as the fence makes sure.
 func TestFaultReconcilerPaused(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	s := newFaultSale(t, "lua")
 	// Many SKUs sold through lua make each reconcile run long enough to
 	// be caught running.
@@ -675,6 +691,7 @@ func (o *faultShop) pause(t *testing.T) bool {
 // 5xx at all.
 func TestFaultMySQLCrashes(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	for _, s := range strategy.All() {
 		if s.Name == "none" || s.Name == "local" { // unguarded across three shops
 			continue

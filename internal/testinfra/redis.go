@@ -68,7 +68,7 @@ func StartRedis(t testing.TB) *Server {
 // redisServer prepares a redis-server of the test's own, with args added.
 func redisServer(t testing.TB, args ...string) *Server {
 	t.Helper()
-	skipShort(t, "redis-server")
+	skipShort(t, "a redis-server process of the test's own")
 	bin := lookPath(t, "redis-server", "redis-server")
 	dir := t.TempDir()
 	s := newServer(t, "redis-server", freeAddr(t), dir, 30*time.Second)

@@ -62,13 +62,6 @@ Provide one in any of these ways:
 	return v
 }
 
-func skipShort(t testing.TB, name string) {
-	t.Helper()
-	if testing.Short() {
-		t.Skipf("testinfra: -short: skipping a test that needs %s", name)
-	}
-}
-
 // dockerReady reports whether a Docker engine answers. It is bounded so
 // that a machine without Docker fails in seconds.
 var dockerReady = sync.OnceValue(func() error {
