@@ -1,13 +1,20 @@
 package testinfra
 
 import (
+	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
+
+	"github.com/stockguard/shop/internal/db"
 )
 
-// Embedded reports whether the tests run on embedded backends instead of
-// servers: under go test -short.
+// Embedded reports whether the shared servers are embedded: under
+// go test -short, MySQL and Redis give each test an SQLite file of its own
+// and a key prefix on a miniredis, the backends `shop demo` runs on with no
+// server, so that -short is fast and still runs every test that can run
+// on them.
 func Embedded() bool { return testing.Short() }
 
 // NeedsRealServers skips t under -short, where the backends are embedded,
@@ -28,6 +35,21 @@ func skipShort(t testing.TB, what string) {
 		t.Skipf("testinfra: -short has no embedded stand-in for %s; run without -short", what)
 	}
 }
+
+// sqliteDSN is a fresh SQLite database in the test's temporary directory.
+func sqliteDSN(t testing.TB) string {
+	return db.SQLitePrefix + filepath.Join(t.TempDir(), "shop.db")
+}
+
+// sharedMiniredis is the embedded Redis that every test of the binary
+// shares, each under its own prefix, as they share a real one.
+var sharedMiniredis = sync.OnceValues(func() (string, error) {
+	m, err := startMiniredis()
+	if err != nil {
+		return "", err
+	}
+	return m.Addr(), nil // closed when the test binary exits
+})
 
 // startMiniredis starts a miniredis whose keys expire in real time, as a
 // real Redis's do: by default its clock stands still, and a lock whose
