@@ -790,7 +790,11 @@ func TestRedisAcquireWithoutDeadline(t *testing.T) {
 	if err := func() error { // loads the scripts, so that each step is one call
 		lease, err := l.Acquire(context.Background(), "slow")
 		if err == nil {
-			err = lease.Release(context.Background())
+			// On a loaded machine the short TTL may have run out: the
+			// release's script ran all the same.
+			if err = lease.Release(context.Background()); errors.Is(err, lock.ErrNotHeld) {
+				err = nil
+			}
 		}
 		return err
 	}(); err != nil {
