@@ -10,8 +10,14 @@ GO    ?= go
 FUZZ_KEY_RUNS   ?= 30000x
 FUZZ_ORDER_RUNS ?= 3000x
 
-# Real MySQL/MariaDB, Redis and ZooKeeper on loopback (installed if missing),
-# the fuzzers for a bounded time, then every test with the race detector.
+# Real MySQL/MariaDB, Redis, ZooKeeper and etcd on loopback (installed if
+# missing), the fuzzers for a bounded time, then every test with the race
+# detector. The `shop serve` children of cmd/shop's process-level tests run
+# one binary, which their TestMain builds once without it (SHOP_TEST_BIN
+# names a prebuilt one instead). Go's default -parallel, one test per CPU,
+# is kept: the fault tests' bursts are CPU-bound, and more at once on two
+# cores starve each other's 2 s request timeouts. `go test -short ./...` is
+# the fast run, with no server (docs/tests.md).
 test: lint services-up fuzz
 	eval "$$(scripts/services.sh env)" && $(GO) test -race -count=1 ./...
 

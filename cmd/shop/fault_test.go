@@ -123,6 +123,13 @@ func startSale(t *testing.T, strategy, dsn string, gdb *gorm.DB, redisAddr strin
 	return s
 }
 
+// faultsNeedServers skips a fault test under -short: its servers are
+// processes of its own, which it stops, pauses, kills or restarts.
+func faultsNeedServers(t *testing.T) {
+	t.Helper()
+	testinfra.NeedsRealServers(t, "it stops, pauses, kills or restarts server processes of its own")
+}
+
 // buyerRequest is buyer i's key and body in a burst of sku.
 func buyerRequest(sku string, i int) (key, body string) {
 	return fmt.Sprint(sku, "-k", i), fmt.Sprintf(`{"sku":%q,"user_id":"u%d","quantity":1}`, sku, i)
@@ -213,7 +220,9 @@ func (s *faultSale) burst(t *testing.T, sku string, fault func()) told {
 // Redis's available equal to the database's.
 func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 	t.Helper()
-	time.Sleep(3*time.Second + 500*time.Millisecond) // SHOP_CLAIM_IDLE, and a margin
+	if s.strategy == "lua" { // the only strategy that reserves before it persists
+		time.Sleep(3*time.Second + 500*time.Millisecond) // SHOP_CLAIM_IDLE, and a margin
+	}
 	env := map[string]string{"SHOP_MYSQL_DSN": s.dsn, "SHOP_REDIS_ADDR": s.redisAddr, "SHOP_REDIS_PREFIX": s.prefix, "SHOP_CLAIM_IDLE": "3s"}
 	var out, errs strings.Builder
 	if err := run(t.Context(), []string{"reconcile"}, func(k string) string { return env[k] }, &out, &errs); err != nil {
@@ -272,6 +281,7 @@ func (s *faultSale) sellThrough(t *testing.T, sku string, fault func()) told {
 // taken over once its lease ends.
 func TestFaultKillShop(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	for _, strategy := range []string{"lua", "batched", "pessimistic", "redis", "zookeeper", "etcd", "dbtable"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
@@ -304,6 +314,7 @@ func (s *faultSale) killOneDuring(t *testing.T, sku string) {
 // client of one node is refused (MOVED).
 func TestServeOnRedisCluster(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	s := newSale(t, "lua", strings.Join(testinfra.StartRedisCluster(t), ","))
 	s.killOneDuring(t, "cluster")
 	var mu sync.Mutex
@@ -329,6 +340,7 @@ func TestServeOnRedisCluster(t *testing.T) {
 // retried order from being made twice.
 func TestFaultRedisRestartsEmpty(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	for _, strategy := range []string{"lua", "batched", "atomic"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
@@ -357,6 +369,7 @@ func TestFaultRedisRestartsEmpty(t *testing.T) {
 // audit holds.
 func TestFaultPausedShop(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	for _, strategy := range []string{"redis", "zookeeper", "etcd", "dbtable", "batched"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
@@ -382,6 +395,7 @@ func TestFaultPausedShop(t *testing.T) {
 // unit still sells once the server is back, and the audit holds.
 func TestFaultServerPaused(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	for _, strategy := range []string{"redis", "zookeeper", "etcd", "lua", "batched"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
@@ -413,6 +427,7 @@ const restartWrites = 300
 // ZooKeeper connection that the emptied ensemble refuses is replaced.
 func TestFaultLockServerRestartsEmpty(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	for _, tc := range []struct {
 		strategy string
 		start    func(t *testing.T) (srv *testinfra.Server, env []string)
@@ -503,6 +518,7 @@ func (s *faultSale) ping(d time.Duration) error {
 // buyer whose order committed unanswered finds it on its retry.
 func TestFaultMySQLPaused(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	for _, strategy := range []string{"lua", "batched", "atomic", "pessimistic", "redis"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
@@ -524,6 +540,7 @@ func TestFaultMySQLPaused(t *testing.T) {
 // none is acknowledged without its row.
 func TestFaultMySQLStops(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	s := newFaultSale(t, "lua")
 	mended := make(chan struct{})
 	res := s.burst(t, "f-mysql", func() {
@@ -545,6 +562,7 @@ func TestFaultMySQLStops(t *testing.T) {
 // and changes nothing, as the fence makes sure.
 func TestFaultReconcilerPaused(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	s := newFaultSale(t, "lua")
 	// Many SKUs sold through lua make each reconcile run long enough to
 	// be caught running.
@@ -675,6 +693,7 @@ func (o *faultShop) pause(t *testing.T) bool {
 // 5xx at all.
 func TestFaultMySQLCrashes(t *testing.T) {
 	t.Parallel()
+	faultsNeedServers(t)
 	for _, s := range strategy.All() {
 		if s.Name == "none" || s.Name == "local" { // unguarded across three shops
 			continue

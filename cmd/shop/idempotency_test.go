@@ -342,9 +342,10 @@ func TestPerUserLimit(t *testing.T) {
 			// A deadline far above what 200 queued requests of one user
 			// take on a loaded machine: the test is about the limit, and a
 			// request that ran out of time (503 busy) would tell nothing.
-			// The write timeout must outlast it.
+			// The write timeout must outlast it, and so must lua's claim
+			// timeout, or a reservation still being persisted is taken over.
 			a, answers := burst(t, append(strategytest.Environ(strategytest.NeedsEnv(t, s)), "SHOP_PER_USER_LIMIT=1",
-				"SHOP_REQUEST_TIMEOUT=2m", "SHOP_HTTP_WRITE_TIMEOUT=2m10s")...)
+				"SHOP_REQUEST_TIMEOUT=2m", "SHOP_HTTP_WRITE_TIMEOUT=2m10s", "SHOP_CLAIM_IDLE=2m10s")...)
 			if a.Orders != 1 || a.Sold != 1 || answers["201"] != 1 || answers["409limit-reached"] != 199 {
 				t.Errorf("%d orders, %d sold, answers %v; want 1 order and 199 limit-reached", a.Orders, a.Sold, answers)
 			}

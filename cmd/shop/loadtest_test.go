@@ -78,17 +78,15 @@ func TestNamedStrategyNeedsItsServer(t *testing.T) {
 	}
 }
 
-// TestBench runs a small bench on real servers, with this test binary as
-// the shop's child processes, and checks the report it writes.
+// TestBench runs a small bench on real servers, with the shop binary as
+// its child processes, and checks the report it writes.
 func TestBench(t *testing.T) {
-	// Not parallel: t.Setenv reaches the children, which TestMain turns
-	// into the shop.
-	t.Setenv("SHOP_TEST_CHILD", "1")
+	t.Parallel()
 	redis := testinfra.Redis(t)
 	zk, etcd := testinfra.ZooKeeper(t), testinfra.Etcd(t)
 	dir := t.TempDir()
 	jsonFile, htmlFile := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.html")
-	args := []string{"bench", "--bin", os.Args[0], "--mysql", testinfra.MySQL(t), "--redis", redis.Addr,
+	args := []string{"bench", "--bin", shopBin(t), "--mysql", testinfra.MySQL(t), "--redis", redis.Addr,
 		"--zk", strings.Join(zk.Addrs, ","), "--zk-root", zk.Root, "--etcd", strings.Join(etcd.Endpoints, ","), "--etcd-prefix", etcd.Prefix, "--stock", "10", "--buyers", "60", "--instances", "2",
 		"--baseline", "200ms", "--rate", "40", "--duration", "500ms", "--closed", "500ms", "--closed-buyers", "8", "--closed-max-buyers", "16", "--json", jsonFile, "--html", htmlFile}
 	var stdout strings.Builder

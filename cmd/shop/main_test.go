@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,15 +19,50 @@ import (
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
-// The test binary doubles as the shop: a child started with SHOP_TEST_CHILD
-// runs main's code instead of the tests, so the end-to-end test drives a
-// real process with real signals, without a separate build.
+// The process-level tests run `shop serve` as child processes, with real
+// signals. They share one binary: SHOP_TEST_BIN names it (make test builds
+// one), or shopBinary builds this package once per test run.
 func TestMain(m *testing.M) {
-	if os.Getenv("SHOP_TEST_CHILD") == "1" {
-		main()
-		os.Exit(0)
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
 	}
-	os.Exit(m.Run())
+	os.Exit(code)
+}
+
+// buildDir holds the binary that shopBinary built; TestMain removes it.
+var buildDir string
+
+// shopBinary returns the path of the shop binary that the tests run. It is
+// built without the race detector: the children are the system under test
+// here, not the code under -race, which the in-process tests of the
+// packages cover; built with it, each child would use several times the
+// CPU and memory, and the fault tests start three at a time.
+var shopBinary = sync.OnceValues(func() (string, error) {
+	if bin := os.Getenv("SHOP_TEST_BIN"); bin != "" {
+		return bin, nil
+	}
+	dir, err := os.MkdirTemp("", "shop-test-")
+	if err != nil {
+		return "", err
+	}
+	buildDir = dir
+	bin := filepath.Join(dir, "shop")
+	// go test puts its own go first on the PATH.
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// shopBin is shopBinary, or the end of the test.
+func shopBin(t *testing.T) string {
+	t.Helper()
+	bin, err := shopBinary()
+	if err != nil {
+		t.Fatalf("the shop binary: %v", err)
+	}
+	return bin
 }
 
 // startShop runs `shop serve` in a child process on a random port and
@@ -40,8 +77,8 @@ func startShop(t *testing.T, env ...string) (string, *exec.Cmd) {
 // addresses it listens on, public first, once it listens on all of them.
 func runShop(t *testing.T, debug string, env []string) ([]string, *exec.Cmd) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "serve", debug)
-	cmd.Env = append(os.Environ(), "SHOP_TEST_CHILD=1", "SHOP_HTTP_ADDR=127.0.0.1:0")
+	cmd := exec.Command(shopBin(t), "serve", debug)
+	cmd.Env = append(os.Environ(), "SHOP_HTTP_ADDR=127.0.0.1:0")
 	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

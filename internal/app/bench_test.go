@@ -13,6 +13,7 @@ import (
 	"github.com/stockguard/shop/internal/app"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
+	"github.com/stockguard/shop/internal/testinfra"
 )
 
 // BenchmarkOrder places one order at a time through the shop's handler, in
@@ -21,6 +22,7 @@ import (
 // API and its Idempotency-Key. Buyers never contend for long: this is the
 // cost of one order, where `shop bench` measures a burst.
 func BenchmarkOrder(b *testing.B) {
+	testinfra.NeedsRealServers(b, "it measures the strategies on MySQL and Redis")
 	for _, s := range strategy.All() {
 		env := strategytest.Env(b, s)
 		env["SHOP_ADMIN_TOKEN"] = "bench"

@@ -108,6 +108,7 @@ func TestSQLiteBusyIsRetryable(t *testing.T) {
 // table added for MySQL is not forgotten in SQLite's words.
 func TestSchemasMatch(t *testing.T) {
 	t.Parallel()
+	testinfra.NeedsRealServers(t, "it reads MySQL's schema")
 	mysql := testinfra.ShopDB(t, testinfra.MySQL(t))
 	if got, want := columns(t, openSQLite(t)), columns(t, mysql); !maps.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("SQLite schema %v\nMySQL schema  %v", got, want)
@@ -221,6 +222,7 @@ func TestSQLiteForUpdateHoldsTheRow(t *testing.T) {
 // nothing, unless the DSN asks for server-side prepared statements.
 func TestMySQLStatementsAreNotPrepared(t *testing.T) {
 	t.Parallel()
+	testinfra.NeedsRealServers(t, "it reads MySQL's session counters")
 	dsn := testinfra.MySQL(t)
 	for _, tc := range []struct {
 		dsn      string
@@ -256,8 +258,13 @@ func TestMySQLStatementsAreNotPrepared(t *testing.T) {
 // MySQL and on SQLite.
 func TestMigrateAddsColumns(t *testing.T) {
 	t.Parallel()
-	for name, dsn := range map[string]string{"mysql": testinfra.MySQL(t), "sqlite": db.SQLitePrefix + filepath.Join(t.TempDir(), "old.db")} {
+	for _, name := range []string{"mysql", "sqlite"} {
 		t.Run(name, func(t *testing.T) {
+			dsn := db.SQLitePrefix + filepath.Join(t.TempDir(), "old.db")
+			if name == "mysql" {
+				testinfra.NeedsRealServers(t, "its case is MySQL")
+				dsn = testinfra.MySQL(t)
+			}
 			gdb, err := db.Open(t.Context(), dsn)
 			if err != nil {
 				t.Fatal(err)
@@ -293,8 +300,15 @@ func TestMigrateAddsColumns(t *testing.T) {
 // SQL, on MySQL and on SQLite, whose times are text.
 func TestNow(t *testing.T) {
 	t.Parallel()
-	for name, gdb := range map[string]*gorm.DB{"mysql": testinfra.ShopDB(t, testinfra.MySQL(t)), "sqlite": openSQLite(t)} {
+	for _, name := range []string{"mysql", "sqlite"} {
 		t.Run(name, func(t *testing.T) {
+			var gdb *gorm.DB
+			if name == "mysql" {
+				testinfra.NeedsRealServers(t, "its case is MySQL")
+				gdb = testinfra.ShopDB(t, testinfra.MySQL(t))
+			} else {
+				gdb = openSQLite(t)
+			}
 			now, err := db.Now(gdb)
 			if err != nil {
 				t.Fatal(err)

@@ -25,7 +25,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
-	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/httpapi"
@@ -104,7 +103,7 @@ func (w *world) state(t testing.TB) state {
 // the stock, the orders and the stored Idempotency-Keys read back the same.
 func TestBuyerAuth(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(gdb *gorm.DB) stock.Guard { return stock.NewAtomic(gdb) })
+	w := newWorld(t, "atomic")
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +192,7 @@ func TestBuyerAuth(t *testing.T) {
 // names it or not, with each kind of key.
 func TestBuyerToken(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(gdb *gorm.DB) stock.Guard { return stock.NewAtomic(gdb) })
+	w := newWorld(t, "atomic")
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +261,7 @@ func TestBuyerToken(t *testing.T) {
 func TestBuyerRateLimit(t *testing.T) {
 	t.Parallel()
 	const rate, requests, instances = 5, 1000, 3
-	w := newWorld(t, func(gdb *gorm.DB) stock.Guard { return stock.NewAtomic(gdb) })
+	w := newWorld(t, "atomic")
 	w.reset(t, requests)
 	v := verifier(t, buyer.Keys{Secret: []byte(secret)})
 	var srvs []*httptest.Server
@@ -373,7 +372,7 @@ func TestBuyerRateLimit(t *testing.T) {
 // where the limiter's Redis should be.
 func TestBuyerRateFailsOpen(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(gdb *gorm.DB) stock.Guard { return stock.NewAtomic(gdb) })
+	w := newWorld(t, "atomic")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -397,7 +396,7 @@ func TestBuyerRateFailsOpen(t *testing.T) {
 // per user_id that the body names.
 func TestBuyerRateWithoutAuth(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(gdb *gorm.DB) stock.Guard { return stock.NewAtomic(gdb) })
+	w := newWorld(t, "atomic")
 	srv := w.serve(t, httpapi.Config{Rate: buyer.NewLimiter(w.client(t), 1, time.Hour, w.redis.Prefix, slog.New(slog.DiscardHandler))})
 	for _, step := range []struct {
 		user string

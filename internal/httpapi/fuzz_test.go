@@ -10,11 +10,9 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/net/http/httpguts"
-	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/httpapi"
-	"github.com/stockguard/shop/internal/stock"
 )
 
 // FuzzOrderRequest sends arbitrary bodies, Idempotency-Keys and
@@ -58,7 +56,7 @@ func FuzzOrderRequest(f *testing.F) {
 	for _, auth := range auths {
 		f.Add(seeds[0].body, "k9", auth)
 	}
-	w := newWorld(f, func(gdb *gorm.DB) stock.Guard { return stock.NewAtomic(gdb) })
+	w := newWorld(f, "atomic")
 	srv := w.serve(f, httpapi.Config{Buyers: verifier(f, buyer.Keys{Secret: []byte(secret)})})
 	f.Fuzz(func(t *testing.T, body, key, auth string) {
 		if !httpguts.ValidHeaderFieldValue(key) || !httpguts.ValidHeaderFieldValue(auth) {

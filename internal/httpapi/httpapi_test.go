@@ -16,11 +16,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/idempotency"
-	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/strategy/strategytest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
@@ -30,37 +31,52 @@ const token = "test-admin-token"
 // the atomic strategy, with a stock of 10 under "sku-1".
 func newServer(t testing.TB, adminToken string) *httptest.Server {
 	t.Helper()
-	srv, _ := newGuarded(t, adminToken, func(gdb *gorm.DB) stock.Guard { return stock.NewAtomic(gdb) })
+	srv, _ := newGuarded(t, adminToken, "atomic")
 	return srv
 }
 
-// newGuarded is newServer with the guard that newGuard builds; it returns
-// the database too.
-func newGuarded(t testing.TB, adminToken string, newGuard func(*gorm.DB) stock.Guard) (*httptest.Server, *gorm.DB) {
+// newGuarded is newServer with the named strategy; it returns the database
+// too.
+func newGuarded(t testing.TB, adminToken, strategy string) (*httptest.Server, *gorm.DB) {
 	t.Helper()
-	w := newWorld(t, newGuard)
+	w := newWorld(t, strategy)
 	return w.serve(t, httpapi.Config{AdminToken: adminToken}), w.db
 }
 
 // world is what the instances of one shop share: a fresh database with a
-// stock of 10 under "sku-1", and a Redis prefix.
+// stock of 10 under "sku-1", a Redis prefix, and the strategy, which
+// needs no server beyond the database.
 type world struct {
+	dsn      string
 	db       *gorm.DB
 	redis    testinfra.RedisNamespace
-	newGuard func(*gorm.DB) stock.Guard
+	strategy string
 }
 
-func newWorld(t testing.TB, newGuard func(*gorm.DB) stock.Guard) *world {
+func newWorld(t testing.TB, strategy string) *world {
 	t.Helper()
-	w := &world{redis: testinfra.Redis(t), db: testinfra.ShopDB(t, testinfra.MySQL(t)), newGuard: newGuard}
+	dsn := testinfra.MySQL(t)
+	return newWorldOn(t, dsn, testinfra.ShopDB(t, dsn), strategy)
+}
+
+// newWorldOn is newWorld on the database at dsn, opened as gdb.
+func newWorldOn(t testing.TB, dsn string, gdb *gorm.DB, strategy string) *world {
+	t.Helper()
+	w := &world{dsn: dsn, db: gdb, redis: testinfra.Redis(t), strategy: strategy}
 	w.reset(t, 10)
 	return w
+}
+
+// guard builds an instance's guard through the registry, as serve does.
+func (w *world) guard(t testing.TB) stock.Guard {
+	t.Helper()
+	return strategytest.Guard(t, w.strategy, &backend.Backends{DB: w.db}, map[string]string{"SHOP_MYSQL_DSN": w.dsn})
 }
 
 // reset puts quantity units of "sku-1" on sale.
 func (w *world) reset(t testing.TB, quantity int) {
 	t.Helper()
-	if _, err := order.NewService(w.db, w.newGuard(w.db), nil).SetStock(t.Context(), "sku-1", quantity); err != nil {
+	if _, err := order.NewService(w.db, w.guard(t), nil).SetStock(t.Context(), "sku-1", quantity); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -85,7 +101,7 @@ func (w *world) serve(t testing.TB, cfg httpapi.Config) *httptest.Server {
 // handler is the router of the instance that serve starts.
 func (w *world) handler(t testing.TB, cfg httpapi.Config) http.Handler {
 	t.Helper()
-	cfg.Orders = order.NewService(w.db, w.newGuard(w.db), nil)
+	cfg.Orders = order.NewService(w.db, w.guard(t), nil)
 	cfg.Idempotency = idempotency.NewStore(w.client(t), &idempotency.Options{Prefix: w.redis.Prefix})
 	// Generous: a test that runs beside the whole suite on 2 cores must not
 	// see its requests end busy for want of time.
@@ -290,7 +306,7 @@ func TestOrderFlow(t *testing.T) {
 // neither takes stock nor creates an order.
 func TestFencedIsBusy(t *testing.T) {
 	t.Parallel()
-	srv, gdb := newGuarded(t, token, func(gdb *gorm.DB) stock.Guard { return stock.NewLocked(gdb, lock.NewLocal()) })
+	srv, gdb := newGuarded(t, token, "local")
 	// The newer holder, in another instance, claimed the SKU with token 1000;
 	// this instance's local lock hands out token 1.
 	if err := gdb.Exec(`UPDATE stock_items SET fence = 1000 WHERE sku = 'sku-1'`).Error; err != nil {
@@ -350,8 +366,8 @@ func TestListOrders(t *testing.T) {
 func TestDatabaseDownIsBusy(t *testing.T) {
 	t.Parallel()
 	m := testinfra.StartMariaDB(t)
-	w := &world{redis: testinfra.Redis(t), db: testinfra.ShopDB(t, m.DSN(t)), newGuard: func(gdb *gorm.DB) stock.Guard { return stock.NewAtomic(gdb) }}
-	w.reset(t, 10)
+	dsn := m.DSN(t)
+	w := newWorldOn(t, dsn, testinfra.ShopDB(t, dsn), "atomic")
 	srv := w.serve(t, httpapi.Config{AdminToken: token})
 	buy := call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","user_id":"alice","quantity":1}`}
 	if resp, body := do(t, srv, buy); resp.StatusCode != http.StatusCreated {

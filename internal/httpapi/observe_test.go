@@ -17,8 +17,6 @@ import (
 	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
-	"github.com/stockguard/shop/internal/stock"
-	"github.com/stockguard/shop/internal/testinfra"
 )
 
 // syncBuffer is a log destination that the handlers' goroutines share.
@@ -54,8 +52,9 @@ func TestRequestID(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: dead, MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { rdb.Close() })
 
-	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
-	svc := order.NewService(gdb, stock.NewAtomic(gdb), nil)
+	w := newWorld(t, "atomic")
+	gdb := w.db
+	svc := order.NewService(gdb, w.guard(t), nil)
 	if _, err := svc.SetStock(t.Context(), "sku-1", 10); err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/stockguard/shop/internal/httpapi"
-	"github.com/stockguard/shop/internal/stock"
 )
 
 // TestSlowBody: a body that has not arrived when the server's read timeout
@@ -24,7 +21,7 @@ import (
 // by the Idempotency-Key middleware, a stock change's by its handler alone.
 func TestSlowBody(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(gdb *gorm.DB) stock.Guard { return stock.NewAtomic(gdb) })
+	w := newWorld(t, "atomic")
 	srv := httptest.NewUnstartedServer(w.handler(t, httpapi.Config{AdminToken: token}))
 	srv.Config.ReadTimeout = 500 * time.Millisecond
 	srv.Start()

@@ -7,11 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"gorm.io/gorm"
-
 	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/order"
-	"github.com/stockguard/shop/internal/stock"
 )
 
 // TestPutStockKeepsOrders: PUT on a SKU with orders sets what is for sale
@@ -50,7 +47,7 @@ func TestPutStockKeepsOrders(t *testing.T) {
 // SKU up again from nothing.
 func TestDeleteStock(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(gdb *gorm.DB) stock.Guard { return stock.NewAtomic(gdb) })
+	w := newWorld(t, "atomic")
 	refusing, allowing := w.serve(t, httpapi.Config{AdminToken: token}), w.serve(t, httpapi.Config{AdminToken: token, AllowReset: true})
 	admin := map[string]string{"Authorization": "Bearer " + token}
 	resp, body := do(t, refusing, call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","user_id":"ann","quantity":3}`})

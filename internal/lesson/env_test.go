@@ -17,6 +17,7 @@ import (
 // killed and started empty.
 func realEnv(t *testing.T, masters int) *lesson.Env {
 	t.Helper()
+	testinfra.NeedsRealServers(t, "the lessons run here on the real servers; cmd/shop's TestLessonsEmbedded runs them on the embedded backends")
 	ns := testinfra.Redis(t)
 	zk := testinfra.ZooKeeper(t)
 	env := &lesson.Env{

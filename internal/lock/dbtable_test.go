@@ -23,6 +23,7 @@ import (
 // transaction, so InnoDB rolls the release back.
 func TestDBTableReleaseDeadlock(t *testing.T) {
 	t.Parallel()
+	testinfra.NeedsRealServers(t, "the deadlock is InnoDB's")
 	dsn := testinfra.MySQL(t)
 	testinfra.ShopDB(t, dsn) // the locks table
 	sqlDB, err := sql.Open("mysql", dsn)

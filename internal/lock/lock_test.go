@@ -89,7 +89,7 @@ var backends = []backend{
 	{name: "redlock", expires: true, lease: ttl, setup: func(t *testing.T) func(*testing.T) *client {
 		var masters []string
 		for range 3 {
-			masters = append(masters, testinfra.StartRedis(t).Addr())
+			masters = append(masters, testinfra.OwnRedis(t))
 		}
 		return func(t *testing.T) *client {
 			cl := &client{}
@@ -133,6 +133,7 @@ var backends = []backend{
 		}
 	}},
 	{name: "dbtable", expires: true, lease: ttl, setup: func(t *testing.T) func(*testing.T) *client {
+		testinfra.NeedsRealServers(t, "the dbtable lock speaks MySQL")
 		dsn := testinfra.MySQL(t)
 		testinfra.ShopDB(t, dsn) // the locks table
 		return func(t *testing.T) *client {
@@ -789,7 +790,11 @@ func TestRedisAcquireWithoutDeadline(t *testing.T) {
 	if err := func() error { // loads the scripts, so that each step is one call
 		lease, err := l.Acquire(context.Background(), "slow")
 		if err == nil {
-			err = lease.Release(context.Background())
+			// On a loaded machine the short TTL may have run out: the
+			// release's script ran all the same.
+			if err = lease.Release(context.Background()); errors.Is(err, lock.ErrNotHeld) {
+				err = nil
+			}
 		}
 		return err
 	}(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -166,8 +167,8 @@ func auditOf(t *testing.T, gdb *gorm.DB, sku string) audit.Audit {
 // an unknown SKU is not found for every buyer.
 func TestBatchedLimitAndMissing(t *testing.T) {
 	t.Parallel()
-	_, gdb := instances(t, "batched")
-	svc := order.NewService(gdb, order.NewBatched(gdb), &order.Options{PerUserLimit: 2})
+	newShop, _ := instancesWith(t, "batched", func(cfg *config.Config) { cfg.PerUserLimit = 2 })
+	svc := newShop()
 	ctx := t.Context()
 	if _, err := svc.SetStock(ctx, "limited", 100); err != nil {
 		t.Fatal(err)
@@ -203,8 +204,9 @@ func TestBatchedLimitAndMissing(t *testing.T) {
 // error 1205) runs again, and its buyer still buys once the row is free.
 func TestBatchedLockWaitRetried(t *testing.T) {
 	t.Parallel()
-	gdb := testinfra.ShopDB(t, testinfra.MySQL(t)+"&innodb_lock_wait_timeout=1")
-	svc := order.NewService(gdb, order.NewBatched(gdb), nil)
+	testinfra.NeedsRealServers(t, "MySQL's lock wait timeout (error 1205)")
+	newShop, gdb := instancesWith(t, "batched", func(cfg *config.Config) { cfg.MySQLDSN += "&innodb_lock_wait_timeout=1" })
+	svc := newShop()
 	ctx := t.Context()
 	if _, err := svc.SetStock(ctx, "held", 1); err != nil {
 		t.Fatal(err)

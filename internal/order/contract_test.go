@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/backend"
+	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
@@ -34,16 +36,27 @@ func newService(t *testing.T, strategy string) (*order.Service, *gorm.DB) {
 
 // instances returns a constructor of shop instances guarded by the named
 // strategy, on a fresh database, also returned for the audit. The instances
-// share the real servers the strategy needs, in a namespace of this test's
-// own (see strategytest). Each instance opens connections and locks of its
+// share the servers the strategy needs, in a namespace of this test's own
+// (see strategytest). Each instance opens connections and locks of its
 // own, as a separate process would.
 func instances(t *testing.T, name string) (func() *order.Service, *gorm.DB) {
+	t.Helper()
+	return instancesWith(t, name, nil)
+}
+
+// instancesWith is instances on a configuration that set, when not nil,
+// changes first. The guard comes from the registry, and the service is
+// built as the app builds it.
+func instancesWith(t *testing.T, name string, set func(*config.Config)) (func() *order.Service, *gorm.DB) {
 	t.Helper()
 	s, err := strategy.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := strategytest.Config(t, s)
+	if set != nil {
+		set(&cfg)
+	}
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	return func() *order.Service {
 		b, err := backend.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
@@ -55,7 +68,7 @@ func instances(t *testing.T, name string) (func() *order.Service, *gorm.DB) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return order.NewService(b.DB, guard, nil)
+		return order.NewService(b.DB, guard, &order.Options{PerUserLimit: cfg.PerUserLimit})
 	}, gdb
 }
 
@@ -147,31 +160,27 @@ func fleet(t *testing.T, s strategy.Strategy) ([]*order.Service, *gorm.DB) {
 }
 
 // TestContract releases 200 buyers at once on a stock of 50 under every
-// guarded strategy, the lock strategies on their real servers: exactly 50
-// are sold and every invariant holds. A strategy that needs servers beyond
+// guarded strategy, the lock strategies on their real servers (under
+// -short, on SQLite and miniredis, for every strategy that runs there):
+// exactly 50 are sold and every invariant holds. A strategy that needs servers beyond
 // MySQL serves the buyers from several instances; local and dbtable run as
 // one (dbtable's lock needs no more than MySQL, and local is only correct
 // in one process).
 func TestContract(t *testing.T) {
-	for _, s := range strategy.All() {
-		if s.Name == "none" {
-			continue // TestNoneOversells
+	guarded := slices.DeleteFunc(strategy.All(), func(s strategy.Strategy) bool { return s.Name == "none" }) // TestNoneOversells
+	strategytest.Each(t, guarded, func(t *testing.T, s strategy.Strategy) {
+		shops, gdb := fleet(t, s)
+		a, failed := burstOn(t, gdb, "sku-"+s.Name, shops...)
+		if len(failed) > 0 {
+			t.Errorf("%d buyers failed; first: %v", len(failed), failed[0])
 		}
-		t.Run(s.Name, func(t *testing.T) {
-			t.Parallel()
-			shops, gdb := fleet(t, s)
-			a, failed := burstOn(t, gdb, "sku-"+s.Name, shops...)
-			if len(failed) > 0 {
-				t.Errorf("%d buyers failed; first: %v", len(failed), failed[0])
-			}
-			if v := a.Violations(); len(v) > 0 {
-				t.Errorf("invariants broken: %v", v)
-			}
-			if a.Orders != units || a.Sold != units || a.Available != 0 {
-				t.Errorf("got %d orders, %d sold, %d available; want %d, %d, 0", a.Orders, a.Sold, a.Available, units, units)
-			}
-		})
-	}
+		if v := a.Violations(); len(v) > 0 {
+			t.Errorf("invariants broken: %v", v)
+		}
+		if a.Orders != units || a.Sold != units || a.Available != 0 {
+			t.Errorf("got %d orders, %d sold, %d available; want %d, %d, 0", a.Orders, a.Sold, a.Available, units, units)
+		}
+	})
 }
 
 // TestNoneOversells runs the same burst against the unprotected strategy and
@@ -227,43 +236,40 @@ func TestLocalOversellsAcrossInstances(t *testing.T) {
 // Sold-out answers may come without queueing; they must never come from
 // what an instance remembers.
 func TestRefundThenBuy(t *testing.T) {
-	for _, s := range strategy.All() {
-		t.Run(s.Name, func(t *testing.T) {
-			t.Parallel()
-			newShop, gdb := instances(t, s.Name)
-			a, b := newShop(), newShop()
-			ctx := t.Context()
-			const sku = "last-one"
-			if _, err := a.SetStock(ctx, sku, 1); err != nil {
-				t.Fatal(err)
-			}
-			buy := func(svc *order.Service, user string) (order.Order, error) {
-				o, _, err := svc.Place(ctx, order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: "k-" + user})
-				return o, err
-			}
-			first, err := buy(a, "ann")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := buy(b, "bob"); !errors.Is(err, stock.ErrSoldOut) {
-				t.Fatalf("B before the refund: %v, want sold out", err)
-			}
-			if _, _, err := a.Refund(ctx, first.ID, "ann", "refund-ann"); err != nil {
-				t.Fatal(err)
-			}
-			second, err := buy(b, "cat")
-			if err != nil {
-				t.Fatalf("B right after the refund on A: %v, want the unit", err)
-			}
-			au, err := audit.SKU(ctx, gdb, sku, 1, []int64{second.ID})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if v := au.Violations(); len(v) > 0 || au.Orders != 1 || au.Available != 0 {
-				t.Errorf("audit %+v: %v; want 1 live order and none left", au, v)
-			}
-		})
-	}
+	strategytest.Each(t, strategy.All(), func(t *testing.T, s strategy.Strategy) {
+		newShop, gdb := instances(t, s.Name)
+		a, b := newShop(), newShop()
+		ctx := t.Context()
+		const sku = "last-one"
+		if _, err := a.SetStock(ctx, sku, 1); err != nil {
+			t.Fatal(err)
+		}
+		buy := func(svc *order.Service, user string) (order.Order, error) {
+			o, _, err := svc.Place(ctx, order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: "k-" + user})
+			return o, err
+		}
+		first, err := buy(a, "ann")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := buy(b, "bob"); !errors.Is(err, stock.ErrSoldOut) {
+			t.Fatalf("B before the refund: %v, want sold out", err)
+		}
+		if _, _, err := a.Refund(ctx, first.ID, "ann", "refund-ann"); err != nil {
+			t.Fatal(err)
+		}
+		second, err := buy(b, "cat")
+		if err != nil {
+			t.Fatalf("B right after the refund on A: %v, want the unit", err)
+		}
+		au, err := audit.SKU(ctx, gdb, sku, 1, []int64{second.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := au.Violations(); len(v) > 0 || au.Orders != 1 || au.Available != 0 {
+			t.Errorf("audit %+v: %v; want 1 live order and none left", au, v)
+		}
+	})
 }
 
 // TestRetryAfterSoldOut: under every strategy, a buyer's retry with the
@@ -271,28 +277,25 @@ func TestRefundThenBuy(t *testing.T) {
 // the stock has sold out: a key store that forgot the key (a restarted
 // Redis) must not turn the retry into "sold out".
 func TestRetryAfterSoldOut(t *testing.T) {
-	for _, s := range strategy.All() {
-		t.Run(s.Name, func(t *testing.T) {
-			t.Parallel()
-			newShop, _ := instances(t, s.Name)
-			svc := newShop()
-			ctx := t.Context()
-			const sku = "retry"
-			if _, err := svc.SetStock(ctx, sku, 2); err != nil {
-				t.Fatal(err)
-			}
-			first := order.PlaceRequest{SKU: sku, UserID: "ann", Quantity: 1, IdempotencyKey: "k-ann"}
-			o, _, err := svc.Place(ctx, first)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := svc.Place(ctx, order.PlaceRequest{SKU: sku, UserID: "bob", Quantity: 1, IdempotencyKey: "k-bob"}); err != nil {
-				t.Fatal(err)
-			}
-			again, replayed, err := svc.Place(ctx, first)
-			if err != nil || !replayed || again.ID != o.ID {
-				t.Fatalf("retry once sold out: order %d, replayed %v, %v; want order %d replayed", again.ID, replayed, err, o.ID)
-			}
-		})
-	}
+	strategytest.Each(t, strategy.All(), func(t *testing.T, s strategy.Strategy) {
+		newShop, _ := instances(t, s.Name)
+		svc := newShop()
+		ctx := t.Context()
+		const sku = "retry"
+		if _, err := svc.SetStock(ctx, sku, 2); err != nil {
+			t.Fatal(err)
+		}
+		first := order.PlaceRequest{SKU: sku, UserID: "ann", Quantity: 1, IdempotencyKey: "k-ann"}
+		o, _, err := svc.Place(ctx, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := svc.Place(ctx, order.PlaceRequest{SKU: sku, UserID: "bob", Quantity: 1, IdempotencyKey: "k-bob"}); err != nil {
+			t.Fatal(err)
+		}
+		again, replayed, err := svc.Place(ctx, first)
+		if err != nil || !replayed || again.ID != o.ID {
+			t.Fatalf("retry once sold out: order %d, replayed %v, %v; want order %d replayed", again.ID, replayed, err, o.ID)
+		}
+	})
 }

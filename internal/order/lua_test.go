@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/backend"
+	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
@@ -21,10 +23,11 @@ import (
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
-// luaShop is one instance of the lua strategy, with its guard.
+// luaShop is one instance of the lua strategy, built through the
+// registry, with its reconcile: the job that app runs on one instance.
 type luaShop struct {
 	*order.Service
-	lua *order.Lua
+	lua order.Reconciler
 }
 
 // luaFleet is instances of the lua strategy on one database and Redis
@@ -33,34 +36,41 @@ type luaFleet struct {
 	gdb    *gorm.DB
 	rdb    redis.UniversalClient
 	prefix string
-	stock  *stock.RedisStock
+	stock  *stock.RedisStock // the Redis half of lua, read directly
 	new    func() luaShop
 }
 
-// newLuaFleet opens a fresh database and Redis namespace; rdb, when not
-// nil, is the Redis to use instead of the shared one's client.
-func newLuaFleet(t *testing.T, rdb redis.UniversalClient, prefix string, opts order.LuaOptions) luaFleet {
+// newLuaFleet opens a fresh database and Redis namespace for lua; set,
+// when not nil, changes the configuration first (another Redis, a limit,
+// a claim timeout).
+func newLuaFleet(t *testing.T, set func(*config.Config)) luaFleet {
 	t.Helper()
 	s, err := strategy.Lookup("lua")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := strategytest.Config(t, s)
-	if rdb == nil {
-		c := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr})
-		t.Cleanup(func() { c.Close() })
-		rdb, prefix = c, cfg.RedisPrefix
+	if set != nil {
+		set(&cfg)
 	}
-	opts.Prefix = prefix
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: cfg.RedisAddrs()})
+	t.Cleanup(func() { rdb.Close() })
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
-	return luaFleet{gdb: gdb, rdb: rdb, prefix: prefix, stock: stock.NewRedisStock(rdb, prefix), new: func() luaShop {
+	return luaFleet{gdb: gdb, rdb: rdb, prefix: cfg.RedisPrefix, stock: stock.NewRedisStock(rdb, cfg.RedisPrefix), new: func() luaShop {
 		b, err := backend.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { b.Close() })
-		l := order.NewLua(b.DB, rdb, &opts)
-		return luaShop{order.NewService(b.DB, l, &order.Options{PerUserLimit: opts.PerUserLimit}), l}
+		guard, err := s.Guard(b, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, ok := guard.(order.Reconciler)
+		if !ok {
+			t.Fatalf("strategy lua: its guard %T has no reconcile", guard)
+		}
+		return luaShop{order.NewService(b.DB, guard, &order.Options{PerUserLimit: cfg.PerUserLimit}), r}
 	}}
 }
 
@@ -138,7 +148,7 @@ func place(t *testing.T, sku string, n int, shops ...luaShop) (acked []int64, so
 // and nothing is oversold. Redis is then set from the database.
 func TestLuaDatabaseRefuses(t *testing.T) {
 	t.Parallel()
-	f := newLuaFleet(t, nil, "", order.LuaOptions{})
+	f := newLuaFleet(t, nil)
 	a, b := f.new(), f.new()
 	const sku = "stale"
 	if _, err := a.SetStock(t.Context(), sku, 20); err != nil {
@@ -170,7 +180,7 @@ func TestLuaDatabaseRefuses(t *testing.T) {
 // has orders.
 func TestLuaRetryTakesNoStock(t *testing.T) {
 	t.Parallel()
-	f := newLuaFleet(t, nil, "", order.LuaOptions{})
+	f := newLuaFleet(t, nil)
 	shop := f.new()
 	ctx := t.Context()
 	const sku = "retry-no-stock"
@@ -227,7 +237,7 @@ func TestLuaRetryTakesNoStock(t *testing.T) {
 // without a reconcile; the unit then sells again.
 func TestLuaRefundOnce(t *testing.T) {
 	t.Parallel()
-	f := newLuaFleet(t, nil, "", order.LuaOptions{PerUserLimit: 2})
+	f := newLuaFleet(t, func(cfg *config.Config) { cfg.PerUserLimit = 2 })
 	a, b := f.new(), f.new()
 	const sku = "refund"
 	if _, err := a.SetStock(t.Context(), sku, 3); err != nil {
@@ -273,7 +283,7 @@ func TestLuaRefundOnce(t *testing.T) {
 // order once it is in the database; none takes a unit of its own.
 func TestLuaSameKeyOnce(t *testing.T) {
 	t.Parallel()
-	f := newLuaFleet(t, nil, "", order.LuaOptions{})
+	f := newLuaFleet(t, nil)
 	a, b := f.new(), f.new()
 	const sku = "twice"
 	if _, err := a.SetStock(t.Context(), sku, 50); err != nil {
@@ -311,12 +321,15 @@ func TestLuaSameKeyOnce(t *testing.T) {
 // SKU's slot; a key outside it fails with CROSSSLOT.
 func TestLuaOnRedisCluster(t *testing.T) {
 	t.Parallel()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testinfra.StartRedisCluster(t)})
-	t.Cleanup(func() { rdb.Close() })
+	cluster := strings.Join(testinfra.StartRedisCluster(t), ",")
 	masters := map[string]bool{}
 	for _, sku := range []string{"apple", "banana", "cherry", "damson", "elder"} {
 		// A database each: the buyers' names and keys are the same.
-		f := newLuaFleet(t, rdb, "shop:", order.LuaOptions{PerUserLimit: 1})
+		f := newLuaFleet(t, func(cfg *config.Config) { cfg.RedisAddr, cfg.RedisPrefix, cfg.PerUserLimit = cluster, "shop:", 1 })
+		rdb, ok := f.rdb.(*redis.ClusterClient)
+		if !ok {
+			t.Fatalf("the shop's client of %s is a %T, not a cluster's", cluster, f.rdb)
+		}
 		shops := []luaShop{f.new(), f.new(), f.new()}
 		if _, err := shops[0].SetStock(t.Context(), sku, units); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 )
@@ -16,7 +17,7 @@ import (
 // what the database had sold stays sold.
 func TestLuaRebuildsEmptyRedis(t *testing.T) {
 	t.Parallel()
-	f := newLuaFleet(t, nil, "", order.LuaOptions{})
+	f := newLuaFleet(t, nil)
 	a, b := f.new(), f.new()
 	const sku = "flushed"
 	if _, err := a.SetStock(t.Context(), sku, 30); err != nil {
@@ -57,7 +58,7 @@ func TestLuaRebuildsEmptyRedis(t *testing.T) {
 func TestLuaClaimsDeadReservations(t *testing.T) {
 	t.Parallel()
 	const idle = 200 * time.Millisecond
-	f := newLuaFleet(t, nil, "", order.LuaOptions{ClaimIdle: idle})
+	f := newLuaFleet(t, func(cfg *config.Config) { cfg.ClaimIdle = idle })
 	live := f.new()
 	const sku = "orphans"
 	if _, err := live.SetStock(t.Context(), sku, 10); err != nil {
@@ -70,7 +71,9 @@ func TestLuaClaimsDeadReservations(t *testing.T) {
 	if err := f.gdb.Raw(`SELECT epoch FROM stock_epochs WHERE sku = ?`, sku).Scan(&epoch).Error; err != nil {
 		t.Fatal(err)
 	}
-	dead := stock.NewRedisStock(f.rdb, f.prefix) // another process's consumer
+	// Another process's consumer: the Redis half of lua alone, which
+	// reserves and never persists, as a process that died would.
+	dead := stock.NewRedisStock(f.rdb, f.prefix)
 	for i := range 3 {
 		r := stock.Reservation{UserID: fmt.Sprint("ghost-", i), Key: "g", Quantity: 1}
 		if _, err := dead.Reserve(t.Context(), sku, r, stock.Terms{Epoch: epoch}); err != nil {
@@ -103,7 +106,7 @@ func TestLuaClaimsDeadReservations(t *testing.T) {
 // state.
 func TestLuaReconcileFenced(t *testing.T) {
 	t.Parallel()
-	f := newLuaFleet(t, nil, "", order.LuaOptions{})
+	f := newLuaFleet(t, nil)
 	a := f.new()
 	const sku = "fenced"
 	if _, err := a.SetStock(t.Context(), sku, 5); err != nil {

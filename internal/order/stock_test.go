@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
+	"github.com/stockguard/shop/internal/strategy/strategytest"
 )
 
 // TestSetStockWhileSelling: under every guarded strategy, 200 buyers,
@@ -19,52 +21,48 @@ import (
 // and never oversold, and a lock strategy's fence never goes back.
 func TestSetStockWhileSelling(t *testing.T) {
 	const changes, changedTo = 5, 10
-	for _, s := range strategy.All() {
-		if s.Name == "none" {
-			continue // it loses updates, the changes' as well as the buyers'
+	// none loses updates, the changes' as well as the buyers'.
+	guarded := slices.DeleteFunc(strategy.All(), func(s strategy.Strategy) bool { return s.Name == "none" })
+	strategytest.Each(t, guarded, func(t *testing.T, s strategy.Strategy) {
+		shops, gdb := fleet(t, s)
+		ctx := t.Context()
+		sku := "restock-" + s.Name
+		if _, err := shops[0].SetStock(ctx, sku, units); err != nil {
+			t.Fatal(err)
 		}
-		t.Run(s.Name, func(t *testing.T) {
-			t.Parallel()
-			shops, gdb := fleet(t, s)
-			ctx := t.Context()
-			sku := "restock-" + s.Name
-			if _, err := shops[0].SetStock(ctx, sku, units); err != nil {
-				t.Fatal(err)
-			}
-			acked, _, others := release(ctx, sku, func() {
-				for i := range changes {
-					before, err := stock.Get(ctx, gdb, sku)
-					if err == nil {
-						_, err = shops[i%len(shops)].SetStock(ctx, sku, changedTo)
-					}
-					after, errAfter := stock.Get(ctx, gdb, sku)
-					if err = errors.Join(err, errAfter); err != nil {
-						t.Errorf("change %d: %v", i, err)
-						return
-					}
-					if after.Fence < before.Fence {
-						t.Errorf("change %d took the fence back from %d to %d", i, before.Fence, after.Fence)
-					}
+		acked, _, others := release(ctx, sku, func() {
+			for i := range changes {
+				before, err := stock.Get(ctx, gdb, sku)
+				if err == nil {
+					_, err = shops[i%len(shops)].SetStock(ctx, sku, changedTo)
 				}
-			}, shops...)
-			for _, err := range others {
-				t.Errorf("a buyer: %v", err)
+				after, errAfter := stock.Get(ctx, gdb, sku)
+				if err = errors.Join(err, errAfter); err != nil {
+					t.Errorf("change %d: %v", i, err)
+					return
+				}
+				if after.Fence < before.Fence {
+					t.Errorf("change %d took the fence back from %d to %d", i, before.Fence, after.Fence)
+				}
 			}
-			// A sold-out answer given before a change was true, and stock
-			// may be left after the last: no undersell is counted.
-			a, err := audit.SKU(context.WithoutCancel(ctx), gdb, sku, 0, acked)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if v := a.Violations(); len(v) > 0 {
-				t.Errorf("invariants broken: %v", v)
-			}
-			if a.Orders != len(acked) {
-				t.Errorf("%d orders in the database, %d acknowledged", a.Orders, len(acked))
-			}
-			t.Logf("%d sold, %d left, initial %d", a.Sold, a.Available, a.Initial)
-		})
-	}
+		}, shops...)
+		for _, err := range others {
+			t.Errorf("a buyer: %v", err)
+		}
+		// A sold-out answer given before a change was true, and stock
+		// may be left after the last: no undersell is counted.
+		a, err := audit.SKU(context.WithoutCancel(ctx), gdb, sku, 0, acked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := a.Violations(); len(v) > 0 {
+			t.Errorf("invariants broken: %v", v)
+		}
+		if a.Orders != len(acked) {
+			t.Errorf("%d orders in the database, %d acknowledged", a.Orders, len(acked))
+		}
+		t.Logf("%d sold, %d left, initial %d", a.Sold, a.Available, a.Initial)
+	})
 }
 
 // TestDeleteStock: a SKU deleted goes with its orders; one
@@ -106,7 +104,7 @@ func TestDeleteStock(t *testing.T) {
 // that the SKU set up again starts a new sale.
 func TestLuaStockChange(t *testing.T) {
 	t.Parallel()
-	f := newLuaFleet(t, nil, "", order.LuaOptions{})
+	f := newLuaFleet(t, nil)
 	a, b := f.new(), f.new()
 	const sku = "change"
 	if _, err := a.SetStock(t.Context(), sku, 50); err != nil {

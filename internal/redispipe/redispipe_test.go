@@ -28,13 +28,12 @@ func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
-// TestPipeRun, on a private Redis (it flushes the scripts): concurrent
+// TestPipeRun, on a Redis of its own (it flushes the scripts): concurrent
 // calls share pipelines and each gets its own answer; scripts Redis lost
 // are sent again in full; a call whose ctx has ended is not sent.
 func TestPipeRun(t *testing.T) {
 	t.Parallel()
-	srv := testinfra.StartRedis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: testinfra.OwnRedis(t)})
 	t.Cleanup(func() { rdb.Close() })
 	count := &pipelines{}
 	rdb.AddHook(count)

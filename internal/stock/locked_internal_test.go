@@ -14,9 +14,13 @@ import (
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
-// onRedisLock puts sku on sale with quantity units, on a real MariaDB, and
-// returns the Redis lock options, under the test's own prefix, and its
-// client.
+// onRedisLock puts sku on sale with quantity units, on a database of the
+// test's own, and returns the Redis lock options, under the test's own
+// prefix, and its client.
+//
+// The tests here build Locked and Queued by hand, not through the
+// registry (which imports this package): they count the lock's
+// acquisitions and reach into the hand-over of a run.
 func onRedisLock(t *testing.T, sku string, quantity int) (*gorm.DB, *redis.Client, *lock.RedisOptions) {
 	t.Helper()
 	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))

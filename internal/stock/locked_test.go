@@ -9,8 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/stockguard/shop/internal/lock"
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/strategy/strategytest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
@@ -67,14 +68,16 @@ func TestFenced(t *testing.T) {
 // retry) and takes nothing.
 func TestLockServerDown(t *testing.T) {
 	t.Parallel()
-	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
+	srv := testinfra.StartRedis(t)
+	dsn := testinfra.MySQL(t)
+	gdb := testinfra.ShopDB(t, dsn)
 	if err := stock.Reset(t.Context(), gdb, "down", 3); err != nil {
 		t.Fatal(err)
 	}
-	srv := testinfra.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
-	guard := stock.NewLocked(gdb, lock.NewRedis(rdb, nil))
+	guard := strategytest.Guard(t, "redis", &backend.Backends{DB: gdb, Redis: rdb},
+		map[string]string{"SHOP_MYSQL_DSN": dsn, "SHOP_REDIS_ADDR": srv.Addr()})
 	srv.Stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
@@ -93,15 +96,17 @@ func TestLockServerDown(t *testing.T) {
 // before the restart stays fenced off.
 func TestLockServerRestartsEmpty(t *testing.T) {
 	t.Parallel()
-	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
+	srv := testinfra.StartRedis(t)
+	dsn := testinfra.MySQL(t)
+	gdb := testinfra.ShopDB(t, dsn)
 	const sku = "restarted"
 	if err := stock.Reset(t.Context(), gdb, sku, 10); err != nil {
 		t.Fatal(err)
 	}
-	srv := testinfra.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	guard := stock.NewLocked(gdb, lock.NewRedis(rdb, nil))
+	guard := strategytest.Guard(t, "redis", &backend.Backends{DB: gdb, Redis: rdb},
+		map[string]string{"SHOP_MYSQL_DSN": dsn, "SHOP_REDIS_ADDR": srv.Addr()})
 	sell := func() error { return guard.Adjust(t.Context(), sku, -1, func(*gorm.DB) error { return nil }) }
 	for range 3 {
 		if err := sell(); err != nil {

@@ -10,7 +10,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/strategy/strategytest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
@@ -34,6 +36,9 @@ func TestQueuedSoldOutDoesNotQueue(t *testing.T) {
 	if err := stock.Reset(t.Context(), gdb, "hot", 1); err != nil {
 		t.Fatal(err)
 	}
+	// Queued's own mechanics, in front of a guard the test counts: the
+	// registry's atomic is the same Queued, with a guard that cannot be
+	// counted.
 	inner := &counting{Guard: stock.NewAtomic(gdb)}
 	q := stock.NewQueued(gdb, inner)
 
@@ -78,11 +83,15 @@ func TestQueuedSoldOutDoesNotQueue(t *testing.T) {
 // sellable at once on another that had just answered sold out.
 func TestQueuedRefundSellableAtOnce(t *testing.T) {
 	t.Parallel()
-	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
+	dsn := testinfra.MySQL(t)
+	gdb := testinfra.ShopDB(t, dsn)
 	if err := stock.Reset(t.Context(), gdb, "hot", 1); err != nil {
 		t.Fatal(err)
 	}
-	a, b := stock.NewQueued(gdb, stock.NewAtomic(gdb)), stock.NewQueued(gdb, stock.NewAtomic(gdb))
+	// Two instances of atomic, the registry's: Queued in front of it.
+	env := map[string]string{"SHOP_MYSQL_DSN": dsn}
+	a := strategytest.Guard(t, "atomic", &backend.Backends{DB: gdb}, env)
+	b := strategytest.Guard(t, "atomic", &backend.Backends{DB: gdb}, env)
 	noop := func(*gorm.DB) error { return nil }
 	if err := a.Adjust(t.Context(), "hot", -1, noop); err != nil {
 		t.Fatal(err)

@@ -8,24 +8,34 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/stockguard/shop/internal/lock"
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/strategy/strategytest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
-// open returns a migrated database whose sessions give up a row lock wait
-// after one second (MySQL error 1205), with sku "hot" holding 5 units.
-func open(t *testing.T) *gorm.DB {
+// open returns the DSN of a fresh database, migrated, with sku "hot"
+// holding 5 units.
+func open(t *testing.T, dsn string) *gorm.DB {
 	t.Helper()
-	gdb := testinfra.ShopDB(t, testinfra.MySQL(t)+"&innodb_lock_wait_timeout=1")
-	var wait int
-	if err := gdb.Raw("SELECT @@innodb_lock_wait_timeout").Scan(&wait).Error; err != nil || wait != 1 {
-		t.Fatalf("innodb_lock_wait_timeout = %d (%v), want 1", wait, err)
-	}
+	gdb := testinfra.ShopDB(t, dsn)
 	if err := stock.Reset(t.Context(), gdb, "hot", 5); err != nil {
 		t.Fatal(err)
 	}
 	return gdb
+}
+
+// lockWaitDSN returns the DSN of a fresh MySQL database whose sessions give
+// up a row lock wait after one second (MySQL error 1205).
+func lockWaitDSN(t *testing.T) string {
+	t.Helper()
+	testinfra.NeedsRealServers(t, "it waits on MySQL's row locks, which SQLite does not have")
+	dsn := testinfra.MySQL(t) + "&innodb_lock_wait_timeout=1"
+	var wait int
+	if err := testinfra.ShopDB(t, dsn).Raw("SELECT @@innodb_lock_wait_timeout").Scan(&wait).Error; err != nil || wait != 1 {
+		t.Fatalf("innodb_lock_wait_timeout = %d (%v), want 1", wait, err)
+	}
+	return dsn
 }
 
 // holdRow locks the stock row in a transaction of its own until release is
@@ -39,8 +49,15 @@ func holdRow(t *testing.T, gdb *gorm.DB) (release func()) {
 	return func() { tx.Rollback() }
 }
 
-func guards(gdb *gorm.DB) map[string]stock.Guard {
-	return map[string]stock.Guard{"atomic": stock.NewAtomic(gdb), "pessimistic": stock.NewPessimistic(gdb)}
+// guards builds the named strategies through the registry, on the
+// database at dsn, opened as gdb, as serve builds them.
+func guards(t *testing.T, dsn string, gdb *gorm.DB, names ...string) map[string]stock.Guard {
+	t.Helper()
+	all := map[string]stock.Guard{}
+	for _, name := range names {
+		all[name] = strategytest.Guard(t, name, &backend.Backends{DB: gdb}, map[string]string{"SHOP_MYSQL_DSN": dsn})
+	}
+	return all
 }
 
 // TestLockWaitTimeoutRetried: a lock-wait timeout (1205) rolls the
@@ -48,8 +65,9 @@ func guards(gdb *gorm.DB) map[string]stock.Guard {
 // still buys once the row is free.
 func TestLockWaitTimeoutRetried(t *testing.T) {
 	t.Parallel()
-	gdb := open(t)
-	for name, g := range guards(gdb) {
+	dsn := lockWaitDSN(t)
+	gdb := open(t, dsn)
+	for name, g := range guards(t, dsn, gdb, "atomic", "pessimistic") {
 		t.Run(name, func(t *testing.T) {
 			release := holdRow(t, gdb)
 			// Longer than the 1s lock wait, so at least one attempt times out.
@@ -74,8 +92,9 @@ func TestLockWaitTimeoutRetried(t *testing.T) {
 // the request's deadline, Adjust gives up with ErrBusy and changes nothing.
 func TestBusyWhenDeadlinePasses(t *testing.T) {
 	t.Parallel()
-	gdb := open(t)
-	for name, g := range guards(gdb) {
+	dsn := lockWaitDSN(t)
+	gdb := open(t, dsn)
+	for name, g := range guards(t, dsn, gdb, "atomic", "pessimistic") {
 		t.Run(name, func(t *testing.T) {
 			release := holdRow(t, gdb)
 			defer release()
@@ -96,10 +115,9 @@ func TestBusyWhenDeadlinePasses(t *testing.T) {
 // strategy, and fn's own error rolls the change back.
 func TestErrors(t *testing.T) {
 	t.Parallel()
-	gdb := open(t)
-	all := guards(gdb)
-	all["none"], all["optimistic"] = stock.NewNone(gdb), stock.NewOptimistic(gdb)
-	all["locked"] = stock.NewLocked(gdb, lock.NewLocal())
+	dsn := testinfra.MySQL(t)
+	gdb := open(t, dsn)
+	all := guards(t, dsn, gdb, "none", "atomic", "pessimistic", "optimistic", "local")
 	errFn := errors.New("fn failed")
 	for name, g := range all {
 		t.Run(name, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 // and says how to install it, as it does for a missing server.
 func Chromium(t testing.TB) string {
 	t.Helper()
-	skipShort(t, "Chromium")
+	skipShort(t, "a browser")
 	if p := os.Getenv("SHOP_TEST_CHROMIUM"); p != "" {
 		return p
 	}

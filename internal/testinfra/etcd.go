@@ -90,7 +90,7 @@ func etcdHealthy(ctx context.Context, addr string) error {
 // syncs its log before it answers a write.
 func StartEtcd(t testing.TB) *Server {
 	t.Helper()
-	skipShort(t, "etcd")
+	skipShort(t, "an etcd server process of the test's own")
 	bin := lookPath(t, "etcd", "etcd-server")
 	dir := t.TempDir()
 	s := newServer(t, "etcd", freeAddr(t), dir, 60*time.Second)

@@ -47,7 +47,7 @@ func (m *PrivateMySQL) DSN(t testing.TB) string {
 // with the same command line.
 func StartMariaDB(t testing.TB) *PrivateMySQL {
 	t.Helper()
-	skipShort(t, "mariadbd")
+	skipShort(t, "a MariaDB server process of the test's own")
 	install := lookPath(t, "mariadb-install-db", "mariadb-server")
 	bin := lookPath(t, "mariadbd", "mariadb-server")
 	dir := t.TempDir()

@@ -34,9 +34,14 @@ var sharedMySQL = shared{
 }
 
 // MySQL returns a go-sql-driver DSN (with parseTime=true) for a fresh
-// database with a random name, created now and dropped at cleanup.
+// database with a random name, created now and dropped at cleanup. Under
+// -short it returns instead the DSN of a fresh SQLite file, which starts
+// with db.SQLitePrefix (see Embedded).
 func MySQL(t testing.TB) string {
 	t.Helper()
+	if Embedded() {
+		return sqliteDSN(t)
+	}
 	cfg, err := mysql.ParseDSN(sharedMySQL.locate(t))
 	if err != nil {
 		t.Fatalf("testinfra: %s: %v", sharedMySQL.env, err)

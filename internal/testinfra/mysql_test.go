@@ -13,6 +13,7 @@ import (
 
 func TestMySQL(t *testing.T) {
 	t.Parallel()
+	testinfra.NeedsRealServers(t, "it checks the databases MySQL creates and drops on the server")
 	var names []string
 	t.Run("fresh databases", func(t *testing.T) {
 		for range 2 {

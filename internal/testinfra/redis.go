@@ -25,14 +25,24 @@ type RedisNamespace struct {
 }
 
 // Redis returns the address of a real Redis server and a key prefix unique
-// to this test. Keys under the prefix are deleted at cleanup.
+// to this test. Keys under the prefix are deleted at cleanup. Under -short
+// the server is a miniredis that the test binary's tests share (see
+// Embedded).
 func Redis(t testing.TB) RedisNamespace {
 	t.Helper()
-	ns := RedisNamespace{Addr: sharedRedis.locate(t), Prefix: randomName("test:") + ":"}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if err := exchange(ctx, ns.Addr, "PING\r\n", "+PONG"); err != nil {
-		t.Fatalf("testinfra: Redis at %s: %v", ns.Addr, err)
+	ns := RedisNamespace{Prefix: randomName("test:") + ":"}
+	if Embedded() {
+		var err error
+		if ns.Addr, err = sharedMiniredis(); err != nil {
+			t.Fatalf("testinfra: miniredis: %v", err)
+		}
+	} else {
+		ns.Addr = sharedRedis.locate(t)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		if err := exchange(ctx, ns.Addr, "PING\r\n", "+PONG"); err != nil {
+			t.Fatalf("testinfra: Redis at %s: %v", ns.Addr, err)
+		}
 	}
 	cleanup(t, "delete Redis keys "+ns.Prefix+"*", func(ctx context.Context) error { return deleteKeys(ctx, ns) })
 	return ns
@@ -68,7 +78,7 @@ func StartRedis(t testing.TB) *Server {
 // redisServer prepares a redis-server of the test's own, with args added.
 func redisServer(t testing.TB, args ...string) *Server {
 	t.Helper()
-	skipShort(t, "redis-server")
+	skipShort(t, "a redis-server process of the test's own")
 	bin := lookPath(t, "redis-server", "redis-server")
 	dir := t.TempDir()
 	s := newServer(t, "redis-server", freeAddr(t), dir, 30*time.Second)

@@ -17,7 +17,9 @@
 // StartProxy stands between one client and a server, so that a test can
 // pause or cut off that client alone.
 //
-// Under go test -short, every helper skips its test.
+// Under go test -short, MySQL and Redis give embedded backends instead,
+// an SQLite file and a miniredis (see Embedded); the helpers that have no
+// embedded stand-in skip their test, and so does NeedsRealServers.
 package testinfra
 
 import (
@@ -60,13 +62,6 @@ Provide one in any of these ways:
 			s.name, err, s.env, s.name)
 	}
 	return v
-}
-
-func skipShort(t testing.TB, name string) {
-	t.Helper()
-	if testing.Short() {
-		t.Skipf("testinfra: -short: skipping a test that needs %s", name)
-	}
 }
 
 // dockerReady reports whether a Docker engine answers. It is bounded so

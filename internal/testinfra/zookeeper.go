@@ -121,7 +121,7 @@ const (
 // of session expiry stay fast.
 func StartZooKeeper(t testing.TB) *Server {
 	t.Helper()
-	skipShort(t, "ZooKeeper")
+	skipShort(t, "a ZooKeeper server process of the test's own")
 	java := lookPath(t, "java", "default-jre-headless")
 	for _, jar := range []string{zookeeperJar, slf4jJar} {
 		if _, err := os.Stat(jar); err != nil {

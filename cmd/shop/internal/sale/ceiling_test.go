@@ -16,6 +16,7 @@ import (
 // strategy's serial hand-over (acquire, fence claim, order transaction,
 // release). sql-batched's ns/op is per transaction of batchSize orders.
 func BenchmarkCeilings(b *testing.B) {
+	testinfra.NeedsRealServers(b, "it measures the servers' raw loops")
 	atomic, _ := strategy.Lookup("atomic")
 	env := strategytest.Env(b, atomic)
 	var locks []strategy.Strategy
