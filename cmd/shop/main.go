@@ -8,6 +8,7 @@
 //	shop reconcile set lua's Redis stock from the database once, and say what it fixed
 //	shop token     print a buyer token signed with SHOP_JWT_SECRET
 //	shop pay       send a payment callback signed with SHOP_PAYMENT_SECRET
+//	shop events    follow the order events as JSON lines
 //	shop lesson    reproduce the seed articles' failures beside their fixes
 //
 // See README.md, and docs/ for each subject.
@@ -55,6 +56,7 @@ commands:
   token     print a buyer token signed with SHOP_JWT_SECRET: shop token USER [--ttl D]
   pay       send the payment provider's callback for an order, signed with
             SHOP_PAYMENT_SECRET: shop pay ORDER_ID PAYMENT_ID [--url URL]
+  events    follow the order events, one JSON line each: shop events [--from-start]
   lesson    reproduce the seed articles' failures beside their fixes:
             shop lesson (the list), shop lesson NAME, shop lesson all
 
@@ -97,6 +99,8 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		return lessonCmd(ctx, args, getenv, stdout, stderr)
 	case "pay":
 		return pay(ctx, args, getenv, stdout, stderr)
+	case "events":
+		return events(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
