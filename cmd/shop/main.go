@@ -7,6 +7,8 @@
 //	shop echo      serve the HTTP stack alone, the bench's http-echo ceiling
 //	shop reconcile set lua's Redis stock from the database once, and say what it fixed
 //	shop token     print a buyer token signed with SHOP_JWT_SECRET
+//	shop pay       send a payment callback signed with SHOP_PAYMENT_SECRET
+//	shop events    follow the order events as JSON lines
 //	shop lesson    reproduce the seed articles' failures beside their fixes
 //
 // See README.md, and docs/ for each subject.
@@ -52,6 +54,9 @@ commands:
             dead instances left pending, set Redis's stock from the
             database, and print what it found and fixed
   token     print a buyer token signed with SHOP_JWT_SECRET: shop token USER [--ttl D]
+  pay       send the payment provider's callback for an order, signed with
+            SHOP_PAYMENT_SECRET: shop pay ORDER_ID PAYMENT_ID [--url URL]
+  events    follow the order events, one JSON line each: shop events [--from-start]
   lesson    reproduce the seed articles' failures beside their fixes:
             shop lesson (the list), shop lesson NAME, shop lesson all
 
@@ -92,6 +97,10 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		return token(args, getenv, stdout, stderr)
 	case "lesson":
 		return lessonCmd(ctx, args, getenv, stdout, stderr)
+	case "pay":
+		return pay(ctx, args, getenv, stdout, stderr)
+	case "events":
+		return events(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -166,14 +175,7 @@ func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.W
 func echo(ctx context.Context, args []string, getenv config.Getenv, stderr io.Writer) error {
 	fs := flag.NewFlagSet("echo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	read := config.Flags(fs, getenv, nil, config.ForEcho)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	cfg, err := read()
+	cfg, err := parseConfig(fs, args, config.Flags(fs, getenv, nil, config.ForEcho))
 	if err != nil {
 		return err
 	}

@@ -117,6 +117,8 @@ type setting struct {
 	token bool
 	// pay marks a setting that `shop pay` takes as a flag.
 	pay bool
+	// events marks a setting that `shop events` takes as a flag.
+	events bool
 	// listener marks a setting of the HTTP listener, which `shop echo`
 	// takes as a flag too.
 	listener bool
@@ -135,8 +137,8 @@ var settings = [...]setting{
 	listener(dur("SHOP_HTTP_WRITE_TIMEOUT", "http-write-timeout", "15s", 100*time.Millisecond, "how long a request may take from the end of its headers until its answer is written; must outlast SHOP_REQUEST_TIMEOUT and SHOP_HTTP_READ_TIMEOUT", func(c *Config) *time.Duration { return &c.WriteTimeout })),
 	listener(dur("SHOP_HTTP_IDLE_TIMEOUT", "http-idle-timeout", "2m", 100*time.Millisecond, "how long a kept-alive connection may wait for its next request", func(c *Config) *time.Duration { return &c.IdleTimeout })),
 	server(str("SHOP_MYSQL_DSN", "mysql", "", "MySQL DSN, user:pass@tcp(host:port)/db, or sqlite:FILE for an embedded database", func(c *Config) *string { return &c.MySQLDSN })),
-	server(str("SHOP_REDIS_ADDR", "redis", "127.0.0.1:6379", "Redis address; several, comma-separated, are the seed nodes of a Redis Cluster", func(c *Config) *string { return &c.RedisAddr })),
-	str("SHOP_REDIS_PREFIX", "redis-prefix", "shop:", "prefix of every Redis key the shop writes", func(c *Config) *string { return &c.RedisPrefix }),
+	events(server(str("SHOP_REDIS_ADDR", "redis", "127.0.0.1:6379", "Redis address; several, comma-separated, are the seed nodes of a Redis Cluster", func(c *Config) *string { return &c.RedisAddr }))),
+	events(str("SHOP_REDIS_PREFIX", "redis-prefix", "shop:", "prefix of every Redis key the shop writes", func(c *Config) *string { return &c.RedisPrefix })),
 	server(list("SHOP_ZK_ADDRS", "zk", "ZooKeeper addresses, comma-separated", func(c *Config) *[]string { return &c.ZKAddrs })),
 	load(str("SHOP_ZK_ROOT", "zk-root", "/stockguard/locks", "znode under which the zookeeper strategy keeps its locks", func(c *Config) *string { return &c.ZKRoot })),
 	server(list("SHOP_REDLOCK_ADDRS", "redlock", "independent Redis masters for the redlock strategy, comma-separated, at least 3", func(c *Config) *[]string { return &c.RedlockAddrs })),
@@ -179,7 +181,7 @@ var settings = [...]setting{
 		get: func(c Config) string { return c.PaymentWindow.String() }}),
 	pay(str("SHOP_PAYMENT_SECRET", "payment-secret", "", "secret of the payment callbacks' Shop-Signature (HMAC-SHA256), at least 32 bytes; empty refuses every callback", func(c *Config) *string { return &c.PaymentSecret })),
 	dur("SHOP_EXPIRY_INTERVAL", "expiry-interval", "1s", 10*time.Millisecond, "how often one instance cancels the pending orders past their deadline", func(c *Config) *time.Duration { return &c.ExpiryEvery }),
-	str("SHOP_EVENTS_STREAM", "events-stream", "", "the Redis stream the order events are published to; empty: SHOP_REDIS_PREFIX followed by events, shop:events by default", func(c *Config) *string { return &c.EventsStream }),
+	events(str("SHOP_EVENTS_STREAM", "events-stream", "", "the Redis stream the order events are published to; empty: SHOP_REDIS_PREFIX followed by events, shop:events by default", func(c *Config) *string { return &c.EventsStream })),
 	dur("SHOP_RELAY_INTERVAL", "relay-interval", "200ms", 10*time.Millisecond, "how often one instance publishes the order events not published yet", func(c *Config) *time.Duration { return &c.RelayEvery }),
 	{env: "SHOP_BUYER_AUTH", flag: "buyer-auth", def: AuthNone, usage: "who the buyer is: jwt (a bearer token's sub) or none (the request's user_id, anyone can act as anyone)",
 		set: func(c *Config, v string) error {
@@ -234,6 +236,7 @@ func server(s setting) setting   { s.server, s.load = true, true; return s }
 func load(s setting) setting     { s.load = true; return s }
 func token(s setting) setting    { s.token = true; return s }
 func pay(s setting) setting      { s.pay = true; return s }
+func events(s setting) setting   { s.events = true; return s }
 func listener(s setting) setting { s.listener = true; return s }
 
 // Load builds a Config from defaults, then the environment, then args, and
@@ -273,6 +276,8 @@ const (
 	ForEcho
 	// ForPay: the payment secret, as `shop pay` signs with it.
 	ForPay
+	// ForEvents: Redis and the events stream, as `shop events` follows it.
+	ForEvents
 )
 
 // Flags registers the settings that use takes as flags on fs, each
@@ -291,7 +296,8 @@ func Flags(fs *flag.FlagSet, getenv Getenv, strategies []string, use Use) func()
 		if v := getenv(s.env); v != "" {
 			raw[i] = v
 		}
-		if (use == ForLoad && !s.load) || (use == ForToken && !s.token) || (use == ForEcho && !s.listener) || (use == ForPay && !s.pay) {
+		if (use == ForLoad && !s.load) || (use == ForToken && !s.token) || (use == ForEcho && !s.listener) || (use == ForPay && !s.pay) ||
+			(use == ForEvents && !s.events) {
 			continue
 		}
 		usage := s.usage

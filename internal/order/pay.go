@@ -55,19 +55,20 @@ func (s *Service) Pay(ctx context.Context, id int64, paymentID string) (o Order,
 		case !errors.Is(err, gorm.ErrRecordNotFound):
 			return Order{}, false, fmt.Errorf("order: pay: %w", err)
 		}
-		o, err := s.pay(ctx, id, paymentID)
+		o, replayed, err := s.pay(ctx, id, paymentID)
 		if !db.IsDuplicate(err) || attempt > 0 {
-			return o, false, err
+			return o, replayed, err
 		}
 		// A callback with the same payment id was first: answer as it did.
 	}
 }
 
-// pay makes the payment, or keeps it as orphaned, in one transaction.
-func (s *Service) pay(ctx context.Context, id int64, paymentID string) (Order, error) {
-	var o Order
+// pay makes the payment, or keeps it as orphaned, in one transaction. It
+// reports replayed when a callback with the same payment id paid the order
+// meanwhile.
+func (s *Service) pay(ctx context.Context, id int64, paymentID string) (o Order, replayed bool, err error) {
 	var answer error
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		now, err := db.Now(tx)
 		if err != nil {
 			return err
@@ -95,7 +96,8 @@ func (s *Service) pay(ctx context.Context, id int64, paymentID string) (Order, e
 			return record(tx, EventPaid, o)
 		}
 		if o.PaymentID != nil && *o.PaymentID == paymentID {
-			return nil // this payment paid it, in a callback that committed meanwhile
+			replayed = true // this payment paid it, in a callback that committed meanwhile
+			return nil
 		}
 		reason := reasonAlreadyPaid
 		if o.Status == StatusCancelled || o.Status == StatusPending {
@@ -106,12 +108,12 @@ func (s *Service) pay(ctx context.Context, id int64, paymentID string) (Order, e
 		return tx.Create(&p).Error
 	})
 	if err != nil {
-		return Order{}, fmt.Errorf("order: pay: %w", err)
+		return Order{}, false, fmt.Errorf("order: pay: %w", err)
 	}
 	if answer != nil {
-		return Order{}, answer
+		return Order{}, false, answer
 	}
-	return o, nil
+	return o, replayed, nil
 }
 
 // answer is the answer that payment p was given, for a callback of order

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,7 +134,7 @@ func events(t *testing.T, gdb *gorm.DB) map[int64][]string {
 }
 
 // TestPayOnce: 500 concurrent callbacks with one payment id pay the order
-// once and answer alike; 500 with different ids for another order pay it
+// once and answer alike, all but the first as replays; 500 with different ids for another order pay it
 // once, and the other 499 are kept as orphaned, answered already-paid.
 func TestPayOnce(t *testing.T) {
 	t.Parallel()
@@ -145,12 +146,16 @@ func TestPayOnce(t *testing.T) {
 	one, many := buy(t, svc, sku, "ann"), buy(t, svc, sku, "bob")
 	const n = 500
 	errs := make([]error, 2*n)
+	var fresh atomic.Int64 // answers to one payment id not marked replayed
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
 	for i := range n {
 		wg.Go(func() {
 			<-gate
-			_, _, errs[i] = svc.Pay(t.Context(), one.ID, "same")
+			var replayed bool
+			if _, replayed, errs[i] = svc.Pay(t.Context(), one.ID, "same"); !replayed {
+				fresh.Add(1)
+			}
 		})
 		wg.Go(func() {
 			<-gate
@@ -159,6 +164,9 @@ func TestPayOnce(t *testing.T) {
 	}
 	close(gate)
 	wg.Wait()
+	if fresh.Load() != 1 {
+		t.Errorf("%d answers to one payment id were not marked replayed, want 1", fresh.Load())
+	}
 	paidMany := 0
 	for i, err := range errs {
 		switch {
