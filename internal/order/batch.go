@@ -58,7 +58,7 @@ type grants struct {
 // stock it leaves, or -1 if the SKU is not on sale. known holds the orders
 // that the batch's keys have already, when they were looked up.
 func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, exactIDs bool) ([]placed, int, error) {
-	now := time.Now().UTC()
+	now := createdAt()
 	st, err := readBatch(tx, sku, batch, known, now)
 	if err != nil {
 		return nil, 0, err // a failed statement may have ended the transaction
@@ -66,7 +66,7 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 	answers := make([]placed, len(batch))
 	if !st.found {
 		for i := range answers {
-			answers[i].err = fmt.Errorf("order: place: %w: %s", stock.ErrNotFound, sku)
+			answers[i].err = notFound(sku)
 		}
 		return answers, -1, nil
 	}
@@ -189,7 +189,7 @@ func grant(sku string, batch []*pending, known map[userKey]Order, st batchState,
 		}
 		switch {
 		case p.limit > 0 && held+r.Quantity > p.limit:
-			d.verdict, d.err = refused, fmt.Errorf("order: place: %w: %s holds %d of %s, the limit is %d", ErrLimitReached, r.UserID, held, sku, p.limit)
+			d.verdict, d.err = refused, limitReached(r.UserID, sku, held, p.limit)
 		case r.Quantity > st.available-g.taken:
 			d.verdict, d.err = refused, soldOut(sku)
 		default:

@@ -29,6 +29,27 @@ func PlacesOrders(g stock.Guard) bool {
 	return ok
 }
 
+// keyKeeper is a strategy that keeps its buyers' Idempotency-Keys itself,
+// for orders, in the step that decides them, so that the HTTP layer's key
+// store need not (Service.KeepsKeys). Place then answers as that store
+// would: a retry of the same request (user, SKU and quantity) gets its
+// first answer again, replayed, a refusal such as sold out included; a key
+// reused for another request is refused (ErrKeyReused); a key whose first
+// request is still being decided is told so (stock.ErrInProgress); a busy
+// answer is not kept, so that the retry asks again. lua keeps them in
+// Redis, with each SKU's stock.
+type keyKeeper interface {
+	placer
+	keepsKeys()
+}
+
+// KeepsKeys reports whether the strategy keeps its buyers'
+// Idempotency-Keys for orders itself (keyKeeper).
+func (s *Service) KeepsKeys() bool {
+	_, ok := s.guard.(keyKeeper)
+	return ok
+}
+
 // refunder is a strategy that refunds an order itself, rather than through
 // Adjust: lua, which also takes the units off what the user holds in Redis.
 type refunder interface {

@@ -107,13 +107,19 @@ func (f luaFleet) settled(t *testing.T, shop luaShop, sku string, soldOut int, a
 // and the other errors.
 func place(t *testing.T, sku string, n int, shops ...luaShop) (acked []int64, soldOut int, others []error) {
 	t.Helper()
+	return placeAs(t, "user", sku, n, shops...)
+}
+
+// placeAs is place with buyers named <who>-<i>.
+func placeAs(t *testing.T, who, sku string, n int, shops ...luaShop) (acked []int64, soldOut int, others []error) {
+	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
 	for i := range n {
 		wg.Go(func() {
 			<-gate
-			o, _, err := shops[i%len(shops)].Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: fmt.Sprint("user-", i), Quantity: 1, IdempotencyKey: fmt.Sprint("k-", i)})
+			o, _, err := shops[i%len(shops)].Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: fmt.Sprint(who, "-", i), Quantity: 1, IdempotencyKey: fmt.Sprint("k-", i)})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -307,8 +313,9 @@ func TestLuaSameKeyOnce(t *testing.T) {
 // TestLuaOnRedisCluster: lua on a Redis Cluster of three masters, three
 // instances: bursts on SKUs whose keys land on different masters sell
 // exactly their stock, a refund reaches Redis once, and a reconcile leaves
-// Redis equal to the database. Every key a script touches must share its
-// SKU's slot; a key outside it fails with CROSSSLOT.
+// Redis equal to the database; the script that reserves claims each
+// buyer's Idempotency-Key (keysClaimed). Every key a script touches must
+// share its SKU's slot; a key outside it fails with CROSSSLOT.
 func TestLuaOnRedisCluster(t *testing.T) {
 	t.Parallel()
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testinfra.StartRedisCluster(t)})
@@ -353,4 +360,6 @@ func TestLuaOnRedisCluster(t *testing.T) {
 	if len(masters) < 2 {
 		t.Errorf("every SKU landed on one master (%v): the test shows nothing of the cluster", masters)
 	}
+	f := newLuaFleet(t, rdb, "shop:", order.LuaOptions{PerUserLimit: 1})
+	keysClaimed(t, f, "fig", f.new(), f.new())
 }

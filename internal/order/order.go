@@ -91,7 +91,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed 
 var errAnswered = errors.New("order: answered by the first read")
 
 func (s *Service) place(ctx context.Context, r PlaceRequest) (Order, bool, error) {
-	o := Order{SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, CreatedAt: time.Now().UTC()}
+	o := Order{SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, CreatedAt: createdAt()}
 	if r.IdempotencyKey != "" {
 		o.IdempotencyKey = &r.IdempotencyKey
 	}

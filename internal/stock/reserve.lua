@@ -1,10 +1,16 @@
--- reserve.lua: KEYS = {state, holdings, log, keys}, ARGV = {epoch, user,
--- key, quantity, per-user limit (0: none), consumer, looked up (1 or 0),
--- take-over idle in milliseconds, consumer group}.
--- One buyer's reservation, in one step: check the state's epoch, the stock
--- and the user's limit, take the units, and append the reservation to the
+-- reserve.lua: KEYS = {state, holdings, log, keys, answer}, ARGV = {epoch,
+-- user, key, quantity, per-user limit (0: none), consumer, looked up (1 or
+-- 0), take-over idle in milliseconds, consumer group, answer TTL in
+-- milliseconds, the answer kept for sold out, the answer kept for over the
+-- limit, less what the user holds}. A TTL of 0 keeps no answer.
+-- One buyer's reservation, and its Idempotency-Key's claim, in one step.
+-- answer is the key's final answer, kept with the request's quantity for
+-- the TTL: a retry of the same request gets it again, one for another
+-- quantity is refused. Otherwise: check the state's epoch, the stock and
+-- the user's limit, take the units, and append the reservation to the
 -- log, delivered at once to this consumer so that it is pending there
 -- until persisted (and claimable by another consumer if this one dies).
+-- A refusal is kept as the key's answer.
 -- keys maps each user and key to its reservation's entry while it is in
 -- the log, then to "done" once the database has its order. A buyer's retry
 -- whose reservation is still in the log never takes units of another
@@ -16,10 +22,19 @@
 -- state was built when the database had orders that keys does not know),
 -- is sent to the database first: "looked up" says that the caller has
 -- looked and the key has no order there.
--- Returns {"ok", id}, {"stale", epoch or ""}, {"sold-out", available},
--- {"limit", held}, {"reused", id}, when the key's reservation is for
--- another quantity, {"in-progress", id}, or {"lookup"}.
+-- Returns {"ok", id}, {"answer", answer}, {"stale", epoch or ""},
+-- {"sold-out", available}, {"limit", held}, {"reused", id or ""}, when the
+-- key's reservation or answer is for another quantity, {"in-progress",
+-- id}, or {"lookup"}.
 local group = ARGV[9]
+local answer = redis.call("GET", KEYS[5])
+if answer then
+	local qty, kept = string.match(answer, "^(%d+)|(.*)$")
+	if qty ~= ARGV[4] then
+		return {"reused", ""}
+	end
+	return {"answer", kept}
+end
 local epoch = redis.call("HGET", KEYS[1], "epoch")
 if epoch ~= ARGV[1] then
 	return {"stale", epoch or ""}
@@ -50,13 +65,20 @@ if prior then
 end
 local qty = tonumber(ARGV[4])
 local available = tonumber(redis.call("HGET", KEYS[1], "available"))
+local keep = ARGV[10] ~= "0"
 if available < qty then
+	if keep then
+		redis.call("SET", KEYS[5], ARGV[4] .. "|" .. ARGV[11], "PX", ARGV[10])
+	end
 	return {"sold-out", tostring(available)}
 end
 local limit = tonumber(ARGV[5])
 if limit > 0 then
 	local held = tonumber(redis.call("HGET", KEYS[2], ARGV[2]) or "0")
 	if held + qty > limit then
+		if keep then
+			redis.call("SET", KEYS[5], ARGV[4] .. "|" .. ARGV[12] .. held, "PX", ARGV[10])
+		end
 		return {"limit", tostring(held)}
 	end
 end
