@@ -30,6 +30,9 @@ type shop struct {
 	db     *gorm.DB
 	redis  *redis.Client
 	prefix string
+	// batched: the shop keeps no Redis key for an order, whose row
+	// answers its retries.
+	batched bool
 }
 
 // newShop starts a shop with the given extra environment.
@@ -129,7 +132,9 @@ func eachKeyStore(t *testing.T, test func(t *testing.T, s *shop)) {
 	for _, name := range keyStrategies {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			test(t, newShop(t, "SHOP_STRATEGY="+name))
+			s := newShop(t, "SHOP_STRATEGY="+name)
+			s.batched = name == "batched"
+			test(t, s)
 		})
 	}
 }
@@ -233,7 +238,7 @@ func testRedisForgets(t *testing.T, s *shop) {
 		t.Fatalf("first: %+v %v", first, err)
 	}
 	flushed := s.flushKeys(t)
-	if flushed == 0 {
+	if flushed == 0 && !s.batched {
 		t.Fatal("no idempotency keys in Redis to flush")
 	}
 	again, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "forget-1", body)

@@ -37,17 +37,18 @@ func PlacesOrders(g stock.Guard) bool {
 // reused for another request is refused (ErrKeyReused); a key whose first
 // request is still being decided is told so (stock.ErrInProgress); a busy
 // answer is not kept, so that the retry asks again. lua keeps them in
-// Redis, with each SKU's stock.
+// Redis, with each SKU's stock; batched in its orders, and its refusals in
+// Redis (kept.go), when it is built to.
 type keyKeeper interface {
 	placer
-	keepsKeys()
+	keepsKeys() bool
 }
 
 // KeepsKeys reports whether the strategy keeps its buyers'
 // Idempotency-Keys for orders itself (keyKeeper).
 func (s *Service) KeepsKeys() bool {
-	_, ok := s.guard.(keyKeeper)
-	return ok
+	k, ok := s.guard.(keyKeeper)
+	return ok && k.keepsKeys()
 }
 
 // refunder is a strategy that refunds an order itself, rather than through

@@ -314,7 +314,7 @@ func (l *Lua) forget(ctx context.Context, sku string) error {
 
 // keepsKeys implements keyKeeper: Reserve claims the key, and the writer
 // keeps the answer with its XACK.
-func (*Lua) keepsKeys() {}
+func (*Lua) keepsKeys() bool { return true }
 
 var (
 	_ keyKeeper  = (*Lua)(nil)
