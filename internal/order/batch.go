@@ -57,7 +57,7 @@ type grants struct {
 // decide is one batch's transaction. It returns each buyer's answer and the
 // stock it leaves, or -1 if the SKU is not on sale. known holds the orders
 // that the batch's keys have already, when they were looked up.
-func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, exactIDs bool) ([]placed, int, error) {
+func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, ids idSource) ([]placed, int, error) {
 	now := createdAt()
 	st, err := readBatch(tx, sku, batch, known, now)
 	if err != nil {
@@ -71,7 +71,7 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 		return answers, -1, nil
 	}
 	g := grant(sku, batch, known, st, now)
-	if err := writeBatch(tx, sku, st, &g, exactIDs); err != nil {
+	if err := writeBatch(tx, sku, st, &g, ids); err != nil {
 		return nil, 0, err
 	}
 	for i, d := range g.decisions {
@@ -206,7 +206,7 @@ func grant(sku string, batch []*pending, known map[userKey]Order, st batchState,
 
 // writeBatch writes what grant decided: the units taken, the orders, with
 // their ids set in g, and the holdings.
-func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, exactIDs bool) error {
+func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, ids idSource) error {
 	switch {
 	case st.took > g.taken: // refused reservations of a lost epoch
 		if err := tx.Exec(`UPDATE stock_items SET available = available + ? WHERE sku = ?`, st.took-g.taken, sku).Error; err != nil {
@@ -230,7 +230,7 @@ func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, exactIDs bool
 	if len(orders) == 0 {
 		return nil
 	}
-	if err := tx.Create(&orders).Error; err != nil {
+	if err := insertOrders(tx, orders, ids); err != nil {
 		return err
 	}
 	if len(g.holdings) > 0 {
@@ -246,37 +246,12 @@ func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, exactIDs bool
 			return err
 		}
 	}
-	if !exactIDs {
-		if err := readIDs(tx, sku, orders); err != nil {
-			return err
-		}
-	}
 	n := 0
 	for i := range g.decisions {
 		if g.decisions[i].verdict == granted {
 			g.decisions[i].order = orders[n]
 			n++
 		}
-	}
-	return nil
-}
-
-// readIDs sets the ids of the orders just inserted, read back by key: a
-// multi-row INSERT's ids need not be consecutive, but none is below the
-// first, and under the row lock no other order of this SKU is inserted.
-func readIDs(tx *gorm.DB, sku string, granted []Order) error {
-	var ids []Order
-	if err := tx.Raw(`SELECT id, user_id, idempotency_key FROM orders WHERE sku = ? AND id >= ?`, sku, granted[0].ID).Scan(&ids).Error; err != nil {
-		return err
-	}
-	byKey := make(map[userKey]int64, len(ids))
-	for _, o := range ids {
-		if o.IdempotencyKey != nil {
-			byKey[userKey{o.UserID, *o.IdempotencyKey}] = o.ID
-		}
-	}
-	for i, o := range granted {
-		granted[i].ID = byKey[userKey{o.UserID, *o.IdempotencyKey}]
 	}
 	return nil
 }
