@@ -219,7 +219,7 @@ func (l *Lua) settle(sku string, batch []*pending, answers []placed) {
 	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
 	defer cancel()
 	// Should it fail, they stay pending and are claimed and settled later.
-	_, _ = l.redis.Settle(ctx, sku, ss, l.limit > 0, l.keep)
+	_, _ = l.redis.Settle(ctx, sku, ss, l.limit > 0)
 	if refused {
 		// Redis granted what the database refused: its state is stale.
 		l.fix(sku)

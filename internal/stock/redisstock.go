@@ -218,8 +218,8 @@ const (
 	Replayed
 )
 
-// Settlement is how one reservation ended, and its buyer's final answer,
-// "" for none.
+// Settlement is how one reservation ended and, when the database has its
+// order, the answer that order is, as Reserve returns it: "" for none.
 type Settlement struct {
 	Reservation
 	How    Settled
@@ -227,17 +227,16 @@ type Settlement struct {
 }
 
 // Settle ends reservations of sku whose batch has committed, each as its
-// settlement says, and keeps their answers, for ttl, in the same step.
-// limited says whether holdings are kept. It returns the units given back.
-func (s *RedisStock) Settle(ctx context.Context, sku string, ss []Settlement, limited bool, ttl time.Duration) (int, error) {
+// settlement says, and keeps the answers of their orders, for the sale's
+// life, in the same step. limited says whether holdings are kept. It
+// returns the units given back.
+func (s *RedisStock) Settle(ctx context.Context, sku string, ss []Settlement, limited bool) (int, error) {
 	k := s.keys(sku)
-	keys := append(make([]string, 0, 4+len(ss)), k[kState], k[kHoldings], k[kLog], k[kKeys])
-	args := append(make([]any, 0, 3+6*len(ss)), group, flag(limited), ttl.Milliseconds())
+	args := append(make([]any, 0, 2+6*len(ss)), group, flag(limited))
 	for _, st := range ss {
-		keys = append(keys, s.answerKey(sku, st.UserID, st.Key))
 		args = append(args, st.ID, st.Quantity, st.UserID, st.Key, int(st.How), st.Answer)
 	}
-	n, err := settleScript.Run(ctx, s.rdb, keys, args...).Int()
+	n, err := settleScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("stock: settle: %w", err)
 	}
@@ -407,9 +406,11 @@ func (s *RedisStock) SKUs(ctx context.Context) ([]string, error) {
 
 // Forget deletes sku's keys: a new sale starts.
 func (s *RedisStock) Forget(ctx context.Context, sku string) error {
-	// The fence stays: a token must never pass it again.
+	// The fence stays: a token must never pass it again. So do the keys'
+	// answers: a retry of a request made before gets its first answer
+	// again, as long as the answers are kept.
 	k := s.keys(sku)
-	if err := s.rdb.Del(ctx, k[kState], k[kHoldings], k[kLog], k[kKeys]).Err(); err != nil {
+	if err := s.rdb.Del(ctx, k[kState], k[kHoldings], k[kLog]).Err(); err != nil {
 		return fmt.Errorf("stock: forget: %w", err)
 	}
 	return s.rdb.SRem(ctx, s.skus(), sku).Err()
