@@ -30,9 +30,10 @@ type shop struct {
 	db     *gorm.DB
 	redis  *redis.Client
 	prefix string
-	// batched: the shop keeps no Redis key for an order, whose row
-	// answers its retries.
-	batched bool
+	// luaKeys: the shop keeps its orders' keys in Redis, where lua keeps
+	// its stock. The others keep none for an order, whose row answers its
+	// retries.
+	luaKeys bool
 }
 
 // newShop starts a shop with the given extra environment.
@@ -121,9 +122,10 @@ func (s *shop) audit(t *testing.T, sku string, soldOut int, acked []int64) audit
 
 func constant(s string) func(int) string { return func(int) string { return s } }
 
-// keyStrategies keep their buyers' Idempotency-Keys in each of the places
-// the shop keeps them: atomic, like every strategy but these, in the key
-// store of the HTTP layer; batched and lua, which keep them themselves.
+// keyStrategies keep their buyers' Idempotency-Keys in each of the ways
+// the shop keeps them: atomic's orders, as every strategy's but these, in
+// the database, by one transaction each; batched's by its batches; lua's
+// in its Redis scripts.
 var keyStrategies = []string{"atomic", "batched", "lua"}
 
 // eachKeyStore runs test on a shop of each of keyStrategies, in parallel.
@@ -133,7 +135,7 @@ func eachKeyStore(t *testing.T, test func(t *testing.T, s *shop)) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := newShop(t, "SHOP_STRATEGY="+name)
-			s.batched = name == "batched"
+			s.luaKeys = name == "lua"
 			test(t, s)
 		})
 	}
@@ -238,7 +240,7 @@ func testRedisForgets(t *testing.T, s *shop) {
 		t.Fatalf("first: %+v %v", first, err)
 	}
 	flushed := s.flushKeys(t)
-	if flushed == 0 && !s.batched {
+	if flushed == 0 && s.luaKeys {
 		t.Fatal("no idempotency keys in Redis to flush")
 	}
 	again, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "forget-1", body)

@@ -75,7 +75,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	}
 	a.Handler = httpapi.New(httpapi.Config{
 		Strategy: cfg.Strategy,
-		Orders:   order.NewService(b.DB, guard, &order.Options{PerUserLimit: cfg.PerUserLimit}),
+		Orders: order.NewService(b.DB, guard, &order.Options{PerUserLimit: cfg.PerUserLimit,
+			Keys: &order.KeyOptions{Redis: b.Redis, Prefix: cfg.RedisPrefix, TTL: cfg.IdempotencyTTL}}),
 		Idempotency: idempotency.NewStore(b.Redis, &idempotency.Options{
 			Prefix:     cfg.RedisPrefix,
 			TTL:        cfg.IdempotencyTTL,

@@ -2,9 +2,7 @@ package order
 
 import (
 	"context"
-	"time"
 
-	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/stock"
@@ -20,43 +18,20 @@ import (
 // Sold out is answered without queuing: a buyer reads the stock first,
 // unless its SKU's writer runs and the last batch left stock. Refunds, and
 // orders without an Idempotency-Key, take one transaction each, as atomic
-// does. With BatchedOptions.Answers it keeps its buyers' Idempotency-Keys
-// itself (kept.go). See docs/strategies.md.
+// does. See docs/strategies.md.
 type Batched struct {
 	db     *gorm.DB
 	single stock.Guard // refunds, and orders without a key
 	w      *writer
 	reads  *firstReads
-	claims claims
-	kept   *keptAnswers // nil: the HTTP layer keeps the keys
 }
 
-var (
-	_ placer    = (*Batched)(nil)
-	_ keyKeeper = (*Batched)(nil)
-)
-
-// BatchedOptions configure Batched; nil is valid.
-type BatchedOptions struct {
-	// Answers, when set, is the Redis where Batched keeps its buyers'
-	// refusals, for AnswerTTL (default 24h), each key under Prefix: it
-	// keeps their Idempotency-Keys itself.
-	Answers   redis.UniversalClient
-	Prefix    string
-	AnswerTTL time.Duration
-}
+var _ placer = (*Batched)(nil)
 
 // NewBatched returns the group-commit strategy on gdb.
-func NewBatched(gdb *gorm.DB, opts *BatchedOptions) *Batched {
-	b := &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), w: newWriter(gdb, "batched"), reads: newFirstReads(gdb)}
-	if opts != nil && opts.Answers != nil {
-		b.kept = newKeptAnswers(opts.Answers, opts.Prefix, opts.AnswerTTL)
-	}
-	return b
+func NewBatched(gdb *gorm.DB) *Batched {
+	return &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), w: newWriter(gdb, "batched"), reads: newFirstReads(gdb)}
 }
-
-// keepsKeys implements keyKeeper, when Batched keeps refusals.
-func (b *Batched) keepsKeys() bool { return b.kept != nil }
 
 // Adjust implements the strategy for what does not batch: refunds, and
 // orders without an Idempotency-Key.
@@ -65,15 +40,8 @@ func (b *Batched) Adjust(ctx context.Context, sku string, delta int, fn stock.Fn
 }
 
 // place implements placer: it queues r for the SKU's next batch and waits
-// for its answer, keeping r's key if Batched keeps keys.
+// for its answer.
 func (b *Batched) place(ctx context.Context, r PlaceRequest, limit int) (Order, bool, error) {
-	if b.kept == nil {
-		return b.batch(ctx, r, limit)
-	}
-	return keepingKeys(ctx, &b.claims, b.kept, r, func() (Order, bool, error) { return b.batch(ctx, r, limit) })
-}
-
-func (b *Batched) batch(ctx context.Context, r PlaceRequest, limit int) (Order, bool, error) {
 	if !b.w.stocked(r.SKU) {
 		// Sold out is answered at once, by a read that takes no lock.
 		if o, found, err := b.reads.first(ctx, r); found || err != nil {

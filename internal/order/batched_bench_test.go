@@ -17,7 +17,7 @@ import (
 // group commit included.
 func BenchmarkBatched(b *testing.B) {
 	gdb := testinfra.ShopDB(b, testinfra.MySQL(b))
-	svc := NewService(gdb, NewBatched(gdb, nil), nil)
+	svc := NewService(gdb, NewBatched(gdb), nil)
 	if err := stock.Reset(b.Context(), gdb, "hot", 1_000_000_000); err != nil {
 		b.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	t.Parallel()
 	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
-	b := NewBatched(gdb, nil)
+	b := NewBatched(gdb)
 	svc := NewService(gdb, b, nil)
 	ctx := t.Context()
 	if err := stock.Reset(ctx, gdb, "last", 1); err != nil {

@@ -32,12 +32,11 @@ func TestBatchedAcrossInstances(t *testing.T) {
 
 // TestBatchedKeys: buyers who share a key, in one batch or across batches,
 // get one order between them; a changed request under the key is refused;
-// neither fails the batch. The batches alone: no claim of the key comes
-// first (TestBatchedKeepsKeys).
+// neither fails the batch.
 func TestBatchedKeys(t *testing.T) {
 	t.Parallel()
-	_, gdb := instances(t, "batched")
-	svc := order.NewService(gdb, order.NewBatched(gdb, nil), nil)
+	newShop, gdb := instances(t, "batched")
+	svc := newShop()
 	ctx := t.Context()
 	if _, err := svc.SetStock(ctx, "keys", 100); err != nil {
 		t.Fatal(err)
@@ -168,7 +167,7 @@ func auditOf(t *testing.T, gdb *gorm.DB, sku string) audit.Audit {
 func TestBatchedLimitAndMissing(t *testing.T) {
 	t.Parallel()
 	_, gdb := instances(t, "batched")
-	svc := order.NewService(gdb, order.NewBatched(gdb, nil), &order.Options{PerUserLimit: 2})
+	svc := order.NewService(gdb, order.NewBatched(gdb), &order.Options{PerUserLimit: 2})
 	ctx := t.Context()
 	if _, err := svc.SetStock(ctx, "limited", 100); err != nil {
 		t.Fatal(err)
@@ -205,7 +204,7 @@ func TestBatchedLimitAndMissing(t *testing.T) {
 func TestBatchedLockWaitRetried(t *testing.T) {
 	t.Parallel()
 	gdb := testinfra.ShopDB(t, testinfra.MySQL(t)+"&innodb_lock_wait_timeout=1")
-	svc := order.NewService(gdb, order.NewBatched(gdb, nil), nil)
+	svc := order.NewService(gdb, order.NewBatched(gdb), nil)
 	ctx := t.Context()
 	if _, err := svc.SetStock(ctx, "held", 1); err != nil {
 		t.Fatal(err)

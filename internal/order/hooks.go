@@ -30,25 +30,25 @@ func PlacesOrders(g stock.Guard) bool {
 }
 
 // keyKeeper is a strategy that keeps its buyers' Idempotency-Keys itself,
-// for orders, in the step that decides them, so that the HTTP layer's key
-// store need not (Service.KeepsKeys). Place then answers as that store
-// would: a retry of the same request (user, SKU and quantity) gets its
-// first answer again, replayed, a refusal such as sold out included; a key
-// reused for another request is refused (ErrKeyReused); a key whose first
-// request is still being decided is told so (stock.ErrInProgress); a busy
-// answer is not kept, so that the retry asks again. lua keeps them in
-// Redis, with each SKU's stock; batched in its orders, and its refusals in
-// Redis (kept.go), when it is built to.
+// for orders, in the step that decides them: lua, in Redis, with each
+// SKU's stock. Its place answers as the service's keys do (kept.go).
 type keyKeeper interface {
 	placer
-	keepsKeys() bool
+	keepsKeys()
 }
 
-// KeepsKeys reports whether the strategy keeps its buyers'
-// Idempotency-Keys for orders itself (keyKeeper).
+// KeepsKeys reports whether the service keeps its buyers'
+// Idempotency-Keys for orders, by itself or through its strategy
+// (keyKeeper), so that the caller's key store need not. Place then
+// answers as that store would: a retry of the same request (user, SKU and
+// quantity) gets its first answer again, replayed, a refusal such as sold
+// out included; a key reused for another request is refused
+// (ErrKeyReused); a key whose first request is still being decided is told
+// so (stock.ErrInProgress); a busy answer is not kept, so that the retry
+// asks again.
 func (s *Service) KeepsKeys() bool {
-	k, ok := s.guard.(keyKeeper)
-	return ok && k.keepsKeys()
+	_, own := s.guard.(keyKeeper)
+	return own || s.keys != nil
 }
 
 // refunder is a strategy that refunds an order itself, rather than through

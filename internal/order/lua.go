@@ -314,7 +314,7 @@ func (l *Lua) forget(ctx context.Context, sku string) error {
 
 // keepsKeys implements keyKeeper: Reserve claims the key, and the writer
 // keeps the answer with its XACK.
-func (*Lua) keepsKeys() bool { return true }
+func (*Lua) keepsKeys() {}
 
 var (
 	_ keyKeeper  = (*Lua)(nil)

@@ -50,6 +50,9 @@ type Options struct {
 	// PerUserLimit is the most units of one SKU a user may hold in live
 	// orders; 0 means no limit.
 	PerUserLimit int
+	// Keys, when set, has the service keep its buyers' Idempotency-Keys
+	// for orders (KeepsKeys, kept.go).
+	Keys *KeyOptions
 }
 
 // Service places, refunds and reads orders.
@@ -58,6 +61,7 @@ type Service struct {
 	guard stock.Guard
 	limit int
 	reads *firstReads
+	keys  *keys // nil: the caller keeps them
 }
 
 // NewService returns a Service whose stock changes go through guard.
@@ -65,6 +69,9 @@ func NewService(gdb *gorm.DB, guard stock.Guard, opts *Options) *Service {
 	s := &Service{db: gdb, guard: guard, reads: newFirstReads(gdb)}
 	if opts != nil {
 		s.limit = opts.PerUserLimit
+		if opts.Keys != nil {
+			s.keys = newKeys(opts.Keys)
+		}
 	}
 	return s
 }
@@ -81,6 +88,18 @@ type PlaceRequest struct {
 // user already has an order under the same idempotency key, that order is
 // returned with replayed set, and no stock is taken.
 func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed bool, err error) {
+	if _, own := s.guard.(keyKeeper); s.keys != nil && r.IdempotencyKey != "" && !own {
+		o, replayed, err = s.keys.place(ctx, r, func() (Order, bool, error) { return s.placeOnce(ctx, r) })
+	} else {
+		o, replayed, err = s.placeOnce(ctx, r)
+	}
+	if s.KeepsKeys() {
+		countKeyAnswer(replayed, err)
+	}
+	return o, replayed, err
+}
+
+func (s *Service) placeOnce(ctx context.Context, r PlaceRequest) (Order, bool, error) {
 	if p, ok := s.guard.(placer); ok && r.IdempotencyKey != "" {
 		return p.place(ctx, r, s.limit)
 	}

@@ -84,9 +84,8 @@ var registry = []Strategy{
 	{Name: "pessimistic", New: onDB(stock.NewPessimistic), Ceiling: SQLForUpdate,
 		Embedded: Embedded{Note: "FOR UPDATE takes SQLite's one write lock, as BEGIN IMMEDIATE does: SQLite has no row locks"}},
 	{Name: "optimistic", New: onDB(stock.NewOptimistic), Ceiling: SQLAtomic},
-	{Name: "batched", New: func(b *backend.Backends, cfg config.Config) (stock.Guard, error) {
-		return order.NewBatched(b.DB, &order.BatchedOptions{Answers: b.Redis, Prefix: cfg.RedisPrefix, AnswerTTL: cfg.IdempotencyTTL}), nil
-	}, Ceiling: SQLBatched, NoQueue: true},
+	{Name: "batched", New: func(b *backend.Backends, _ config.Config) (stock.Guard, error) { return order.NewBatched(b.DB), nil },
+		Ceiling: SQLBatched, NoQueue: true},
 	{Name: "lua", Needs: []backend.Need{backend.Redis}, New: func(b *backend.Backends, cfg config.Config) (stock.Guard, error) {
 		return order.NewLua(b.DB, b.Redis, &order.LuaOptions{Prefix: cfg.RedisPrefix, PerUserLimit: cfg.PerUserLimit, ClaimIdle: cfg.ClaimIdle,
 			AnswerTTL: cfg.IdempotencyTTL}), nil
