@@ -94,8 +94,8 @@ type Phase struct {
 	// buyers sent away busy while stock was left; any makes the verdict
 	// FAIL.
 	Problems []string `json:"problems,omitempty"`
-	// CPU is what each class of process used per order during the load,
-	// where it was measured: the bench's closed loops.
+	// CPU is what each class of process used during the load, where it
+	// was measured: the bench's loads. The tables show the closed loop's.
 	CPU []ClassCPU `json:"cpu,omitempty"`
 }
 

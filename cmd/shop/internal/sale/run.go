@@ -105,7 +105,7 @@ type runner struct {
 	// behind (statements still queued in the database) has drained.
 	settle func(context.Context) error
 	// meter, if set, returns what reads the CPU time of the processes that
-	// serve strategy s, its shops among them, during each closed loop.
+	// serve strategy s, its shops among them, during each load.
 	meter func(s strategy.Strategy, shops []int) meter
 }
 
@@ -125,16 +125,16 @@ func (r runner) run(ctx context.Context, s strategy.Strategy) (res loadtest.Resu
 		res.Usage = usage
 		err = errors.Join(err, stopErr)
 	}()
+	var m meter
+	if r.meter != nil {
+		m = r.meter(s, fleet.PIDs)
+	}
 	tag := strings.ToLower(rand.Text()[:6])
-	res.Burst, err = r.phase(ctx, fleet.Shop, s.Name, "burst", "sale-"+s.Name+"-"+tag, r.plan.Stock, r.plan.Burst.Run, nil)
+	res.Burst, err = r.phase(ctx, fleet.Shop, s.Name, "burst", "sale-"+s.Name+"-"+tag, r.plan.Stock, r.plan.Burst.Run, m)
 	if err == nil && r.plan.Steady.Rate > 0 {
-		res.Steady, err = r.phase(ctx, fleet.Shop, s.Name, "steady", "steady-"+s.Name+"-"+tag, r.plan.Steady.Buyers(), r.plan.Steady.Run, nil)
+		res.Steady, err = r.phase(ctx, fleet.Shop, s.Name, "steady", "steady-"+s.Name+"-"+tag, r.plan.Steady.Buyers(), r.plan.Steady.Run, m)
 	}
 	if err == nil && r.plan.Closed.Duration > 0 {
-		var m meter
-		if r.meter != nil {
-			m = r.meter(s, fleet.PIDs)
-		}
 		phases := make(map[int]*loadtest.Phase)
 		res.ClosedBuyers, res.ClosedSteps, err = r.plan.Closed.Search(func(buyers int) (loadtest.ClosedStep, bool, error) {
 			loop := loadtest.Closed{Buyers: buyers, Duration: r.plan.Closed.Duration}
