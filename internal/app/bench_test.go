@@ -30,16 +30,18 @@ const benchBuyers = 32
 func BenchmarkOrder(b *testing.B) {
 	b.Run("http-echo", func(b *testing.B) { orders(b, httpapi.Echo(), "echo") })
 	for _, s := range strategy.All() {
-		env := strategytest.Env(b, s)
-		env["SHOP_ADMIN_TOKEN"] = "bench"
-		shop, err := app.New(b.Context(), strategytest.Load(b, env), slog.New(slog.DiscardHandler))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { shop.Close() })
-		sku := "bench-" + s.Name
-		serve(b, shop.Handler, "PUT", "/api/v1/stock/"+sku, `{"quantity":1000000000}`, http.StatusOK, "Authorization", "Bearer bench")
-		b.Run(s.Name, func(b *testing.B) { orders(b, shop.Handler, sku) })
+		b.Run(s.Name, func(b *testing.B) {
+			env := strategytest.Env(b, s)
+			env["SHOP_ADMIN_TOKEN"] = "bench"
+			shop, err := app.New(b.Context(), strategytest.Load(b, env), slog.New(slog.DiscardHandler))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { shop.Close() })
+			sku := "bench-" + s.Name
+			serve(b, shop.Handler, "PUT", "/api/v1/stock/"+sku, `{"quantity":1000000000}`, http.StatusOK, "Authorization", "Bearer bench")
+			orders(b, shop.Handler, sku)
+		})
 	}
 }
 
@@ -49,6 +51,7 @@ func orders(b *testing.B, h http.Handler, sku string) {
 	var n atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(benchBuyers)
+	b.ResetTimer()
 	cpu := processCPU(b)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
