@@ -12,8 +12,9 @@ import (
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
-// TestBatchedKeepsKeys: batched keeps its buyers' Idempotency-Keys itself,
-// across two instances: concurrent requests under one key make one order,
+// TestBatchedKeepsKeys: the service keeps the Idempotency-Keys of batched's
+// buyers, across two instances: concurrent requests under one key make one
+// order, whatever batches they land in,
 // each of the others told the first is in progress or replaying it; a
 // refusal is kept and replayed, even once a refund has put a unit back; a
 // key used for another quantity is refused; and with Redis gone, orders

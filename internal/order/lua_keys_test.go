@@ -28,14 +28,6 @@ func keysClaimed(t *testing.T, f luaFleet, sku string, a, b luaShop) {
 	if _, err := a.SetStock(ctx, sku, 2); err != nil {
 		t.Fatal(err)
 	}
-	logged := func() int64 { // reservations ever added to the SKU's log
-		t.Helper()
-		info, err := f.rdb.XInfoStream(ctx, f.prefix+"lua:{"+sku+"}:log").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.EntriesAdded
-	}
 	buy := func(shop luaShop, user, key string, quantity int) (order.Order, bool, error) {
 		return shop.Place(ctx, order.PlaceRequest{SKU: sku, UserID: user, Quantity: quantity, IdempotencyKey: key})
 	}
@@ -43,13 +35,13 @@ func keysClaimed(t *testing.T, f luaFleet, sku string, a, b luaShop) {
 	// first's, replayed, and reserve nothing.
 	retry := func(user, key string, first order.Order, firstErr error) {
 		t.Helper()
-		before := logged()
+		before := f.logged(t, sku)
 		o, replayed, err := buy(b, user, key, 1)
 		if !replayed || o.ID != first.ID || !o.CreatedAt.Equal(first.CreatedAt) || (err == nil) != (firstErr == nil) ||
 			(err != nil && err.Error() != firstErr.Error()) {
 			t.Errorf("%s's retry: order %d, replayed %v, %v; want its first answer replayed: order %d, %v", user, o.ID, replayed, err, first.ID, firstErr)
 		}
-		if n := logged() - before; n != 0 {
+		if n := f.logged(t, sku) - before; n != 0 {
 			t.Errorf("%s's retry reserved %d units, want none", user, n)
 		}
 	}

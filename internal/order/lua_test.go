@@ -77,6 +77,16 @@ func (f luaFleet) redisAvailable(t *testing.T, sku string) int {
 	return st.Available
 }
 
+// logged counts the reservations ever added to sku's log.
+func (f luaFleet) logged(t *testing.T, sku string) int64 {
+	t.Helper()
+	info, err := f.rdb.XInfoStream(t.Context(), f.prefix+"lua:{"+sku+"}:log").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.EntriesAdded
+}
+
 // settled audits sku after one reconcile: every invariant holds, nothing
 // is pending, and Redis has what the database has.
 func (f luaFleet) settled(t *testing.T, shop luaShop, sku string, soldOut int, acked []int64) audit.Audit {
@@ -191,22 +201,14 @@ func TestLuaRetryTakesNoStock(t *testing.T) {
 		}
 		return o
 	}
-	logged := func() int64 { // reservations ever added to the SKU's log
-		t.Helper()
-		info, err := f.rdb.XInfoStream(ctx, f.prefix+"lua:{"+sku+"}:log").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.EntriesAdded
-	}
 	retry := func(o order.Order, when string) {
 		t.Helper()
-		before := logged()
+		before := f.logged(t, sku)
 		again, replayed, err := shop.Place(ctx, order.PlaceRequest{SKU: sku, UserID: o.UserID, Quantity: 1, IdempotencyKey: *o.IdempotencyKey})
 		if err != nil || !replayed || again.ID != o.ID {
 			t.Fatalf("retry %s: order %d, replayed %v, %v; want order %d replayed", when, again.ID, replayed, err, o.ID)
 		}
-		if n := logged() - before; n != 0 {
+		if n := f.logged(t, sku) - before; n != 0 {
 			t.Errorf("retry %s: %d reservations made, want none", when, n)
 		}
 	}
