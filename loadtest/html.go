@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -25,7 +26,8 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	return reportTemplate.Execute(w, struct {
 		*Report
 		Charts []template.HTML
-	}{r, r.charts()})
+		CPU    cpuTable
+	}{r, r.charts(), newCPUTable(r.cpuRows())})
 }
 
 // charts draws the comparisons a reader looks for first.
@@ -63,6 +65,9 @@ func (r *Report) charts() []template.HTML {
 		closed := series(func(r Result) float64 { return r.Closed.OrdersPerSecond() }, "%.0f/s")
 		charts = append(charts, barChart("Throughput: "+r.Plan.Closed.describe(),
 			"orders per second the database holds, stock for every buyer, higher is better", closed))
+	}
+	if rows := r.cpuRows(); len(rows) > 0 {
+		charts = append(charts, cpuChart(rows))
 	}
 	if len(r.Baselines) > 0 {
 		bars := make([]bar, len(r.Baselines))
@@ -115,3 +120,56 @@ func barChart(title, subtitle string, bars []bar) template.HTML {
 }
 
 func esc(s string) string { return template.HTMLEscapeString(s) }
+
+// classColors colour the classes of CPUClasses, in order.
+var classColors = []string{"#2f6db5", "#8a8f98", "#d08a2c", "#c8402f", "#9a5fb5", "#2f7d5b", "#3aa0a8"}
+
+// cpuChart stacks, for http-echo and each strategy, the CPU per order of
+// each class of process: where each order's CPU goes.
+func cpuChart(rows []cpuRow) template.HTML {
+	const (
+		width, labelW, textW = 560, 120, 110
+		rowH, top            = 26, 76
+	)
+	classes := usedClasses(rows)
+	peak := 0.0
+	for _, r := range rows {
+		peak = max(peak, CPUPerOrder(r.classes))
+	}
+	height := top + rowH*len(rows) + 8
+	var s strings.Builder
+	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img">`, width, height, width, height)
+	fmt.Fprintf(&s, `<text x="0" y="18" class="t">Where each order's CPU goes</text><text x="0" y="38" class="s">%s</text>`,
+		esc("µs of CPU per order at the best closed step, by class of process; lower is better"))
+	x := 0
+	for _, name := range classes {
+		fmt.Fprintf(&s, `<rect x="%d" y="50" width="10" height="10" style="fill:%s"/><text x="%d" y="59" class="s">%s</text>`, x, classColor(name), x+14, esc(name))
+		x += 14 + 7*len(name) + 12
+	}
+	span := float64(width - labelW - textW)
+	for i, r := range rows {
+		y := top + i*rowH
+		fmt.Fprintf(&s, `<text x="%d" y="%d" class="l">%s</text>`, labelW-8, y+17, esc(r.name))
+		at := float64(labelW)
+		for _, c := range r.classes {
+			w := span * c.PerOrder / peak
+			fmt.Fprintf(&s, `<rect x="%.1f" y="%d" width="%.1f" height="%d" style="fill:%s"><title>%s: %.1f µs</title></rect>`,
+				at, y+4, w, rowH-8, classColor(c.Class), esc(c.Class), c.PerOrder)
+			at += w
+		}
+		text := fmt.Sprintf("%.0f µs", CPUPerOrder(r.classes))
+		if r.ofEcho > 0 && r.ofEcho != 1 {
+			text += fmt.Sprintf(", %s echo", ratio(r.ofEcho))
+		}
+		fmt.Fprintf(&s, `<text x="%.1f" y="%d" class="v">%s</text>`, at+6, y+17, esc(text))
+	}
+	s.WriteString(`</svg>`)
+	return template.HTML(s.String()) // every piece of text in it is escaped
+}
+
+func classColor(name string) string {
+	if i := slices.Index(CPUClasses, name); i >= 0 {
+		return classColors[i]
+	}
+	return "#444"
+}

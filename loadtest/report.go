@@ -72,6 +72,9 @@ type Result struct {
 	// strategy can do over HTTP.
 	EchoFraction       float64 `json:"fraction_of_http_echo,omitempty"`
 	ClosedEchoFraction float64 `json:"closed_fraction_of_http_echo,omitempty"`
+	// ClosedCPUOfEcho is the CPU per order of the closed loop's best step
+	// over http-echo's per request.
+	ClosedCPUOfEcho float64 `json:"closed_cpu_of_http_echo,omitempty"`
 }
 
 // OrdersPerSecond is the orders the database holds after the phase over the
@@ -91,6 +94,9 @@ type Phase struct {
 	// buyers sent away busy while stock was left; any makes the verdict
 	// FAIL.
 	Problems []string `json:"problems,omitempty"`
+	// CPU is what each class of process used during the load, where it
+	// was measured: the bench's loads. The tables show the closed loop's.
+	CPU []ClassCPU `json:"cpu,omitempty"`
 }
 
 // Verdict is PASS, FAIL or SKIP.
@@ -117,6 +123,9 @@ type BaselineResult struct {
 	Name    string `json:"name"`
 	Workers int    `json:"workers"`
 	Stats          // Ordered counts the operations done, Errors the failed
+	// CPU is what each class of process used per operation, where it was
+	// measured: http-echo's best closed step.
+	CPU []ClassCPU `json:"cpu,omitempty"`
 }
 
 // NewReport starts the report of a demo or bench run of p.
@@ -193,6 +202,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if p.Closed.Duration > 0 {
 		fmt.Fprintf(w, "\nthroughput: %s, stock for every buyer; orders/s from the database\n", p.Closed.describe())
 		writeClosed(w, r.Results)
+	}
+	if rows := r.cpuRows(); len(rows) > 0 {
+		writeCPU(w, rows)
 	}
 	var problems []string
 	for _, res := range r.Results {

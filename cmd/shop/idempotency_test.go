@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -29,6 +30,10 @@ type shop struct {
 	db     *gorm.DB
 	redis  *redis.Client
 	prefix string
+	// luaKeys: the shop keeps its orders' keys in Redis, where lua keeps
+	// its stock. The others keep none for an order, whose row answers its
+	// retries.
+	luaKeys bool
 }
 
 // newShop starts a shop with the given extra environment.
@@ -55,6 +60,7 @@ func (s *shop) putStock(t *testing.T, sku string, quantity int) {
 type reply struct {
 	code     int
 	replayed bool
+	body     string
 	ID       int64  `json:"id"`
 	Status   any    `json:"status"` // an order's status, or a problem's HTTP status
 	Type     string `json:"type"`
@@ -74,8 +80,12 @@ func post(ctx context.Context, client *http.Client, url, key, body string) (repl
 		return reply{}, err
 	}
 	defer resp.Body.Close()
-	r := reply{code: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true"}
-	return r, json.NewDecoder(resp.Body).Decode(&r)
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return reply{}, err
+	}
+	r := reply{code: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", body: string(data)}
+	return r, json.Unmarshal(data, &r)
 }
 
 // storm sends n requests at once through a start gate; body and key give
@@ -117,12 +127,31 @@ func (s *shop) audit(t *testing.T, sku string, soldOut int, acked []int64) audit
 
 func constant(s string) func(int) string { return func(int) string { return s } }
 
+// keyStrategies keep their buyers' Idempotency-Keys in each of the ways
+// the shop keeps them: atomic's orders, as every strategy's but these, in
+// the database, by one transaction each; batched's by its batches; lua's
+// in its Redis scripts.
+var keyStrategies = []string{"atomic", "batched", "lua"}
+
+// eachKeyStore runs test on a shop of each of keyStrategies, in parallel.
+func eachKeyStore(t *testing.T, test func(t *testing.T, s *shop)) {
+	t.Parallel()
+	for _, name := range keyStrategies {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newShop(t, "SHOP_STRATEGY="+name)
+			s.luaKeys = name == "lua"
+			test(t, s)
+		})
+	}
+}
+
 // TestDuplicateClickStorm: a thousand copies of one request (same key, same
 // payload) create exactly one order. Each answer is the order (first or
 // replayed) or 409 request-in-progress.
-func TestDuplicateClickStorm(t *testing.T) {
-	t.Parallel()
-	s := newShop(t)
+func TestDuplicateClickStorm(t *testing.T) { eachKeyStore(t, testDuplicateClickStorm) }
+
+func testDuplicateClickStorm(t *testing.T, s *shop) {
 	s.putStock(t, "storm", 10)
 	replies := storm(t, 1000, s.base+"/api/v1/orders", constant("click-1"), constant(`{"sku":"storm","user_id":"alice","quantity":2}`))
 	var first int64
@@ -153,9 +182,9 @@ func TestDuplicateClickStorm(t *testing.T) {
 // TestRetryAfterLostResponse: the client's connection drops after the shop
 // committed but before the client read the reply. The retry with the same
 // key gets the same order, and there is still one order.
-func TestRetryAfterLostResponse(t *testing.T) {
-	t.Parallel()
-	s := newShop(t)
+func TestRetryAfterLostResponse(t *testing.T) { eachKeyStore(t, testRetryAfterLostResponse) }
+
+func testRetryAfterLostResponse(t *testing.T, s *shop) {
 	s.putStock(t, "lost", 5)
 	body := `{"sku":"lost","user_id":"bob","quantity":1}`
 	u, err := url.Parse(s.base)
@@ -206,9 +235,9 @@ func TestRetryAfterLostResponse(t *testing.T) {
 // an eviction, an expiry), a retry still gets the first order: the unique
 // index on (user_id, idempotency_key) holds. A retry with another quantity
 // under the same key is refused, not ordered.
-func TestRedisForgets(t *testing.T) {
-	t.Parallel()
-	s := newShop(t)
+func TestRedisForgets(t *testing.T) { eachKeyStore(t, testRedisForgets) }
+
+func testRedisForgets(t *testing.T, s *shop) {
 	s.putStock(t, "forget", 5)
 	body := `{"sku":"forget","user_id":"carol","quantity":1}`
 	first, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "forget-1", body)
@@ -216,7 +245,7 @@ func TestRedisForgets(t *testing.T) {
 		t.Fatalf("first: %+v %v", first, err)
 	}
 	flushed := s.flushKeys(t)
-	if flushed == 0 {
+	if flushed == 0 && s.luaKeys {
 		t.Fatal("no idempotency keys in Redis to flush")
 	}
 	again, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "forget-1", body)
@@ -250,9 +279,9 @@ func (s *shop) flushKeys(t *testing.T) int {
 
 // TestKeyReuse: the same key with a changed quantity gets 422 and changes
 // nothing; the original request with it is still replayed.
-func TestKeyReuse(t *testing.T) {
-	t.Parallel()
-	s := newShop(t)
+func TestKeyReuse(t *testing.T) { eachKeyStore(t, testKeyReuse) }
+
+func testKeyReuse(t *testing.T, s *shop) {
 	s.putStock(t, "reuse", 5)
 	first, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "reuse-1", `{"sku":"reuse","user_id":"dan","quantity":1}`)
 	if err != nil || first.code != http.StatusCreated {
@@ -275,9 +304,9 @@ func TestKeyReuse(t *testing.T) {
 // TestRefundStorm: a thousand refunds of one order, each with its own key,
 // return its stock exactly once; every other one is 409 already-refunded.
 // A refund by another user is 404 and changes nothing.
-func TestRefundStorm(t *testing.T) {
-	t.Parallel()
-	s := newShop(t)
+func TestRefundStorm(t *testing.T) { eachKeyStore(t, testRefundStorm) }
+
+func testRefundStorm(t *testing.T, s *shop) {
 	s.putStock(t, "refund", 5)
 	o, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "buy-1", `{"sku":"refund","user_id":"fay","quantity":3}`)
 	if err != nil || o.code != http.StatusCreated {
@@ -345,10 +374,43 @@ func TestPerUserLimit(t *testing.T) {
 			// The write timeout must outlast it, and so must lua's claim
 			// timeout, or a reservation still being persisted is taken over.
 			a, answers := burst(t, append(strategytest.Environ(strategytest.NeedsEnv(t, s)), "SHOP_PER_USER_LIMIT=1",
-				"SHOP_REQUEST_TIMEOUT=2m", "SHOP_HTTP_WRITE_TIMEOUT=2m10s", "SHOP_CLAIM_IDLE=2m10s")...)
+				"SHOP_REQUEST_TIMEOUT=2m", "SHOP_HTTP_WRITE_TIMEOUT=2m10s", "SHOP_CLAIM_IDLE=2m30s")...)
 			if a.Orders != 1 || a.Sold != 1 || answers["201"] != 1 || answers["409limit-reached"] != 199 {
 				t.Errorf("%d orders, %d sold, answers %v; want 1 order and 199 limit-reached", a.Orders, a.Sold, answers)
 			}
 		})
+	}
+}
+
+// TestSoldOutReplayed: 409 sold-out is a final answer. The same request
+// again, even once a refund has put a unit back, gets it again, status and
+// body, replayed, and takes nothing; a new buyer gets the unit.
+func TestSoldOutReplayed(t *testing.T) { eachKeyStore(t, testSoldOutReplayed) }
+
+func testSoldOutReplayed(t *testing.T, s *shop) {
+	s.putStock(t, "last", 1)
+	orders := s.base + "/api/v1/orders"
+	ann, err := post(t.Context(), http.DefaultClient, orders, "ann-1", `{"sku":"last","user_id":"ann","quantity":1}`)
+	if err != nil || ann.code != http.StatusCreated {
+		t.Fatalf("ann: %+v %v", ann, err)
+	}
+	bob := `{"sku":"last","user_id":"bob","quantity":1}`
+	first, err := post(t.Context(), http.DefaultClient, orders, "bob-1", bob)
+	if err != nil || first.code != http.StatusConflict || first.replayed || first.Type != "sold-out" {
+		t.Fatalf("bob: %+v %v, want 409 sold-out, not replayed", first, err)
+	}
+	if r, err := post(t.Context(), http.DefaultClient, fmt.Sprintf("%s/%d/refund", orders, ann.ID), "ann-r", `{"user_id":"ann"}`); err != nil || r.code != http.StatusOK {
+		t.Fatalf("refund: %+v %v", r, err)
+	}
+	again, err := post(t.Context(), http.DefaultClient, orders, "bob-1", bob)
+	if err != nil || again.code != http.StatusConflict || !again.replayed || again.body != first.body {
+		t.Errorf("bob again, with a unit back: %+v %v; want the first answer replayed: %s", again, err, first.body)
+	}
+	cat, err := post(t.Context(), http.DefaultClient, orders, "cat-1", `{"sku":"last","user_id":"cat","quantity":1}`)
+	if err != nil || cat.code != http.StatusCreated {
+		t.Fatalf("cat, after the refund: %+v %v", cat, err)
+	}
+	if a := s.audit(t, "last", 1, []int64{cat.ID}); a.Orders != 1 || a.Available != 0 {
+		t.Errorf("%d orders, %d available; want 1 and 0", a.Orders, a.Available)
 	}
 }

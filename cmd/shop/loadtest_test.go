@@ -120,6 +120,9 @@ func TestBench(t *testing.T) {
 		if b.Ordered == 0 || b.Errors != 0 {
 			t.Errorf("baseline %s: %d operations, %d errors", b.Key, b.Ordered, b.Errors)
 		}
+		if b.Key == string(strategy.HTTPEcho) {
+			checkCPU(t, b.Key, b.CPU, 2)
+		}
 	}
 	want := []string{"http-echo", "http-echo-burst", "sql-atomic", "sql-for-update", "sql-batched", "redis-lua"}
 	for _, s := range strategy.All() {
@@ -150,6 +153,7 @@ func TestBench(t *testing.T) {
 		if len(r.Usage) != 2 || r.Usage[0].PeakRSSBytes <= 0 || r.Usage[0].CPUSeconds <= 0 {
 			t.Errorf("%s: usage %+v, want the peak RSS and CPU of 2 instances", r.Strategy, r.Usage)
 		}
+		checkCPU(t, r.Strategy, r.Closed.CPU, 2)
 		if r.Strategy == "none" || r.Strategy == "local" {
 			continue // unguarded across instances: they may oversell
 		}
@@ -163,12 +167,34 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"<svg", "Oversold units", "Ceilings", "Throughput"} {
+	for _, want := range []string{"<svg", "Oversold units", "Ceilings", "Throughput", "Where each order's CPU goes"} {
 		if !strings.Contains(string(html), want) {
 			t.Errorf("the HTML report lacks %q", want)
 		}
 	}
-	if !strings.Contains(stdout.String(), "sql-for-update") {
-		t.Errorf("the table lacks the baselines:\n%s", stdout.String())
+	for _, want := range []string{"sql-for-update", "CPU per order"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("the tables lack %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+// checkCPU: a closed loop's CPU per order has the shops' share, of every
+// instance, and the load generator's; each server's is measured or says
+// why not.
+func checkCPU(t *testing.T, name string, classes []loadtest.ClassCPU, shops int) {
+	t.Helper()
+	got := map[string]loadtest.ClassCPU{}
+	for _, c := range classes {
+		got[c.Class] = c
+		if c.Processes == 0 && c.Missing == "" {
+			t.Errorf("%s: CPU of %s: no process measured, and no word why", name, c.Class)
+		}
+	}
+	if c := got["shops"]; c.Processes != shops || c.PerOrder <= 0 {
+		t.Errorf("%s: the shops' CPU %+v, want %d processes' and some per order", name, c, shops)
+	}
+	if c := got["load generator"]; c.Processes != 1 || c.PerOrder <= 0 {
+		t.Errorf("%s: the load generator's CPU %+v, want this process's", name, c)
 	}
 }

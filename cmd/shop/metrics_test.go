@@ -34,9 +34,10 @@ func TestMetrics(t *testing.T) {
 			`shop_lock_hold_seconds_count{backend="redis"}`:    orders,
 			`shop_lock_leases_lost_total{backend="redis"}`:     0,
 			`shop_fence_refusals_total`:                        0,
-			// One at a time: each buyer's first read is its own.
-			`shop_first_read_buyers_count`: orders,
-			`shop_first_read_buyers_sum`:   orders,
+			// One at a time: each buyer's first read is its own, and the
+			// second click's read finds its order.
+			`shop_first_read_buyers_count`: orders + 1,
+			`shop_first_read_buyers_sum`:   orders + 1,
 		}},
 		{"batched", map[string]float64{
 			`shop_orders_total{outcome="created",strategy="batched"}`:  orders,

@@ -60,7 +60,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if cfg.BuyerRate.N > 0 {
 		rate = buyer.NewLimiter(b.Redis, cfg.BuyerRate.N, cfg.BuyerRate.Period, cfg.RedisPrefix, log)
 	}
-	orders := order.NewService(b.DB, guard, &order.Options{PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow})
+	orders := order.NewService(b.DB, guard, &order.Options{PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
+		Keys: &order.KeyOptions{Redis: b.Redis, Prefix: cfg.RedisPrefix, TTL: cfg.IdempotencyTTL}})
 	a.startJobs(ctx, b, cfg, log, orders, guard)
 	a.Handler = httpapi.New(httpapi.Config{
 		Strategy: cfg.Strategy,

@@ -59,13 +59,18 @@ type Config struct {
 	Log            *slog.Logger
 }
 
-type api struct{ Config }
+type api struct {
+	Config
+	// keepsKeys: the strategy keeps its buyers' Idempotency-Keys for
+	// orders itself, and the key store is for refunds alone.
+	keepsKeys bool
+}
 
 func init() { gin.SetMode(gin.ReleaseMode) }
 
 // New returns the router.
 func New(cfg Config) *gin.Engine {
-	a := &api{cfg}
+	a := &api{Config: cfg, keepsKeys: cfg.Orders != nil && cfg.Orders.KeepsKeys()}
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	// A gin.Context passed as a ctx, as to the logger, finds the values of
@@ -82,13 +87,18 @@ func New(cfg Config) *gin.Engine {
 	// A buyer's order or refund is authenticated, then admitted (its user
 	// checked against the token's, then the rate limit), and only then
 	// reserved under its Idempotency-Key: a request turned away leaves
-	// nothing under its key.
+	// nothing under its key. A strategy that keeps its keys itself gets
+	// its orders admitted by postOrder.
 	idem := idempotency.Middleware(idempotency.MiddlewareConfig{Store: a.Idempotency, MaxBody: MaxBodyBytes, Admit: a.admit, Fail: a.fail, Log: a.Log})
+	orders := []gin.HandlerFunc{a.countOrders, a.authenticate}
+	if !a.keepsKeys {
+		orders = append(orders, idem)
+	}
 	v1 := r.Group("/api/v1", a.timeout)
 	v1.PUT("/stock/:sku", a.admin, a.putStock)
 	v1.DELETE("/stock/:sku", a.admin, a.deleteStock)
 	v1.GET("/stock/:sku", a.getStock)
-	v1.POST("/orders", a.countOrders, a.authenticate, idem, a.postOrder)
+	v1.POST("/orders", append(orders, a.postOrder)...)
 	v1.GET("/orders", a.authenticate, a.listOrders)
 	v1.GET("/orders/:id", a.authenticate, a.getOrder)
 	v1.POST("/orders/:id/refund", a.authenticate, idem, a.refundOrder)
@@ -259,24 +269,36 @@ func orderRequest(c *gin.Context, userOptional bool) (orderBody, bool) {
 	return b, true
 }
 
+// postOrder places an order. Its Idempotency-Key was checked, and the
+// request admitted, by the key store's middleware; or here, when the
+// strategy keeps its keys itself: then a request refused as invalid
+// decided nothing, and is not kept.
 func (a *api) postOrder(c *gin.Context) {
+	key, err := idempotency.ParseKey(c.GetHeader(idempotency.Header))
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
 	b, ok := orderRequest(c, a.Buyers != nil)
 	if !ok {
 		return
 	}
-	user, err := a.user(c, b.UserID)
+	admit := a.user
+	if a.keepsKeys {
+		admit = a.admit
+	}
+	user, err := admit(c, b.UserID)
 	if err != nil {
 		a.fail(c, err)
 		return
 	}
-	key, _ := idempotency.ParseKey(c.GetHeader(idempotency.Header)) // checked by the middleware
 	o, replayed, err := a.Orders.Place(c.Request.Context(), order.PlaceRequest{SKU: b.SKU, UserID: user, Quantity: b.Quantity, IdempotencyKey: key})
+	if replayed {
+		c.Header(idempotency.ReplayedHeader, "true") // a kept refusal too
+	}
 	if err != nil {
 		a.fail(c, err)
 		return
-	}
-	if replayed {
-		c.Header(idempotency.ReplayedHeader, "true")
 	}
 	c.Header("Location", fmt.Sprintf("/api/v1/orders/%d", o.ID))
 	c.JSON(http.StatusCreated, o)

@@ -105,7 +105,7 @@ func fastPathLua(ctx context.Context, env *Env) (Trial, error) {
 	reserving := stock.NewRedisStock(env.Redis, opts.Prefix)
 	for i := fastRecorded; i < fastBuyers; i++ {
 		r := stock.Reservation{UserID: fmt.Sprint("buyer-", i), Key: "k", Quantity: 1}
-		if _, err := reserving.Reserve(ctx, sku, r, stock.Terms{Epoch: epoch}); err != nil {
+		if _, _, err := reserving.Reserve(ctx, sku, r, stock.Terms{Epoch: epoch}); err != nil {
 			return Trial{}, err
 		}
 	}

@@ -59,8 +59,8 @@ type grants struct {
 // decide is one batch's transaction. It returns each buyer's answer and the
 // stock it leaves, or -1 if the SKU is not on sale. known holds the orders
 // that the batch's keys have already, when they were looked up.
-func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, exactIDs bool) ([]placed, int, error) {
-	now := time.Now().UTC()
+func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, ids idSource) ([]placed, int, error) {
+	now := createdAt()
 	st, err := readBatch(tx, sku, batch, known, now)
 	if err != nil {
 		return nil, 0, err // a failed statement may have ended the transaction
@@ -68,12 +68,12 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 	answers := make([]placed, len(batch))
 	if !st.found {
 		for i := range answers {
-			answers[i].err = fmt.Errorf("order: place: %w: %s", stock.ErrNotFound, sku)
+			answers[i].err = notFound(sku)
 		}
 		return answers, -1, nil
 	}
 	g := grant(sku, batch, known, st, now)
-	if err := writeBatch(tx, sku, st, &g, exactIDs); err != nil {
+	if err := writeBatch(tx, sku, st, &g, ids); err != nil {
 		return nil, 0, err
 	}
 	for i, d := range g.decisions {
@@ -199,7 +199,7 @@ func grant(sku string, batch []*pending, known map[userKey]Order, st batchState,
 		}
 		switch {
 		case p.rules.limit > 0 && held+r.Quantity > p.rules.limit:
-			d.verdict, d.err = refused, fmt.Errorf("order: place: %w: %s holds %d of %s, the limit is %d", ErrLimitReached, r.UserID, held, sku, p.rules.limit)
+			d.verdict, d.err = refused, limitReached(r.UserID, sku, held, p.rules.limit)
 		case r.Quantity > st.available-g.taken:
 			d.verdict, d.err = refused, soldOut(sku)
 		default:
@@ -219,7 +219,7 @@ func grant(sku string, batch []*pending, known map[userKey]Order, st batchState,
 
 // writeBatch writes what grant decided: the units taken, the orders, with
 // their ids set in g, and the holdings.
-func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, exactIDs bool) error {
+func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, ids idSource) error {
 	switch {
 	case st.took > g.taken: // refused reservations of a lost epoch
 		if err := tx.Exec(`UPDATE stock_items SET available = available + ? WHERE sku = ?`, st.took-g.taken, sku).Error; err != nil {
@@ -243,7 +243,7 @@ func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, exactIDs bool
 	if len(orders) == 0 {
 		return nil
 	}
-	if err := tx.Create(&orders).Error; err != nil {
+	if err := insertOrders(tx, orders, ids); err != nil {
 		return err
 	}
 	if len(g.holdings) > 0 {
@@ -259,11 +259,6 @@ func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, exactIDs bool
 			return err
 		}
 	}
-	if !exactIDs {
-		if err := readIDs(tx, sku, orders); err != nil {
-			return err
-		}
-	}
 	n := 0
 	for i := range g.decisions {
 		if g.decisions[i].verdict == granted {
@@ -272,26 +267,6 @@ func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, exactIDs bool
 		}
 	}
 	return record(tx, EventPlaced, orders...)
-}
-
-// readIDs sets the ids of the orders just inserted, read back by key: a
-// multi-row INSERT's ids need not be consecutive, but none is below the
-// first, and under the row lock no other order of this SKU is inserted.
-func readIDs(tx *gorm.DB, sku string, granted []Order) error {
-	var ids []Order
-	if err := tx.Raw(`SELECT id, user_id, idempotency_key FROM orders WHERE sku = ? AND id >= ?`, sku, granted[0].ID).Scan(&ids).Error; err != nil {
-		return err
-	}
-	byKey := make(map[userKey]int64, len(ids))
-	for _, o := range ids {
-		if o.IdempotencyKey != nil {
-			byKey[userKey{o.UserID, *o.IdempotencyKey}] = o.ID
-		}
-	}
-	for i, o := range granted {
-		granted[i].ID = byKey[userKey{o.UserID, *o.IdempotencyKey}]
-	}
-	return nil
 }
 
 // lookup reads the orders that the batch's keys already have, outside the

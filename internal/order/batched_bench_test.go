@@ -60,7 +60,7 @@ func BenchmarkBatchTransaction(b *testing.B) {
 		}
 		var answers []placed
 		if err := gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-			answers, _, err = decide(tx, "hot", batch, map[userKey]Order{}, w.exactIDs(tx))
+			answers, _, err = decide(tx, "hot", batch, map[userKey]Order{}, w.idSource(tx))
 			return err
 		}); err != nil {
 			b.Fatal(err)

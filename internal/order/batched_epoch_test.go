@@ -37,7 +37,7 @@ func TestBatchRefusesLostEpoch(t *testing.T) {
 	var answers []placed
 	var left int
 	err := gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-		answers, left, err = decide(tx, sku, batch, map[userKey]Order{}, false)
+		answers, left, err = decide(tx, sku, batch, map[userKey]Order{}, idsRead)
 		return err
 	})
 	if err != nil {

@@ -56,7 +56,7 @@ func (f *firstReads) first(ctx context.Context, r PlaceRequest) (Order, bool, er
 	case a.err != nil:
 		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, a.err)
 	case !a.stocked:
-		return Order{}, false, fmt.Errorf("order: place: %w: %s", stock.ErrNotFound, r.SKU)
+		return Order{}, false, notFound(r.SKU)
 	case a.found:
 		return replayOr(ctx, f.db, r, nil)
 	case a.available < r.Quantity:

@@ -29,6 +29,28 @@ func PlacesOrders(g stock.Guard) bool {
 	return ok
 }
 
+// keyKeeper is a strategy that keeps its buyers' Idempotency-Keys itself,
+// for orders, in the step that decides them: lua, in Redis, with each
+// SKU's stock. Its place answers as the service's keys do (kept.go).
+type keyKeeper interface {
+	placer
+	keepsKeys()
+}
+
+// KeepsKeys reports whether the service keeps its buyers'
+// Idempotency-Keys for orders, by itself or through its strategy
+// (keyKeeper), so that the caller's key store need not. Place then
+// answers as that store would: a retry of the same request (user, SKU and
+// quantity) gets its first answer again, replayed, a refusal such as sold
+// out included; a key reused for another request is refused
+// (ErrKeyReused); a key whose first request is still being decided is told
+// so (stock.ErrInProgress); a busy answer is not kept, so that the retry
+// asks again.
+func (s *Service) KeepsKeys() bool {
+	_, own := s.guard.(keyKeeper)
+	return own || s.keys != nil
+}
+
 // refunder is a strategy that refunds an order itself, rather than through
 // Adjust: lua, which also takes the units off what the user holds in Redis.
 type refunder interface {

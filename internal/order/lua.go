@@ -31,6 +31,7 @@ type Lua struct {
 	reads  *firstReads
 	rules  rules // of the reservations it claims from dead processes
 	idle   time.Duration
+	keep   time.Duration // how long a final answer is kept
 
 	rebuilding chan struct{} // one rebuild at a time in this process
 	mu         sync.Mutex
@@ -49,6 +50,9 @@ type LuaOptions struct {
 	// takes it from its process as dead. It must outlast the longest a
 	// live process takes to persist one. Default 30s.
 	ClaimIdle time.Duration
+	// AnswerTTL is how long a buyer's final answer is kept under its
+	// Idempotency-Key. Default 24h.
+	AnswerTTL time.Duration
 }
 
 // NewLua returns the fast path on gdb and rdb.
@@ -60,8 +64,11 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 	if o.ClaimIdle <= 0 {
 		o.ClaimIdle = 30 * time.Second
 	}
+	if o.AnswerTTL <= 0 {
+		o.AnswerTTL = 24 * time.Hour
+	}
 	l := &Lua{db: gdb, redis: stock.NewRedisStock(rdb, o.Prefix), w: newWriter(gdb, "lua"), single: stock.NewAtomic(gdb), reads: newFirstReads(gdb),
-		rules: rules{limit: o.PerUserLimit, window: o.PaymentWindow}, idle: o.ClaimIdle, rebuilding: make(chan struct{}, 1),
+		rules: rules{limit: o.PerUserLimit, window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), fixing: make(map[string]bool)}
 	l.w.settle = l.settle
 	for _, result := range []string{"persisted", "released"} {
@@ -77,44 +84,70 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 // when the buyer's ctx has ended.
 const redisTimeout = 5 * time.Second
 
-// place implements placer: it reserves in Redis, then persists through
-// the writer. Redis's
-// refusals are final (stock.RedisStock.Reserve); the database's are checked
-// against the key's order.
+// place implements placer: one script claims the buyer's key and
+// reserves in Redis (stock.RedisStock.Reserve), then the writer persists.
+// A key already answered gets its answer again. Redis's refusals are
+// final, and kept by the script; the database's are checked against the
+// key's order, and kept here.
 func (l *Lua) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bool, error) {
 	res := stock.Reservation{UserID: r.UserID, Key: r.IdempotencyKey, Quantity: r.Quantity}
 	lookedUp := false
+	var over *stock.OverLimitError
 	for attempt := 0; ; attempt++ {
 		epoch, err := l.epoch(ctx, r.SKU)
 		if err != nil {
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
-		id, err := l.redis.Reserve(ctx, r.SKU, res, stock.Terms{Epoch: epoch, Limit: rules.limit, LookedUp: lookedUp, TakeOver: l.idle})
+		terms := stock.Terms{Epoch: epoch, Limit: rules.limit, LookedUp: lookedUp, TakeOver: l.idle,
+			Keep: stock.Refusals{TTL: l.keep, SoldOut: string(refusedSoldOut), OverLimit: keptLimit(rules.limit)}}
+		id, answer, err := l.redis.Reserve(ctx, r.SKU, res, terms)
 		switch {
+		case err == nil && id == "":
+			a := replayKept(answer, r)
+			return a.o, a.replayed, a.err
 		case err == nil:
 			o, replayed, err := l.w.submit(&pending{ctx: ctx, r: r, rules: rules, entry: id, epoch: epoch})
-			return l.reads.checkRefusal(ctx, r, o, replayed, err)
+			o, replayed, err = l.reads.checkRefusal(ctx, r, o, replayed, err)
+			return o, replayed, l.keepRefusal(ctx, r, err)
 		case errors.Is(err, stock.ErrLookup) && !lookedUp:
 			// The key may have an order that Redis does not know of: find
 			// it before taking stock that a new buyer then misses.
 			if o, found, err := replayOr(ctx, l.db, r, nil); found || err != nil {
-				return o, found, err
+				return o, found, l.keepRefusal(ctx, r, err)
 			}
 			lookedUp = true
 		case errors.Is(err, stock.ErrStale) && attempt < 3:
-			if err := l.refresh(ctx, r.SKU, epoch); err != nil {
+			if err := l.refresh(ctx, r.SKU, epoch); errors.Is(err, stock.ErrNotFound) {
+				return Order{}, false, l.keepRefusal(ctx, r, notFound(r.SKU))
+			} else if err != nil {
 				return Order{}, false, fmt.Errorf("order: place: %w", err)
 			}
-		case errors.Is(err, stock.ErrSoldOut), errors.Is(err, stock.ErrInProgress):
+		case errors.Is(err, stock.ErrSoldOut):
+			return Order{}, false, soldOut(r.SKU)
+		case errors.As(err, &over):
+			return Order{}, false, limitReached(r.UserID, r.SKU, over.Held, rules.limit)
+		case errors.Is(err, stock.ErrInProgress):
 			return Order{}, false, fmt.Errorf("order: place: %w", err)
 		case errors.Is(err, stock.ErrKeyReused):
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", ErrKeyReused, err)
-		case errors.Is(err, stock.ErrOverLimit):
-			return Order{}, false, fmt.Errorf("order: place: %w: %w", ErrLimitReached, err)
 		default: // Redis is down, or the state keeps changing: nothing was taken
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
 	}
+}
+
+// keepRefusal keeps err, when it is a final refusal that no script kept,
+// as r's answer, and returns it. Should Redis fail, a retry asks again.
+func (l *Lua) keepRefusal(ctx context.Context, r PlaceRequest, err error) error {
+	if err == nil {
+		return nil
+	}
+	if answer, ok := kept(placed{err: err}); ok {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
+		defer cancel()
+		_ = l.redis.Keep(ctx, r.SKU, r.UserID, r.IdempotencyKey, r.Quantity, answer, l.keep)
+	}
+	return err
 }
 
 // epoch returns the SKU's epoch as this process last saw it, or reads it.
@@ -161,11 +194,16 @@ func (l *Lua) refresh(ctx context.Context, sku string, seen int64) error {
 // settle runs once a batch has committed: its reservations are in the
 // database now, or were refused, and leave the stream.
 func (l *Lua) settle(sku string, batch []*pending, answers []placed) {
-	rs := make([]stock.Reservation, len(batch))
-	how := make([]stock.Settled, len(batch))
+	ss := make([]stock.Settlement, len(batch))
 	refused := false
 	for i, p := range batch {
-		rs[i] = stock.Reservation{ID: p.entry, UserID: p.r.UserID, Key: p.r.IdempotencyKey, Quantity: p.r.Quantity}
+		s := &ss[i]
+		s.Reservation = stock.Reservation{ID: p.entry, UserID: p.r.UserID, Key: p.r.IdempotencyKey, Quantity: p.r.Quantity}
+		// An order is its buyer's answer, kept with its XACK. A refusal
+		// is kept once place has checked it against the key's order.
+		if answers[i].err == nil {
+			s.Answer, _ = kept(answers[i])
+		}
 		// A replay gives its units back: the key's order took units of its
 		// own. Should that order be this very reservation's (its commit's
 		// answer was lost), Redis then holds a unit more than the database,
@@ -173,18 +211,18 @@ func (l *Lua) settle(sku string, batch []*pending, answers []placed) {
 		// never too few.
 		switch a := answers[i]; {
 		case a.err == nil && a.replayed:
-			how[i] = stock.Replayed
+			s.How = stock.Replayed
 		case a.err == nil:
-			how[i] = stock.Kept
+			s.How = stock.Kept
 		default:
-			how[i] = stock.Released
+			s.How = stock.Released
 			refused = refused || errors.Is(a.err, stock.ErrSoldOut) || errors.Is(a.err, ErrLimitReached)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
 	defer cancel()
 	// Should it fail, they stay pending and are claimed and settled later.
-	_, _ = l.redis.Settle(ctx, sku, rs, how, l.rules.limit > 0)
+	_, _ = l.redis.Settle(ctx, sku, ss, l.rules.limit > 0)
 	if refused {
 		// Redis granted what the database refused: its state is stale.
 		l.fix(sku)
@@ -277,7 +315,12 @@ func (l *Lua) forget(ctx context.Context, sku string) error {
 	return l.redis.Forget(ctx, sku)
 }
 
+// keepsKeys implements keyKeeper: Reserve claims the key, and the writer
+// keeps the answer with its XACK.
+func (*Lua) keepsKeys() {}
+
 var (
+	_ keyKeeper  = (*Lua)(nil)
 	_ saleKeeper = (*Lua)(nil)
 	_ restocker  = (*Lua)(nil)
 	_ refunder   = (*Lua)(nil)

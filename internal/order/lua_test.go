@@ -87,6 +87,16 @@ func (f luaFleet) redisAvailable(t *testing.T, sku string) int {
 	return st.Available
 }
 
+// logged counts the reservations ever added to sku's log.
+func (f luaFleet) logged(t *testing.T, sku string) int64 {
+	t.Helper()
+	info, err := f.rdb.XInfoStream(t.Context(), f.prefix+"lua:{"+sku+"}:log").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.EntriesAdded
+}
+
 // settled audits sku after one reconcile: every invariant holds, nothing
 // is pending, and Redis has what the database has.
 func (f luaFleet) settled(t *testing.T, shop luaShop, sku string, soldOut int, acked []int64) audit.Audit {
@@ -117,13 +127,19 @@ func (f luaFleet) settled(t *testing.T, shop luaShop, sku string, soldOut int, a
 // and the other errors.
 func place(t *testing.T, sku string, n int, shops ...luaShop) (acked []int64, soldOut int, others []error) {
 	t.Helper()
+	return placeAs(t, "user", sku, n, shops...)
+}
+
+// placeAs is place with buyers named <who>-<i>.
+func placeAs(t *testing.T, who, sku string, n int, shops ...luaShop) (acked []int64, soldOut int, others []error) {
+	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
 	for i := range n {
 		wg.Go(func() {
 			<-gate
-			o, _, err := shops[i%len(shops)].Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: fmt.Sprint("user-", i), Quantity: 1, IdempotencyKey: fmt.Sprint("k-", i)})
+			o, _, err := shops[i%len(shops)].Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: fmt.Sprint(who, "-", i), Quantity: 1, IdempotencyKey: fmt.Sprint("k-", i)})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -195,22 +211,14 @@ func TestLuaRetryTakesNoStock(t *testing.T) {
 		}
 		return o
 	}
-	logged := func() int64 { // reservations ever added to the SKU's log
-		t.Helper()
-		info, err := f.rdb.XInfoStream(ctx, f.prefix+"lua:{"+sku+"}:log").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.EntriesAdded
-	}
 	retry := func(o order.Order, when string) {
 		t.Helper()
-		before := logged()
+		before := f.logged(t, sku)
 		again, replayed, err := shop.Place(ctx, order.PlaceRequest{SKU: sku, UserID: o.UserID, Quantity: 1, IdempotencyKey: *o.IdempotencyKey})
 		if err != nil || !replayed || again.ID != o.ID {
 			t.Fatalf("retry %s: order %d, replayed %v, %v; want order %d replayed", when, again.ID, replayed, err, o.ID)
 		}
-		if n := logged() - before; n != 0 {
+		if n := f.logged(t, sku) - before; n != 0 {
 			t.Errorf("retry %s: %d reservations made, want none", when, n)
 		}
 	}
@@ -317,8 +325,9 @@ func TestLuaSameKeyOnce(t *testing.T) {
 // TestLuaOnRedisCluster: lua on a Redis Cluster of three masters, three
 // instances: bursts on SKUs whose keys land on different masters sell
 // exactly their stock, a refund reaches Redis once, and a reconcile leaves
-// Redis equal to the database. Every key a script touches must share its
-// SKU's slot; a key outside it fails with CROSSSLOT.
+// Redis equal to the database; the script that reserves claims each
+// buyer's Idempotency-Key (keysClaimed). Every key a script touches must
+// share its SKU's slot; a key outside it fails with CROSSSLOT.
 func TestLuaOnRedisCluster(t *testing.T) {
 	t.Parallel()
 	cluster := strings.Join(testinfra.StartRedisCluster(t), ",")
@@ -366,4 +375,6 @@ func TestLuaOnRedisCluster(t *testing.T) {
 	if len(masters) < 2 {
 		t.Errorf("every SKU landed on one master (%v): the test shows nothing of the cluster", masters)
 	}
+	f := newLuaFleet(t, func(cfg *config.Config) { cfg.RedisAddr, cfg.RedisPrefix, cfg.PerUserLimit = cluster, "shop:", 1 })
+	keysClaimed(t, f, "fig", f.new(), f.new())
 }

@@ -77,6 +77,9 @@ type Options struct {
 	// PaymentWindow, when not 0, places orders pending, to be paid within
 	// it; else they are final when placed.
 	PaymentWindow time.Duration
+	// Keys, when set, has the service keep its buyers' Idempotency-Keys
+	// for orders (KeepsKeys, kept.go).
+	Keys *KeyOptions
 }
 
 // Service places, refunds and reads orders.
@@ -86,6 +89,7 @@ type Service struct {
 	limit  int
 	window time.Duration
 	reads  *firstReads
+	keys   *keys // nil: the caller keeps them
 }
 
 // NewService returns a Service whose stock changes go through guard.
@@ -93,6 +97,9 @@ func NewService(gdb *gorm.DB, guard stock.Guard, opts *Options) *Service {
 	s := &Service{db: gdb, guard: guard, reads: newFirstReads(gdb)}
 	if opts != nil {
 		s.limit, s.window = opts.PerUserLimit, opts.PaymentWindow
+		if opts.Keys != nil {
+			s.keys = newKeys(opts.Keys)
+		}
 	}
 	return s
 }
@@ -131,6 +138,18 @@ type PlaceRequest struct {
 // user already has an order under the same idempotency key, that order is
 // returned with replayed set, and no stock is taken.
 func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed bool, err error) {
+	if _, own := s.guard.(keyKeeper); s.keys != nil && r.IdempotencyKey != "" && !own {
+		o, replayed, err = s.keys.place(ctx, r, func() (Order, bool, error) { return s.placeOnce(ctx, r) })
+	} else {
+		o, replayed, err = s.placeOnce(ctx, r)
+	}
+	if s.KeepsKeys() {
+		countKeyAnswer(replayed, err)
+	}
+	return o, replayed, err
+}
+
+func (s *Service) placeOnce(ctx context.Context, r PlaceRequest) (Order, bool, error) {
 	if p, ok := s.guard.(placer); ok && r.IdempotencyKey != "" {
 		return p.place(ctx, r, rules{limit: s.limit, window: s.window})
 	}
@@ -141,7 +160,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed 
 var errAnswered = errors.New("order: answered by the first read")
 
 func (s *Service) place(ctx context.Context, r PlaceRequest) (Order, bool, error) {
-	o := Order{SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, CreatedAt: time.Now().UTC()}
+	o := Order{SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, CreatedAt: createdAt()}
 	if r.IdempotencyKey != "" {
 		o.IdempotencyKey = &r.IdempotencyKey
 	}

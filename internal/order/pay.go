@@ -104,7 +104,7 @@ func (s *Service) pay(ctx context.Context, id int64, paymentID string) (o Order,
 			reason = reasonExpired
 		}
 		p.Status, p.Reason = PaymentOrphaned, &reason
-		answer = refusal(reason, id)
+		answer = paymentRefusal(reason, id)
 		return tx.Create(&p).Error
 	})
 	if err != nil {
@@ -123,13 +123,13 @@ func (s *Service) answer(ctx context.Context, p payment, id int64) (Order, bool,
 		return Order{}, false, fmt.Errorf("%w: payment %s is for order %d", ErrKeyReused, p.PaymentID, p.OrderID)
 	}
 	if p.Status == PaymentOrphaned && p.Reason != nil {
-		return Order{}, true, refusal(*p.Reason, id)
+		return Order{}, true, paymentRefusal(*p.Reason, id)
 	}
 	o, err := s.Get(ctx, id)
 	return o, err == nil, err
 }
 
-func refusal(reason string, id int64) error {
+func paymentRefusal(reason string, id int64) error {
 	if reason == reasonExpired {
 		return fmt.Errorf("%w: order %d", ErrOrderExpired, id)
 	}

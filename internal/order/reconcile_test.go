@@ -76,7 +76,7 @@ func TestLuaClaimsDeadReservations(t *testing.T) {
 	dead := stock.NewRedisStock(f.rdb, f.prefix)
 	for i := range 3 {
 		r := stock.Reservation{UserID: fmt.Sprint("ghost-", i), Key: "g", Quantity: 1}
-		if _, err := dead.Reserve(t.Context(), sku, r, stock.Terms{Epoch: epoch}); err != nil {
+		if _, _, err := dead.Reserve(t.Context(), sku, r, stock.Terms{Epoch: epoch}); err != nil {
 			t.Fatal(err)
 		}
 	}

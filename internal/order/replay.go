@@ -17,8 +17,6 @@ import (
 // userKey is one buyer's Idempotency-Key.
 type userKey struct{ user, key string }
 
-func soldOut(sku string) error { return fmt.Errorf("order: place: %w: %s", stock.ErrSoldOut, sku) }
-
 // replayOr answers a buyer with the order its key already has, if it has
 // one, and otherwise with err: a refusal, which may only be because that
 // order took the stock, or nil when the buyer has no answer yet. When the
@@ -49,7 +47,7 @@ func existing(ctx context.Context, gdb *gorm.DB, r PlaceRequest) (o Order, found
 		return Order{}, false, fmt.Errorf("order: place: %w", err)
 	}
 	if o.SKU != r.SKU || o.Quantity != r.Quantity {
-		return Order{}, false, fmt.Errorf("%w: order %d", ErrKeyReused, o.ID)
+		return Order{}, false, keyReused(o.ID)
 	}
 	return o, true, nil
 }
@@ -57,7 +55,7 @@ func existing(ctx context.Context, gdb *gorm.DB, r PlaceRequest) (o Order, found
 // replayOf answers r, whose key already has order o.
 func replayOf(o Order, r PlaceRequest) placed {
 	if o.SKU != r.SKU || o.Quantity != r.Quantity {
-		return placed{err: fmt.Errorf("%w: order %d", ErrKeyReused, o.ID)}
+		return placed{err: keyReused(o.ID)}
 	}
 	return placed{o: o, replayed: true}
 }

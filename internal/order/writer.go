@@ -3,7 +3,6 @@ package order
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -30,7 +29,7 @@ type writer struct {
 	skus map[string]*line // a SKU is here while its writer runs
 
 	idsOnce sync.Once
-	ids     bool // see exactIDs
+	ids     idSource
 }
 
 func newWriter(gdb *gorm.DB, name string) *writer {
@@ -159,7 +158,7 @@ func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
 		}
 		if err == nil {
 			err = w.db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-				answers, left, err = decide(tx, sku, batch, known, w.exactIDs(tx))
+				answers, left, err = decide(tx, sku, batch, known, w.idSource(tx))
 				return err
 			})
 		}
@@ -206,20 +205,8 @@ func pendingCtxs(batch []*pending) []context.Context {
 	return ctxs
 }
 
-// exactIDs reports whether the ids that GORM sets after a multi-row INSERT
-// are the rows' own. Where the database returns them (INSERT … RETURNING:
-// SQLite, MariaDB 10.5 and later) they are. Elsewhere (MySQL) GORM counts
-// up from the first, one at a time: right for one INSERT's rows, which get
-// consecutive ids in every InnoDB lock mode, only while the server's
-// auto_increment_increment is 1. It is asked once.
-func (w *writer) exactIDs(tx *gorm.DB) bool {
-	w.idsOnce.Do(func() {
-		if slices.Contains(tx.Callback().Create().Clauses, "RETURNING") {
-			w.ids = true
-			return
-		}
-		var step int
-		w.ids = tx.Raw(`SELECT @@auto_increment_increment`).Row().Scan(&step) == nil && step == 1
-	})
+// idSource is how a batch learns its orders' ids, asked once.
+func (w *writer) idSource(tx *gorm.DB) idSource {
+	w.idsOnce.Do(func() { w.ids = idSourceOf(tx) })
 	return w.ids
 }

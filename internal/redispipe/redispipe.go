@@ -1,5 +1,5 @@
-// Package redispipe sends the Lua scripts of concurrent callers to Redis
-// together: all the calls that come while one pipeline is out go in the
+// Package redispipe sends the Lua scripts and commands of concurrent
+// callers to Redis together: all the calls that come while one pipeline is out go in the
 // next, one write and one read for all of them, as group commit does for a
 // database. An idle Pipe sends a call at once.
 package redispipe
@@ -24,7 +24,7 @@ type Pipe struct {
 
 type call struct {
 	ctx    context.Context
-	script *redis.Script
+	script *redis.Script // nil for a command, args
 	keys   []string
 	args   []any
 	cmd    *redis.Cmd    // set before done is closed
@@ -43,7 +43,17 @@ func New(rdb redis.UniversalClient) *Pipe { return &Pipe{rdb: rdb} }
 // not have it (it restarted empty). Scripts run in the order of their Run
 // calls.
 func (p *Pipe) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
-	c := &call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
+	return p.call(&call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})})
+}
+
+// Do sends the command args, such as GET and its key, in the next
+// pipeline.
+func (p *Pipe) Do(ctx context.Context, args ...any) *redis.Cmd {
+	return p.call(&call{ctx: ctx, args: args, done: make(chan struct{})})
+}
+
+func (p *Pipe) call(c *call) *redis.Cmd {
+	ctx := c.ctx
 	p.mu.Lock()
 	p.queue = append(p.queue, c)
 	start := !p.sending
@@ -90,14 +100,18 @@ func (p *Pipe) send(batch []*call) {
 			close(c.done)
 			continue
 		}
-		c.cmd = c.script.EvalSha(ctx, pl, c.keys, c.args...)
+		if c.script == nil {
+			c.cmd = pl.Do(ctx, c.args...)
+		} else {
+			c.cmd = c.script.EvalSha(ctx, pl, c.keys, c.args...)
+		}
 		sent = append(sent, c)
 	}
 	if len(sent) > 0 {
 		_, _ = pl.Exec(ctx) // each command has its own error
 	}
 	for _, c := range sent {
-		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+		if c.script != nil && redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
 			c.cmd = c.script.Eval(ctx, p.rdb, c.keys, c.args...)
 		}
 		close(c.done)

@@ -78,3 +78,36 @@ func TestPipeRun(t *testing.T) {
 		t.Errorf("Run after the ended call: %d %v, want %d: the ended call was sent", n, err, calls+2)
 	}
 }
+
+// TestPipeDo: plain commands share the pipelines of scripts, each with its
+// own answer.
+func TestPipeDo(t *testing.T) {
+	t.Parallel()
+	r := testinfra.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	count := &pipelines{}
+	rdb.AddHook(count)
+	p := redispipe.New(rdb)
+	const calls = 100
+	seen := make([]atomic.Bool, calls+1)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			var n int
+			var err error
+			if i%2 == 0 {
+				n, err = p.Do(t.Context(), "INCR", r.Prefix+"n").Int()
+			} else {
+				n, err = p.Run(t.Context(), incr, []string{r.Prefix + "n"}).Int()
+			}
+			if err != nil || n < 1 || n > calls || seen[n].Swap(true) {
+				t.Errorf("call %d answered %d, %v: want its own count", i, n, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := count.n.Load(); n >= calls {
+		t.Errorf("%d pipelines for %d concurrent calls; want fewer", n, calls)
+	}
+}

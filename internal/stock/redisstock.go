@@ -93,16 +93,28 @@ const (
 	kKeys // each logged reservation's entry, by user and Idempotency-Key
 )
 
-// keys returns a SKU's keys, by the indexes above. The braces make
-// the SKU the hash tag; a SKU with braces of its own is hex-encoded, so
-// that they cannot end the tag early.
+// keys returns a SKU's keys, by the indexes above.
 func (s *RedisStock) keys(sku string) []string {
+	k := s.tagged(sku)
+	return []string{k + "state", k + "holdings", k + "log", k + "fence", k + "keys"}
+}
+
+// tagged is the start of each of a SKU's keys. The braces make the SKU
+// the hash tag; a SKU with braces of its own is hex-encoded, so that they
+// cannot end the tag early.
+func (s *RedisStock) tagged(sku string) string {
 	tag := sku
 	if strings.ContainsAny(sku, "{}") {
 		tag = hex.EncodeToString([]byte(sku))
 	}
-	k := s.prefix + "lua:{" + tag + "}:"
-	return []string{k + "state", k + "holdings", k + "log", k + "fence", k + "keys"}
+	return s.prefix + "lua:{" + tag + "}:"
+}
+
+// answerKey is where a buyer's final answer is kept: under the SKU's hash
+// tag, so that the scripts that reserve and settle keep it in the same
+// step. Neither a user nor a key holds a newline.
+func (s *RedisStock) answerKey(sku, user, key string) string {
+	return s.tagged(sku) + "answer:" + user + "\n" + key
 }
 
 // skus is the set of SKUs that have a log, for Claim.
@@ -119,37 +131,77 @@ type Terms struct {
 	// log, must have been pending before this request takes it over: until
 	// then its process may still be persisting it (ErrInProgress).
 	TakeOver time.Duration
+	// Keep is what a refusal keeps as the key's answer.
+	Keep Refusals
 }
 
-// Reserve takes r's units of sku if the state is of t's epoch, the stock
-// suffices and the user stays within the limit, and logs the reservation,
-// pending for this process. It returns the reservation's id, or ErrStale,
-// ErrSoldOut, ErrOverLimit, ErrKeyReused, ErrInProgress or ErrLookup.
+// Refusals are the answers that Reserve keeps for its refusals, as the
+// caller encodes answers, for TTL: a retry of the same request gets it
+// again (Reserve's answer). The zero value keeps none.
+type Refusals struct {
+	TTL     time.Duration
+	SoldOut string
+	// OverLimit is followed by what the user holds.
+	OverLimit string
+}
+
+// Reserve claims r's key and takes r's units of sku, in one step. A key
+// already answered returns its kept answer, and takes nothing. Otherwise,
+// if the state is of t's epoch, the stock suffices and the user stays
+// within the limit, it logs the reservation, pending for this process, and
+// returns its id. Its refusals, ErrSoldOut and ErrOverLimit (with what the
+// user holds, as *OverLimitError), are kept as the key's answer, as
+// t.Keep says. It returns ErrStale, ErrKeyReused, ErrInProgress and
+// ErrLookup too.
 //
 // A refusal is final: the key has no order that Redis does not know of.
-func (s *RedisStock) Reserve(ctx context.Context, sku string, r Reservation, t Terms) (string, error) {
+func (s *RedisStock) Reserve(ctx context.Context, sku string, r Reservation, t Terms) (id, answer string, err error) {
 	k := s.keys(sku)
-	v, err := s.pipe.Run(ctx, reserveScript, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]},
-		t.Epoch, r.UserID, r.Key, r.Quantity, t.Limit, s.consumer, flag(t.LookedUp), t.TakeOver.Milliseconds(), group).StringSlice()
+	v, err := s.pipe.Run(ctx, reserveScript, []string{k[kState], k[kHoldings], k[kLog], k[kKeys], s.answerKey(sku, r.UserID, r.Key)},
+		t.Epoch, r.UserID, r.Key, r.Quantity, t.Limit, s.consumer, flag(t.LookedUp), t.TakeOver.Milliseconds(), group,
+		t.Keep.TTL.Milliseconds(), t.Keep.SoldOut, t.Keep.OverLimit).StringSlice()
 	if err != nil {
-		return "", fmt.Errorf("stock: reserve: %w", err)
+		return "", "", fmt.Errorf("stock: reserve: %w", err)
 	}
 	switch v[0] {
 	case "ok":
-		return v[1], nil
+		return v[1], "", nil
+	case "answer":
+		return "", v[1], nil
 	case "stale":
-		return "", fmt.Errorf("%w: %s: epoch %q, want %d", ErrStale, sku, v[1], t.Epoch)
+		return "", "", fmt.Errorf("%w: %s: epoch %q, want %d", ErrStale, sku, v[1], t.Epoch)
 	case "sold-out":
-		return "", fmt.Errorf("%w: %s", ErrSoldOut, sku)
+		return "", "", fmt.Errorf("%w: %s", ErrSoldOut, sku)
 	case "reused":
-		return "", fmt.Errorf("%w: %s's key %q has reservation %s", ErrKeyReused, r.UserID, r.Key, v[1])
+		return "", "", fmt.Errorf("%w: %s's key %q has a reservation or answer for another quantity %s", ErrKeyReused, r.UserID, r.Key, v[1])
 	case "in-progress":
-		return "", fmt.Errorf("%w: %s's key %q, reservation %s", ErrInProgress, r.UserID, r.Key, v[1])
+		return "", "", fmt.Errorf("%w: %s's key %q, reservation %s", ErrInProgress, r.UserID, r.Key, v[1])
 	case "lookup":
-		return "", fmt.Errorf("%w: %s's key %q", ErrLookup, r.UserID, r.Key)
+		return "", "", fmt.Errorf("%w: %s's key %q", ErrLookup, r.UserID, r.Key)
 	default:
-		return "", fmt.Errorf("%w: %s holds %s of %s, the limit is %d", ErrOverLimit, r.UserID, v[1], sku, t.Limit)
+		held, _ := strconv.Atoi(v[1])
+		return "", "", &OverLimitError{Held: held}
 	}
+}
+
+// OverLimitError is ErrOverLimit, with what the user held.
+type OverLimitError struct{ Held int }
+
+func (e *OverLimitError) Error() string {
+	return fmt.Sprintf("%v: the user holds %d", ErrOverLimit, e.Held)
+}
+
+// Is makes it ErrOverLimit.
+func (e *OverLimitError) Is(target error) bool { return target == ErrOverLimit }
+
+// Keep keeps answer as the final answer to user's request for quantity
+// under key, as Reserve reads it, for ttl: for an answer that no script
+// gave, such as a SKU that is not on sale.
+func (s *RedisStock) Keep(ctx context.Context, sku, user, key string, quantity int, answer string, ttl time.Duration) error {
+	if err := s.rdb.Set(ctx, s.answerKey(sku, user, key), strconv.Itoa(quantity)+"|"+answer, ttl).Err(); err != nil {
+		return fmt.Errorf("stock: keep: %w", err)
+	}
+	return nil
 }
 
 // Settled is how a reservation ended, for Settle.
@@ -166,15 +218,24 @@ const (
 	Replayed
 )
 
-// Settle ends reservations of sku whose batch has committed, each as how
-// says: the same length as rs. limited says whether holdings are kept. It
+// Settlement is how one reservation ended and, when the database has its
+// order, the answer that order is, as Reserve returns it: "" for none.
+type Settlement struct {
+	Reservation
+	How    Settled
+	Answer string
+}
+
+// Settle ends reservations of sku whose batch has committed, each as its
+// settlement says, and keeps the answers of their orders, for the sale's
+// life, in the same step. limited says whether holdings are kept. It
 // returns the units given back.
-func (s *RedisStock) Settle(ctx context.Context, sku string, rs []Reservation, how []Settled, limited bool) (int, error) {
-	args := []any{group, flag(limited)}
-	for i, r := range rs {
-		args = append(args, r.ID, r.Quantity, r.UserID, r.Key, int(how[i]))
-	}
+func (s *RedisStock) Settle(ctx context.Context, sku string, ss []Settlement, limited bool) (int, error) {
 	k := s.keys(sku)
+	args := append(make([]any, 0, 2+6*len(ss)), group, flag(limited))
+	for _, st := range ss {
+		args = append(args, st.ID, st.Quantity, st.UserID, st.Key, int(st.How), st.Answer)
+	}
 	n, err := settleScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("stock: settle: %w", err)
@@ -345,9 +406,11 @@ func (s *RedisStock) SKUs(ctx context.Context) ([]string, error) {
 
 // Forget deletes sku's keys: a new sale starts.
 func (s *RedisStock) Forget(ctx context.Context, sku string) error {
-	// The fence stays: a token must never pass it again.
+	// The fence stays: a token must never pass it again. So do the keys'
+	// answers: a retry of a request made before gets its first answer
+	// again, as long as the answers are kept.
 	k := s.keys(sku)
-	if err := s.rdb.Del(ctx, k[kState], k[kHoldings], k[kLog], k[kKeys]).Err(); err != nil {
+	if err := s.rdb.Del(ctx, k[kState], k[kHoldings], k[kLog]).Err(); err != nil {
 		return fmt.Errorf("stock: forget: %w", err)
 	}
 	return s.rdb.SRem(ctx, s.skus(), sku).Err()

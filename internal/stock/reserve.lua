@@ -1,12 +1,20 @@
--- reserve.lua: KEYS = {state, holdings, log, keys}, ARGV = {epoch, user,
--- key, quantity, per-user limit (0: none), consumer, looked up (1 or 0),
--- take-over idle in milliseconds, consumer group}.
--- One buyer's reservation, in one step: check the state's epoch, the stock
--- and the user's limit, take the units, and append the reservation to the
--- log, delivered at once to this consumer so that it is pending there
--- until persisted (and claimable by another consumer if this one dies).
+-- reserve.lua: KEYS = {state, holdings, log, keys, answer}, ARGV = {epoch,
+-- user, key, quantity, per-user limit (0: none), consumer, looked up (1 or
+-- 0), take-over idle in milliseconds, consumer group, answer TTL in
+-- milliseconds, the answer kept for sold out, the answer kept for over the
+-- limit, less what the user holds}. A TTL of 0 keeps no answer.
+-- One buyer's reservation, and its Idempotency-Key's claim, in one step.
+-- A key's final answer is kept with the request's quantity ("<quantity>|
+-- <answer>"): a retry of the same request gets it again, one for another
+-- quantity is refused. keys holds an order's, for the sale's life, as the
+-- unique index keeps the order's key; answer a refusal's, for the TTL.
+-- Otherwise: check the state's epoch, the stock and the user's limit, take
+-- the units, and append the reservation to the log, pending at once for
+-- this consumer (XCLAIM FORCE) until persisted, and claimable by another
+-- consumer if this one dies. A refusal is kept as the key's answer.
 -- keys maps each user and key to its reservation's entry while it is in
--- the log, then to "done" once the database has its order. A buyer's retry
+-- the log, then to its answer (or, as kept before answers were, "done")
+-- once the database has its order. A buyer's retry
 -- whose reservation is still in the log never takes units of another
 -- buyer: while the reservation has been pending for less than the take-over
 -- idle, its process may still be persisting it, and the retry is told so;
@@ -16,18 +24,31 @@
 -- state was built when the database had orders that keys does not know),
 -- is sent to the database first: "looked up" says that the caller has
 -- looked and the key has no order there.
--- Returns {"ok", id}, {"stale", epoch or ""}, {"sold-out", available},
--- {"limit", held}, {"reused", id}, when the key's reservation is for
--- another quantity, {"in-progress", id}, or {"lookup"}.
+-- Returns {"ok", id}, {"answer", answer}, {"stale", epoch or ""},
+-- {"sold-out", available}, {"limit", held}, {"reused", id or ""}, when the
+-- key's reservation or answer is for another quantity, {"in-progress",
+-- id}, or {"lookup"}.
 local group = ARGV[9]
-local epoch = redis.call("HGET", KEYS[1], "epoch")
+local field = ARGV[2] .. "\n" .. ARGV[3]
+local prior = redis.call("HGET", KEYS[4], field)
+local answer = prior
+if not prior then
+	answer = redis.call("GET", KEYS[5])
+end
+if answer and string.find(answer, "|", 1, true) then
+	local qty, kept = string.match(answer, "^(%d+)|(.*)$")
+	if qty ~= ARGV[4] then
+		return {"reused", ""}
+	end
+	return {"answer", kept}
+end
+local state = redis.call("HMGET", KEYS[1], "epoch", "available", "lookup")
+local epoch = state[1]
 if epoch ~= ARGV[1] then
 	return {"stale", epoch or ""}
 end
-local field = ARGV[2] .. "\n" .. ARGV[3]
-local prior = redis.call("HGET", KEYS[4], field)
 local lookedUp = ARGV[7] == "1"
-if prior == "done" or (not prior and redis.call("HGET", KEYS[1], "lookup") == "1") then
+if prior == "done" or (not prior and state[3] == "1") then
 	if not lookedUp then
 		return {"lookup"}
 	end
@@ -49,21 +70,26 @@ if prior then
 	redis.call("HDEL", KEYS[4], field)
 end
 local qty = tonumber(ARGV[4])
-local available = tonumber(redis.call("HGET", KEYS[1], "available"))
+local available = tonumber(state[2])
+local keep = ARGV[10] ~= "0"
 if available < qty then
+	if keep then
+		redis.call("SET", KEYS[5], ARGV[4] .. "|" .. ARGV[11], "PX", ARGV[10])
+	end
 	return {"sold-out", tostring(available)}
 end
 local limit = tonumber(ARGV[5])
 if limit > 0 then
 	local held = tonumber(redis.call("HGET", KEYS[2], ARGV[2]) or "0")
 	if held + qty > limit then
+		if keep then
+			redis.call("SET", KEYS[5], ARGV[4] .. "|" .. ARGV[12] .. held, "PX", ARGV[10])
+		end
 		return {"limit", tostring(held)}
 	end
 end
 local id = redis.call("XADD", KEYS[3], "*", "user", ARGV[2], "key", ARGV[3], "qty", ARGV[4])
--- Every earlier entry was delivered the same way, so the one entry this
--- reads is the one just added.
-local read = redis.pcall("XREADGROUP", "GROUP", group, ARGV[6], "COUNT", "1", "STREAMS", KEYS[3], ">")
+local read = redis.pcall("XCLAIM", KEYS[3], group, ARGV[6], 0, id, "FORCE", "JUSTID")
 if type(read) ~= "table" or read.err then
 	redis.call("XDEL", KEYS[3], id)
 	return {"stale", epoch}

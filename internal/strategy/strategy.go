@@ -87,7 +87,8 @@ var registry = []Strategy{
 	{Name: "batched", New: func(b *backend.Backends, _ config.Config) (stock.Guard, error) { return order.NewBatched(b.DB), nil },
 		Ceiling: SQLBatched, NoQueue: true},
 	{Name: "lua", Needs: []backend.Need{backend.Redis}, New: func(b *backend.Backends, cfg config.Config) (stock.Guard, error) {
-		return order.NewLua(b.DB, b.Redis, &order.LuaOptions{Prefix: cfg.RedisPrefix, PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow, ClaimIdle: cfg.ClaimIdle}), nil
+		return order.NewLua(b.DB, b.Redis, &order.LuaOptions{Prefix: cfg.RedisPrefix, PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
+			ClaimIdle: cfg.ClaimIdle, AnswerTTL: cfg.IdempotencyTTL}), nil
 	}, Ceiling: RedisLua, NoQueue: true},
 	{Name: "local", Lock: func(*backend.Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil },
 		Ceiling: Serial("local")},

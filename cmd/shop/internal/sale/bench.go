@@ -83,7 +83,8 @@ func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
 	}
 
 	r := runner{plan: b.Plan, launch: processes(b.Bin, cfg.Environ()), db: gdb, progress: b.Progress,
-		settle: func(ctx context.Context) error { return settle(ctx, gdb) }}
+		settle: func(ctx context.Context) error { return settle(ctx, gdb) },
+		meter:  func(s strategy.Strategy, shops []int) meter { return newMeter(shops, servers(cfg, s)) }}
 	rep.Results, err = r.runAll(ctx, run, skipped)
 	ceiling := func(c strategy.Ceiling) (string, float64) {
 		j := slices.IndexFunc(rep.Baselines, func(b loadtest.BaselineResult) bool { return b.Key == string(c) })
@@ -94,6 +95,10 @@ func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
 	}
 	_, echo := ceiling(strategy.HTTPEcho)
 	_, echoBurst := ceiling(strategy.HTTPEchoBurst)
+	echoCPU := 0.0
+	if j := slices.IndexFunc(rep.Baselines, func(b loadtest.BaselineResult) bool { return b.Key == string(strategy.HTTPEcho) }); j >= 0 {
+		echoCPU = loadtest.CPUPerOrder(rep.Baselines[j].CPU)
+	}
 	for i, res := range rep.Results {
 		s, _ := strategy.Lookup(res.Strategy)
 		r := &rep.Results[i]
@@ -103,6 +108,9 @@ func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
 			r.Fraction, r.EchoFraction = res.Burst.Throughput/own, res.Burst.Throughput/echoBurst
 		}
 		r.ClosedFraction, r.ClosedEchoFraction = res.Closed.OrdersPerSecond()/own, res.Closed.OrdersPerSecond()/echo
+		if res.Closed != nil && echoCPU > 0 {
+			r.ClosedCPUOfEcho = loadtest.CPUPerOrder(res.Closed.CPU) / echoCPU
+		}
 	}
 	rep.Finish()
 	return rep, err
@@ -154,9 +162,12 @@ func (b Bench) ceilings(ctx context.Context, gdb *gorm.DB, run []strategy.Strate
 		loop.Buyers, loop.MaxBuyers, loop.P99 = b.Plan.Closed.Buyers, b.Plan.Closed.MaxBuyers, b.Plan.Closed.P99
 	}
 	loops := make(map[int]loadtest.Stats)
+	cpu := make(map[int][]loadtest.ClassCPU)
+	m := newMeter(fleet.PIDs, nil)
 	buyers, _, err := loop.Search(func(buyers int) (loadtest.ClosedStep, bool, error) {
+		before := m.read()
 		st, err := loadtest.Closed{Buyers: buyers, Duration: b.Baseline}.Run(ctx, fleet.Shop, "echo", nil)
-		loops[buyers] = st
+		loops[buyers], cpu[buyers] = st, m.perOrder(before, m.read(), st.Ordered)
 		return loadtest.ClosedStep{Buyers: buyers, PerSecond: st.Throughput, P99: st.Latency.P99}, st.Errors == 0, err
 	})
 	if err != nil {
@@ -181,7 +192,7 @@ func (b Bench) ceilings(ctx context.Context, gdb *gorm.DB, run []strategy.Strate
 	}
 	what := fmt.Sprintf("the shop's HTTP stack, no backends: %d 'shop echo' processes", b.Plan.Instances)
 	results := []loadtest.BaselineResult{
-		{Key: string(strategy.HTTPEcho), Workers: buyers, Stats: closed, Name: what + ", a closed loop"},
+		{Key: string(strategy.HTTPEcho), Workers: buyers, Stats: closed, CPU: cpu[buyers], Name: what + ", a closed loop"},
 		{Key: string(strategy.HTTPEchoBurst), Workers: b.Plan.Burst.Buyers, Stats: burst, Name: what + fmt.Sprintf(", the burst, fastest of %d", echoBursts)},
 	}
 

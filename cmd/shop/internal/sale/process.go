@@ -57,6 +57,7 @@ func children(bin string, env []string, args func(strategy, token string) []stri
 				return Fleet{}, errors.Join(err, stopErr)
 			}
 			f.URLs = append(f.URLs, c.url)
+			f.PIDs = append(f.PIDs, c.cmd.Process.Pid)
 		}
 		return f, nil
 	}

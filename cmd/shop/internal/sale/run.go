@@ -71,6 +71,9 @@ func selectStrategies(p loadtest.Plan, cannot func(strategy.Strategy) string) (r
 // Fleet is the running instances of one strategy.
 type Fleet struct {
 	loadtest.Shop
+	// PIDs are the instances' processes, when they run as processes of
+	// their own.
+	PIDs []int
 	// Stop stops the instances and returns what each used, where known.
 	Stop func() ([]loadtest.Usage, error)
 }
@@ -101,6 +104,9 @@ type runner struct {
 	// settle, if set, waits before each load until what the last one left
 	// behind (statements still queued in the database) has drained.
 	settle func(context.Context) error
+	// meter, if set, returns what reads the CPU time of the processes that
+	// serve strategy s, its shops among them, during each load.
+	meter func(s strategy.Strategy, shops []int) meter
 }
 
 // run starts the strategy's fleet, sends the load, audits the database and
@@ -119,17 +125,21 @@ func (r runner) run(ctx context.Context, s strategy.Strategy) (res loadtest.Resu
 		res.Usage = usage
 		err = errors.Join(err, stopErr)
 	}()
+	var m meter
+	if r.meter != nil {
+		m = r.meter(s, fleet.PIDs)
+	}
 	tag := strings.ToLower(rand.Text()[:6])
-	res.Burst, err = r.phase(ctx, fleet.Shop, s.Name, "burst", "sale-"+s.Name+"-"+tag, r.plan.Stock, r.plan.Burst.Run)
+	res.Burst, err = r.phase(ctx, fleet.Shop, s.Name, "burst", "sale-"+s.Name+"-"+tag, r.plan.Stock, r.plan.Burst.Run, m)
 	if err == nil && r.plan.Steady.Rate > 0 {
-		res.Steady, err = r.phase(ctx, fleet.Shop, s.Name, "steady", "steady-"+s.Name+"-"+tag, r.plan.Steady.Buyers(), r.plan.Steady.Run)
+		res.Steady, err = r.phase(ctx, fleet.Shop, s.Name, "steady", "steady-"+s.Name+"-"+tag, r.plan.Steady.Buyers(), r.plan.Steady.Run, m)
 	}
 	if err == nil && r.plan.Closed.Duration > 0 {
 		phases := make(map[int]*loadtest.Phase)
 		res.ClosedBuyers, res.ClosedSteps, err = r.plan.Closed.Search(func(buyers int) (loadtest.ClosedStep, bool, error) {
 			loop := loadtest.Closed{Buyers: buyers, Duration: r.plan.Closed.Duration}
 			kind := fmt.Sprintf("closed, %d buyers", buyers) // a card of its own in the live view
-			p, err := r.phase(ctx, fleet.Shop, s.Name, kind, fmt.Sprintf("closed-%s-%s-%d", s.Name, tag, buyers), closedStock, loop.Run)
+			p, err := r.phase(ctx, fleet.Shop, s.Name, kind, fmt.Sprintf("closed-%s-%s-%d", s.Name, tag, buyers), closedStock, loop.Run, m)
 			if err != nil {
 				return loadtest.ClosedStep{}, false, err
 			}
@@ -149,8 +159,9 @@ type loadFunc func(ctx context.Context, shop loadtest.Shop, sku string, progress
 
 // phase puts stock units of a fresh sku on sale, sends the load, audits it,
 // and deletes the sku's rows, so that later runs start from the same
-// table sizes.
-func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku string, stock int, load loadFunc) (*loadtest.Phase, error) {
+// table sizes. With a meter, it reads what the load cost each class of
+// process per order.
+func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku string, stock int, load loadFunc, m meter) (*loadtest.Phase, error) {
 	if r.settle != nil {
 		if err := r.settle(ctx); err != nil {
 			return nil, err
@@ -164,15 +175,20 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 		r.progress.Start(name, kind, stock)
 		progress = r.progress.Add
 	}
+	before := m.read()
 	stats, err := load(ctx, shop, sku, progress)
 	if err != nil {
 		return nil, err
 	}
+	after := m.read()
 	a, err := audit.SKU(ctx, r.db, sku, stats.SoldOut, stats.Acked)
 	if err != nil {
 		return nil, err
 	}
 	p := &loadtest.Phase{Stats: stats, Audit: a, Problems: a.Violations()}
+	if m != nil {
+		p.CPU = m.perOrder(before, after, a.Orders)
+	}
 	if stats.Errors > 0 {
 		p.Problems = append(p.Problems, fmt.Sprintf("%d requests failed, first: %s", stats.Errors, stats.FirstError))
 	}

@@ -1,0 +1,126 @@
+package order
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stockguard/shop/internal/stock"
+)
+
+// The final answers that a strategy which keeps its buyers'
+// Idempotency-Keys (keyKeeper) keeps under each key, and replays to a
+// retry of the same request: an order, or a refusal. Each is a few bytes,
+// and reads back as the same answer, its text included.
+
+// createdAt is a new order's time, to the microsecond that the database
+// keeps: the order a replay reads back is the one first answered.
+func createdAt() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// refusal is a final answer that is not an order. Its text is made from
+// its fields alone, so that its replay reads the same.
+type refusal struct {
+	kind  byte // one of the refusal kinds below
+	sku   string
+	user  string
+	held  int   // over the limit: what the user held
+	limit int   // over the limit: the limit
+	order int64 // key reused: the order the key has
+}
+
+// The kinds of refusal, as kept.
+const (
+	refusedSoldOut  = 's'
+	refusedLimit    = 'l'
+	refusedReused   = 'r'
+	refusedNotFound = 'n'
+)
+
+func (e *refusal) Error() string {
+	switch e.kind {
+	case refusedSoldOut:
+		return fmt.Sprintf("order: place: %v: %s", stock.ErrSoldOut, e.sku)
+	case refusedLimit:
+		return fmt.Sprintf("order: place: %v: %s holds %d of %s, the limit is %d", ErrLimitReached, e.user, e.held, e.sku, e.limit)
+	case refusedReused:
+		return fmt.Sprintf("%v: order %d", ErrKeyReused, e.order)
+	default:
+		return fmt.Sprintf("order: place: %v: %s", stock.ErrNotFound, e.sku)
+	}
+}
+
+// Is makes the refusal each kind's sentinel.
+func (e *refusal) Is(target error) bool {
+	switch e.kind {
+	case refusedSoldOut:
+		return target == stock.ErrSoldOut
+	case refusedLimit:
+		return target == ErrLimitReached
+	case refusedReused:
+		return target == ErrKeyReused
+	default:
+		return target == stock.ErrNotFound
+	}
+}
+
+func soldOut(sku string) error { return &refusal{kind: refusedSoldOut, sku: sku} }
+
+func limitReached(user, sku string, held, limit int) error {
+	return &refusal{kind: refusedLimit, sku: sku, user: user, held: held, limit: limit}
+}
+
+func keyReused(order int64) error { return &refusal{kind: refusedReused, order: order} }
+
+func notFound(sku string) error { return &refusal{kind: refusedNotFound, sku: sku} }
+
+// kept is a's answer as it is kept under its key; ok is false for an
+// answer that is not final, such as busy, which is not kept.
+func kept(a placed) (answer string, ok bool) {
+	var e *refusal
+	switch {
+	case a.err == nil:
+		return "o" + strconv.FormatInt(a.o.ID, 10) + ":" + strconv.FormatInt(a.o.CreatedAt.UnixMicro(), 10), true
+	case !errors.As(a.err, &e):
+		return "", false
+	case e.kind == refusedLimit:
+		return keptLimit(e.limit) + strconv.Itoa(e.held), true
+	case e.kind == refusedReused:
+		return "r" + strconv.FormatInt(e.order, 10), true
+	}
+	return string(e.kind), true
+}
+
+// keptLimit is the kept form of a refusal over limit, less what the user
+// held, which follows it: Redis's script, which knows that, appends it.
+func keptLimit(limit int) string { return "l" + strconv.Itoa(limit) + ":" }
+
+// replayKept is the answer kept as answer, replayed to r: the request
+// that got it, the same user, key, SKU and quantity.
+func replayKept(answer string, r PlaceRequest) placed {
+	kind, rest := byte(0), ""
+	if answer != "" {
+		kind, rest = answer[0], answer[1:]
+	}
+	a, b, _ := strings.Cut(rest, ":")
+	x, errA := strconv.ParseInt(a, 10, 64)
+	y, errB := strconv.ParseInt(b, 10, 64)
+	var p placed
+	switch {
+	case kind == 'o' && errA == nil && errB == nil:
+		key := r.IdempotencyKey
+		p.o = Order{ID: x, SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated,
+			IdempotencyKey: &key, CreatedAt: time.UnixMicro(y).UTC()}
+	case kind == refusedSoldOut || kind == refusedNotFound:
+		p.err = &refusal{kind: kind, sku: r.SKU}
+	case kind == refusedLimit && errA == nil && errB == nil:
+		p.err = limitReached(r.UserID, r.SKU, int(y), int(x))
+	case kind == refusedReused && errA == nil:
+		p.err = keyReused(x)
+	default:
+		return placed{err: fmt.Errorf("order: the answer kept under %s's key %q is malformed: %q", r.UserID, r.IdempotencyKey, answer)}
+	}
+	p.replayed = true
+	return p
+}

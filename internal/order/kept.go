@@ -1,0 +1,137 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/shop/internal/metrics"
+	"github.com/stockguard/shop/internal/redispipe"
+	"github.com/stockguard/shop/internal/stock"
+)
+
+// How the service keeps its buyers' Idempotency-Keys for orders
+// (KeepsKeys), for every strategy but lua, which keeps them in its script:
+// what the database already knows, it answers. An order is its key's
+// answer: the first read, or the unique (user_id, idempotency_key) index,
+// finds it, so an order costs no Redis write. A request whose key's first
+// is still being decided in this instance is told so (claims); in another
+// instance, the index lets one order through, and the other request
+// replays it. Refusals, which leave no row, are kept in Redis, read and
+// written in pipelines that concurrent requests share (redispipe).
+
+// KeyOptions say where the service keeps its buyers' refusals.
+type KeyOptions struct {
+	Redis  redis.UniversalClient
+	Prefix string        // of every key
+	TTL    time.Duration // how long a refusal is kept; default 24h
+}
+
+// keys keeps a service's keys.
+type keys struct {
+	pipe   *redispipe.Pipe
+	prefix string
+	ttl    time.Duration
+
+	mu   sync.Mutex
+	held map[userKey]bool // the keys of the requests this instance decides
+}
+
+func newKeys(o *KeyOptions) *keys {
+	k := &keys{pipe: redispipe.New(o.Redis), prefix: o.Prefix, ttl: o.TTL, held: make(map[userKey]bool)}
+	if k.ttl <= 0 {
+		k.ttl = 24 * time.Hour
+	}
+	return k
+}
+
+// place places r with place, keeping its key: a request whose key is held
+// in this instance is told so; one whose key has a kept answer gets it;
+// and a refusal is kept.
+func (k *keys) place(ctx context.Context, r PlaceRequest, place func() (Order, bool, error)) (Order, bool, error) {
+	release, ok := k.claim(r)
+	if !ok {
+		return Order{}, false, fmt.Errorf("order: place: %w: the first request with %s's key %q is being decided", stock.ErrInProgress, r.UserID, r.IdempotencyKey)
+	}
+	defer release()
+	if a, found := k.find(ctx, r); found {
+		return a.o, a.replayed, a.err
+	}
+	o, replayed, err := place()
+	k.keep(ctx, r, err)
+	return o, replayed, err
+}
+
+// countKeyAnswer counts, where the service keeps its keys, what it
+// answered other than a new request, as the HTTP layer's key store does.
+func countKeyAnswer(replayed bool, err error) {
+	switch {
+	case replayed:
+		metrics.Idempotency.WithLabelValues("replayed").Inc()
+	case errors.Is(err, stock.ErrInProgress):
+		metrics.Idempotency.WithLabelValues("in-progress").Inc()
+	case errors.Is(err, ErrKeyReused):
+		metrics.Idempotency.WithLabelValues("key-reused").Inc()
+	}
+}
+
+// claim holds r's key, or returns false if a request holds it already.
+func (k *keys) claim(r PlaceRequest) (release func(), ok bool) {
+	uk := userKey{r.UserID, r.IdempotencyKey}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.held[uk] {
+		return nil, false
+	}
+	k.held[uk] = true
+	return func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		delete(k.held, uk)
+	}, true
+}
+
+// key is where r's refusal is kept. Neither a user nor a key holds a
+// newline.
+func (k *keys) key(r PlaceRequest) string {
+	return k.prefix + "answer:" + r.UserID + "\n" + r.IdempotencyKey
+}
+
+// find returns the refusal kept under r's key, replayed; found is false
+// when there is none, or Redis cannot say: the database's unique index
+// still keeps the key from a second order.
+func (k *keys) find(ctx context.Context, r PlaceRequest) (a placed, found bool) {
+	v, err := k.pipe.Do(ctx, "GET", k.key(r)).Text()
+	if err != nil {
+		if !errors.Is(err, redis.Nil) {
+			metrics.Idempotency.WithLabelValues("store-unavailable").Inc()
+		}
+		return placed{}, false
+	}
+	sku, rest, _ := strings.Cut(v, "|")
+	quantity, answer, _ := strings.Cut(rest, "|")
+	if sku != r.SKU || quantity != strconv.Itoa(r.Quantity) {
+		return placed{err: fmt.Errorf("order: place: %w: its first request was for %s of %s", ErrKeyReused, quantity, sku)}, true
+	}
+	return replayKept(answer, r), true
+}
+
+// keep keeps err as r's answer if it is a final refusal. Should Redis fail,
+// a retry asks again.
+func (k *keys) keep(ctx context.Context, r PlaceRequest, err error) {
+	if err == nil {
+		return
+	}
+	if answer, ok := kept(placed{err: err}); ok {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
+		defer cancel()
+		v := r.SKU + "|" + strconv.Itoa(r.Quantity) + "|" + answer
+		_ = k.pipe.Do(ctx, "SET", k.key(r), v, "PX", k.ttl.Milliseconds()).Err()
+	}
+}
