@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -72,9 +73,7 @@ func (z *ZooKeeper) grant(ctx context.Context, name string, wait bool) (grant, e
 	// PathEscape leaves no "#" in a name: no lock's dir is this node.
 	g, err := z.await(ctx, dir, node, dir+"#offset", wait)
 	if err != nil {
-		// Leave nothing behind. If this fails, the node goes with the
-		// session.
-		_ = z.conn.Delete(node, -1)
+		_ = z.remove(node) // leave nothing behind
 		return grant{}, err
 	}
 	return g, nil
@@ -193,7 +192,7 @@ func (z *ZooKeeper) hold(node, offset string) (grant, error) {
 			if expired.Load() {
 				return ErrNotHeld
 			}
-			err := z.conn.Delete(node, -1)
+			err := z.remove(node)
 			if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrSessionExpired) {
 				return ErrNotHeld
 			}
@@ -220,6 +219,32 @@ func (z *ZooKeeper) hold(node, offset string) (grant, error) {
 			}
 		},
 	}, nil
+}
+
+// remove deletes a contender's node. A delete that a lost connection cut
+// short is sent again, in the background, until it lands, or the session
+// ends and the server deletes the node itself: the client reconnects to the
+// same session if it can, and a node left in a live session would hold the
+// lock for as long as the process lives, every later contender waiting
+// behind it. A shop paused for less than its session timeout, by SIGSTOP
+// or a long GC, comes back to just that.
+func (z *ZooKeeper) remove(node string) error {
+	err := z.conn.Delete(node, -1)
+	if !connectionLost(err) {
+		return err
+	}
+	go func() {
+		for wait := 10 * time.Millisecond; connectionLost(z.conn.Delete(node, -1)); wait = min(2*wait, time.Second) {
+			time.Sleep(wait)
+		}
+	}()
+	return nil
+}
+
+// connectionLost reports whether a request failed because the client had
+// no connection, which it makes again, with its session if that lives.
+func connectionLost(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer)
 }
 
 // raise sets the lock's offset to base in one transaction with a check
