@@ -81,7 +81,11 @@ func kept(a placed) (answer string, ok bool) {
 	var e *refusal
 	switch {
 	case a.err == nil:
-		return "o" + strconv.FormatInt(a.o.ID, 10) + ":" + strconv.FormatInt(a.o.CreatedAt.UnixMicro(), 10), true
+		answer = "o" + strconv.FormatInt(a.o.ID, 10) + ":" + strconv.FormatInt(a.o.CreatedAt.UnixMicro(), 10)
+		if a.o.ExpiresAt != nil { // placed pending: its deadline
+			answer += ":" + strconv.FormatInt(a.o.ExpiresAt.UnixMicro(), 10)
+		}
+		return answer, true
 	case !errors.As(a.err, &e):
 		return "", false
 	case e.kind == refusedLimit:
@@ -104,14 +108,20 @@ func replayKept(answer string, r PlaceRequest) placed {
 		kind, rest = answer[0], answer[1:]
 	}
 	a, b, _ := strings.Cut(rest, ":")
+	b, c, pending := strings.Cut(b, ":")
 	x, errA := strconv.ParseInt(a, 10, 64)
 	y, errB := strconv.ParseInt(b, 10, 64)
+	z, errC := strconv.ParseInt(c, 10, 64)
 	var p placed
 	switch {
-	case kind == 'o' && errA == nil && errB == nil:
+	case kind == 'o' && errA == nil && errB == nil && (!pending || errC == nil):
 		key := r.IdempotencyKey
 		p.o = Order{ID: x, SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated,
 			IdempotencyKey: &key, CreatedAt: time.UnixMicro(y).UTC()}
+		if pending {
+			deadline := time.UnixMicro(z).UTC()
+			p.o.Status, p.o.ExpiresAt = StatusPending, &deadline
+		}
 	case kind == refusedSoldOut || kind == refusedNotFound:
 		p.err = &refusal{kind: kind, sku: r.SKU}
 	case kind == refusedLimit && errA == nil && errB == nil:
