@@ -406,11 +406,12 @@ func (s *RedisStock) SKUs(ctx context.Context) ([]string, error) {
 
 // Forget deletes sku's keys: a new sale starts.
 func (s *RedisStock) Forget(ctx context.Context, sku string) error {
-	// The fence stays: a token must never pass it again. So do the keys'
-	// answers: a retry of a request made before gets its first answer
-	// again, as long as the answers are kept.
+	// The fence stays: a token must never pass it again. The orders'
+	// answers go, with the orders they name (a SKU is forgotten when it is
+	// deleted, or made anew). Refusals stay until they expire: a retry of a
+	// request made before gets its first answer again.
 	k := s.keys(sku)
-	if err := s.rdb.Del(ctx, k[kState], k[kHoldings], k[kLog]).Err(); err != nil {
+	if err := s.rdb.Del(ctx, k[kState], k[kHoldings], k[kLog], k[kKeys]).Err(); err != nil {
 		return fmt.Errorf("stock: forget: %w", err)
 	}
 	return s.rdb.SRem(ctx, s.skus(), sku).Err()
