@@ -18,7 +18,7 @@ var transitions = []string{"placed", "placed,paid", "placed,paid,refunded", "pla
 // database has, an event published twice with the same id and content,
 // and each order's events in the order of its transitions.
 func (w *windowSale) relayKilled(t *testing.T, held *lock.Lease) {
-	const stream = "shop:events" // SHOP_EVENTS_STREAM's default
+	stream := w.prefix + "events" // SHOP_EVENTS_STREAM's default
 	total := w.unpublished(t)
 	if total == 0 {
 		t.Fatal("no event unpublished: the relay was not held back")
