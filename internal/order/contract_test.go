@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/audit"
-	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
@@ -59,15 +57,7 @@ func instancesWith(t *testing.T, name string, set func(*config.Config)) (func() 
 	}
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	return func() *order.Service {
-		b, err := backend.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
-		guard, err := s.Guard(b, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b, guard := strategytest.Open(t, s, cfg)
 		return order.NewService(b.DB, guard, &order.Options{PerUserLimit: cfg.PerUserLimit})
 	}, gdb
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/audit"
-	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
@@ -57,15 +55,7 @@ func newLuaFleet(t *testing.T, set func(*config.Config)) luaFleet {
 	t.Cleanup(func() { rdb.Close() })
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	return luaFleet{gdb: gdb, rdb: rdb, prefix: cfg.RedisPrefix, stock: stock.NewRedisStock(rdb, cfg.RedisPrefix), new: func() luaShop {
-		b, err := backend.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
-		guard, err := s.Guard(b, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b, guard := strategytest.Open(t, s, cfg)
 		r, ok := guard.(order.Reconciler)
 		if !ok {
 			t.Fatalf("strategy lua: its guard %T has no reconcile", guard)

@@ -3,7 +3,6 @@ package order_test
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -37,15 +36,7 @@ func windowShop(t *testing.T, name string) (*order.Service, *gorm.DB, redis.Univ
 	cfg := strategytest.Config(t, s)
 	cfg.PaymentWindow = window
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
-	b, err := backend.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	guard, err := s.Guard(b, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, guard := strategytest.Open(t, s, cfg)
 	return order.NewService(b.DB, guard, &order.Options{PaymentWindow: window, PerUserLimit: 2}), gdb, b.Redis
 }
 

@@ -6,6 +6,7 @@ package strategytest
 
 import (
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -129,6 +130,24 @@ func Guard(t testing.TB, name string, b *backend.Backends, env map[string]string
 		t.Fatal(err)
 	}
 	return g
+}
+
+// Open opens the backends that s needs with cfg, closed at cleanup, and
+// builds s's guard on them through the registry: one instance of the
+// shop, as a separate process would have, with connections and locks of
+// its own.
+func Open(t testing.TB, s strategy.Strategy, cfg config.Config) (*backend.Backends, stock.Guard) {
+	t.Helper()
+	b, err := backend.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	guard, err := s.Guard(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, guard
 }
 
 // Environ returns env as KEY=value lines, in a stable order.
