@@ -2,12 +2,14 @@ package sale_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stockguard/shop/cmd/shop/internal/sale"
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/strategy"
+	"github.com/stockguard/shop/internal/testinfra"
 	"github.com/stockguard/shop/loadtest"
 )
 
@@ -18,18 +20,42 @@ import (
 // trying, with the audit clean.
 func TestDemoAbandonedCarts(t *testing.T) {
 	t.Parallel()
+	testCarts(t, false, func(t *testing.T) map[string]string { return nil })
+}
+
+// TestDemoAbandonedCartsOnRealServers runs the same sales on MySQL, Redis,
+// ZooKeeper and etcd, every guarded strategy.
+func TestDemoAbandonedCartsOnRealServers(t *testing.T) {
+	t.Parallel()
+	testCarts(t, true, func(t *testing.T) map[string]string {
+		redis, etcd := testinfra.Redis(t), testinfra.Etcd(t)
+		return map[string]string{"SHOP_MYSQL_DSN": testinfra.MySQL(t), "SHOP_REDIS_ADDR": redis.Addr, "SHOP_REDIS_PREFIX": redis.Prefix,
+			"SHOP_ZK_ADDRS": strings.Join(testinfra.ZooKeeper(t).Addrs, ","), "SHOP_ETCD_ADDRS": strings.Join(etcd.Endpoints, ","),
+			"SHOP_ETCD_PREFIX": etcd.Prefix}
+	})
+}
+
+// testCarts runs an abandoned-cart sale of each strategy that guards the
+// stock on two instances, in parallel, each on the servers env names, or
+// (servers false) on embedded ones where it can run there.
+func testCarts(t *testing.T, servers bool, env func(t *testing.T) map[string]string) {
 	const stock, unpaid, window = 20, 0.3, time.Second
 	for _, s := range strategy.All() {
-		if min, ok := oversells[s.Name]; ok && min <= 2 || s.Embedded.Skip != "" ||
-			slices.Contains(s.Needs, backend.ZooKeeper) || slices.Contains(s.Needs, backend.Etcd) {
-			continue // not guarded on 2 embedded instances, or not run there
+		unembedded := s.Embedded.Skip != "" || slices.Contains(s.Needs, backend.ZooKeeper) || slices.Contains(s.Needs, backend.Etcd)
+		if min, ok := oversells[s.Name]; ok && min <= 2 || !servers && unembedded {
+			continue // not guarded on 2 instances, or not run on embedded backends
 		}
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
+			e := env(t)
+			if e == nil {
+				e = map[string]string{}
+			}
+			e["SHOP_EXPIRY_INTERVAL"] = "200ms"
 			rep, err := sale.Demo{
 				Plan: loadtest.Plan{Strategies: []string{s.Name}, Instances: 2, Stock: stock, Burst: loadtest.Burst{Buyers: 100},
 					PaymentWindow: window, Unpaid: unpaid},
-				Config: demoConfig(t, map[string]string{"SHOP_EXPIRY_INTERVAL": "200ms"}),
+				Config: demoConfig(t, e),
 			}.Run(t.Context())
 			if err != nil {
 				t.Fatal(err)
