@@ -71,8 +71,12 @@ func (p Plan) Carts() Carts {
 }
 
 // Requests returns how many requests the plan sends per strategy, for a
-// progress bar.
+// progress bar, or -1 if that is not known beforehand: the buyers of an
+// abandoned-cart sale try until every unit is paid.
 func (p Plan) Requests() int {
+	if p.PaymentWindow > 0 {
+		return -1
+	}
 	n := p.Burst.Buyers
 	if p.Steady.Rate > 0 {
 		n += p.Steady.Buyers()

@@ -84,7 +84,7 @@ type Launcher func(ctx context.Context, strategy string, instances int) (Fleet, 
 // Progress hears of a run as it goes: the progress bar, and the live view.
 // Add may be called concurrently.
 type Progress interface {
-	Begin(total int)      // how many answers the run will wait for
+	Begin(total int)      // how many answers the run will wait for; -1: not known
 	Describe(what string) // what runs now
 	// Start: a phase (burst, steady or closed) of strategy starts, with
 	// stock units on sale.
@@ -215,7 +215,7 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 func (r runner) runAll(ctx context.Context, run []strategy.Strategy, skipped []loadtest.Result) ([]loadtest.Result, error) {
 	results := skipped
 	if r.progress != nil {
-		r.progress.Begin(len(run) * r.plan.Requests())
+		r.progress.Begin(max(-1, len(run)*r.plan.Requests()))
 	}
 	for _, s := range run {
 		if r.progress != nil {
