@@ -52,6 +52,11 @@ func (r *Report) charts() []template.HTML {
 		barChart("Oversold units", "sold beyond the stock, from the database: must be 0", series(func(r Result) float64 { return float64(r.Burst.Audit.Oversold) }, "%.0f")),
 		barChart("Undersold units", "left over while buyers were told sold out: must be 0", series(func(r Result) float64 { return float64(r.Burst.Audit.Undersold) }, "%.0f")),
 	}
+	for _, res := range ran {
+		if c := res.Burst.Carts; c != nil && len(c.Timeline) > 0 {
+			charts = append(charts, cartChart(res.Strategy, r.Plan.Stock, c.Timeline))
+		}
+	}
 	if r.Plan.Steady.Rate > 0 {
 		steady := series(func(r Result) float64 {
 			if r.Steady == nil {
@@ -114,6 +119,58 @@ func barChart(title, subtitle string, bars []bar) template.HTML {
 		fmt.Fprintf(&s, `<text x="%d" y="%d" class="l">%s</text>`, labelW-8, y+17, esc(b.label))
 		fmt.Fprintf(&s, `<rect x="%d" y="%d" width="%.1f" height="%d" class="%s"/>`, labelW, y+4, max(w, 1), rowH-8, class)
 		fmt.Fprintf(&s, `<text x="%.1f" y="%d" class="v">%s</text>`, float64(labelW)+max(w, 1)+6, y+17, esc(b.text))
+	}
+	s.WriteString(`</svg>`)
+	return template.HTML(s.String()) // every piece of text in it is escaped
+}
+
+// cartSeries are the lines of an abandoned-cart chart, in the order of
+// its legend.
+// Resold is dashed: in a sale that does not oversell it runs on expired.
+var cartSeries = []struct {
+	name, color, dash string
+	units             func(CartPoint) int
+}{
+	{"held", "#d08a2c", "none", func(p CartPoint) int { return p.Held }},
+	{"paid", "#2f7d5b", "none", func(p CartPoint) int { return p.Paid }},
+	{"expired", "#c8402f", "none", func(p CartPoint) int { return p.Expired }},
+	{"resold", "#2f6db5", "6 4", func(p CartPoint) int { return p.Resold }},
+}
+
+// cartChart draws the units of one abandoned-cart sale over time, one line
+// per state, with the stock as a dashed line: paid must end on it.
+func cartChart(strategy string, stock int, timeline []CartPoint) template.HTML {
+	const (
+		width, height          = 560, 260
+		left, right, top, foot = 40, 16, 76, 28
+	)
+	peakUnits, end := stock, timeline[len(timeline)-1].At
+	for _, p := range timeline {
+		for _, sr := range cartSeries {
+			peakUnits = max(peakUnits, sr.units(p))
+		}
+	}
+	x := func(at float64) float64 { return left + (width-left-right)*at/max(end, 0.1) }
+	y := func(units int) float64 { return top + (height-top-foot)*(1-float64(units)/float64(peakUnits)) }
+	var s strings.Builder
+	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img">`, width, height, width, height)
+	fmt.Fprintf(&s, `<text x="0" y="18" class="t">Abandoned carts: %s</text><text x="0" y="38" class="s">%s</text>`, esc(strategy),
+		esc(fmt.Sprintf("units by state, from the database; paid must end on the stock, %d (dashed)", stock)))
+	at := 0
+	for _, sr := range cartSeries {
+		fmt.Fprintf(&s, `<rect x="%d" y="50" width="10" height="10" style="fill:%s"/><text x="%d" y="59" class="s">%s</text>`, at, sr.color, at+14, sr.name)
+		at += 14 + 7*len(sr.name) + 12
+	}
+	fmt.Fprintf(&s, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" style="stroke:#8a8f98;stroke-dasharray:4 3"/>`, left, y(stock), width-right, y(stock))
+	fmt.Fprintf(&s, `<text x="%d" y="%.1f" class="l">%d</text><text x="%d" y="%.1f" class="l">0</text>`, left-4, y(peakUnits)+4, peakUnits, left-4, y(0)+4)
+	fmt.Fprintf(&s, `<text x="%d" y="%d" class="s">0 s</text><text x="%d" y="%d" class="s" text-anchor="end">%.1f s</text>`, left, height-8, width-right, height-8, end)
+	for _, sr := range cartSeries {
+		points := make([]string, len(timeline))
+		for i, p := range timeline {
+			points[i] = fmt.Sprintf("%.1f,%.1f", x(p.At), y(sr.units(p)))
+		}
+		fmt.Fprintf(&s, `<polyline points="%s" style="fill:none;stroke:%s;stroke-width:2;stroke-dasharray:%s"><title>%s</title></polyline>`,
+			strings.Join(points, " "), sr.color, sr.dash, sr.name)
 	}
 	s.WriteString(`</svg>`)
 	return template.HTML(s.String()) // every piece of text in it is escaped

@@ -58,6 +58,9 @@ func Classify(status int, problemType string) Outcome {
 type Shop struct {
 	URLs       []string // base URLs; buyers go to them round robin
 	AdminToken string   // for resetting the stock
+	// PaymentSecret is the shop's SHOP_PAYMENT_SECRET, with which an
+	// abandoned-cart sale signs its payments as the payment provider does.
+	PaymentSecret []byte
 }
 
 // Burst releases Buyers buyers at once through a start gate, each with its
@@ -95,6 +98,8 @@ type Stats struct {
 	Throughput   float64 `json:"throughput_rps"` // answers per second
 	Latency      Latency `json:"latency_ms"`
 	Acked        []int64 `json:"-"` // ids of the orders answered with 201
+	// Carts is what an abandoned-cart sale came to, and its timeline.
+	Carts *CartStats `json:"carts,omitempty"`
 }
 
 // Latency percentiles, in milliseconds.

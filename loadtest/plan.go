@@ -3,6 +3,7 @@ package loadtest
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Plan is the load each strategy of a demo or bench gets.
@@ -19,6 +20,11 @@ type Plan struct {
 	// stock for every buyer: the throughput mode, the most orders per
 	// second each strategy sustains.
 	Closed Closed `json:"closed"`
+	// PaymentWindow, when set, is the shops' SHOP_PAYMENT_WINDOW, and makes
+	// the burst an abandoned-cart sale (Carts) in which a share Unpaid of
+	// the winners never pay.
+	PaymentWindow time.Duration `json:"payment_window_ns,omitempty"`
+	Unpaid        float64       `json:"unpaid,omitempty"`
 }
 
 // Validate reports every bad setting at once. The strategies' names are
@@ -50,12 +56,27 @@ func (p Plan) Validate() error {
 	if p.Steady.Rate > 0 && p.Steady.Buyers() < 1 {
 		bad("rate %g/s for %s sends no buyers: set a longer duration", p.Steady.Rate, p.Steady.Duration)
 	}
+	if p.Unpaid < 0 || p.Unpaid >= 1 {
+		bad("unpaid is the share of winners who never pay: at least 0 and less than 1, not %g", p.Unpaid)
+	}
+	if p.Unpaid > 0 && p.PaymentWindow <= 0 {
+		bad("unpaid (%g) needs a payment window (--payment-window): without one an order is final when placed, nothing to pay", p.Unpaid)
+	}
 	return errors.Join(errs...)
 }
 
+// Carts returns the abandoned-cart sale of the plan's burst.
+func (p Plan) Carts() Carts {
+	return Carts{Burst: p.Burst, Stock: p.Stock, Unpaid: p.Unpaid, Window: p.PaymentWindow}
+}
+
 // Requests returns how many requests the plan sends per strategy, for a
-// progress bar.
+// progress bar, or -1 if that is not known beforehand: the buyers of an
+// abandoned-cart sale try until every unit is paid.
 func (p Plan) Requests() int {
+	if p.PaymentWindow > 0 {
+		return -1
+	}
 	n := p.Burst.Buyers
 	if p.Steady.Rate > 0 {
 		n += p.Steady.Buyers()

@@ -195,6 +195,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintln(w)
 	}
 	writeBursts(w, r.Results)
+	if p.PaymentWindow > 0 {
+		fmt.Fprintf(w, "\nabandoned carts: %s to pay; %s of the first %d winners never pay, later winners buy what comes back and pay; units from the database\n",
+			p.PaymentWindow, percent(p.Unpaid), p.Stock)
+		writeCarts(w, r.Results)
+	}
 	if p.Steady.Rate > 0 {
 		fmt.Fprintf(w, "\nsteady: %g buyers/s for %s, stock for every buyer, latency from when each request was due\n", p.Steady.Rate, p.Steady.Duration)
 		writeSteady(w, r.Results)
@@ -269,6 +274,27 @@ func writeBursts(w io.Writer, results []Result) {
 			note = "  " + note
 		}
 		fmt.Fprintln(tw, row+r.Verdict()+"\t"+note)
+	}
+	tw.Flush()
+}
+
+// writeCarts writes the abandoned-cart sales: their peak of units held,
+// and at the end the units paid, expired and resold, and when the last
+// unit was paid.
+func writeCarts(w io.Writer, results []Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tabandoned\theld peak\tpaid\texpired\tresold\tall paid s\trequests\tverdict\t")
+	for _, r := range results {
+		if r.Burst == nil || r.Burst.Carts == nil {
+			continue
+		}
+		c := r.Burst.Carts
+		allPaid := "never"
+		if c.AllPaid > 0 {
+			allPaid = fmt.Sprintf("%.1f", c.AllPaid)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t\n", leftAlign(r.Strategy, results), c.Abandoned, c.HeldPeak,
+			c.Paid, c.Expired, c.Resold, allPaid, r.Burst.Requests, r.Verdict())
 	}
 	tw.Flush()
 }

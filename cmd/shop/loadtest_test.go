@@ -56,6 +56,36 @@ func TestLoadFlagErrors(t *testing.T) {
 	})
 }
 
+// TestCartFlagErrors: demo and bench refuse --unpaid without a payment
+// window, or out of [0, 1), before they start anything; the window may
+// come from SHOP_PAYMENT_WINDOW as from its flag.
+func TestCartFlagErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, window string
+		args         []string
+		want, not    string
+	}{
+		{"no window", "", []string{"--unpaid", "0.3"}, "unpaid (0.3) needs a payment window (--payment-window)", ""},
+		{"all unpaid", "", []string{"--payment-window", "2s", "--unpaid", "1"}, "at least 0 and less than 1, not 1", ""},
+		{"negative", "", []string{"--payment-window", "2s", "--unpaid", "-0.1"}, "at least 0 and less than 1, not -0.1", ""},
+		{"not a number", "", []string{"--payment-window", "2s", "--unpaid", "a third"}, `invalid value "a third" for flag -unpaid`, ""},
+		{"window from the environment", "2s", []string{"--unpaid", "0.3", "--stock", "0"}, "stock must be at least 1 unit", "payment window"},
+	}
+	for _, cmd := range []string{"demo", "bench"} {
+		for _, tt := range tests {
+			t.Run(cmd+" "+tt.name, func(t *testing.T) {
+				t.Parallel()
+				env := map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_REDIS_ADDR": "127.0.0.1:1", "SHOP_PAYMENT_WINDOW": tt.window}
+				err := run(t.Context(), append([]string{cmd}, tt.args...), func(k string) string { return env[k] }, io.Discard, io.Discard)
+				if err == nil || !strings.Contains(err.Error(), tt.want) || tt.not != "" && strings.Contains(err.Error(), tt.not) {
+					t.Errorf("err = %v, want it to mention %q and not %q", err, tt.want, tt.not)
+				}
+			})
+		}
+	}
+}
+
 // TestNamedStrategyNeedsItsServer: a strategy named on the command line
 // whose server is not configured is an error, not a silent skip.
 func TestNamedStrategyNeedsItsServer(t *testing.T) {

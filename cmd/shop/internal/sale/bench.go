@@ -38,7 +38,7 @@ type Bench struct {
 // Run runs the bench. It returns the error of a bad plan before it starts
 // anything.
 func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
-	cfg := anyBuyer(b.Config)
+	cfg := withCarts(anyBuyer(b.Config), b.Plan)
 	var missing []error
 	if cfg.MySQLDSN == "" {
 		missing = append(missing, errors.New("bench needs a MySQL server: --mysql or SHOP_MYSQL_DSN"))
@@ -82,7 +82,7 @@ func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
 		}
 	}
 
-	r := runner{plan: b.Plan, launch: processes(b.Bin, cfg.Environ()), db: gdb, progress: b.Progress,
+	r := runner{plan: b.Plan, launch: processes(b.Bin, cfg.Environ()), db: gdb, progress: b.Progress, paymentSecret: []byte(cfg.PaymentSecret),
 		settle: func(ctx context.Context) error { return settle(ctx, gdb) },
 		meter:  func(s strategy.Strategy, shops []int) meter { return newMeter(shops, servers(cfg, s)) }}
 	rep.Results, err = r.runAll(ctx, run, skipped)

@@ -34,9 +34,14 @@ func openDB(ctx context.Context, dsn string) (gdb *gorm.DB, what string, err err
 	return gdb, what, nil
 }
 
-// forget deletes sku's orders and stock.
-func forget(ctx context.Context, gdb *gorm.DB, sku string) error {
+// forget deletes sku's orders and stock, and with paid their payments.
+func forget(ctx context.Context, gdb *gorm.DB, sku string, paid bool) error {
 	gdb = gdb.WithContext(ctx)
+	if paid {
+		if err := gdb.Exec(`DELETE FROM payments WHERE order_id IN (SELECT id FROM orders WHERE sku = ?)`, sku).Error; err != nil {
+			return fmt.Errorf("sale: clean up the payments of %s: %w", sku, err)
+		}
+	}
 	if err := gdb.Exec(`DELETE FROM orders WHERE sku = ?`, sku).Error; err != nil {
 		return fmt.Errorf("sale: clean up %s: %w", sku, err)
 	}

@@ -39,7 +39,7 @@ func (d Demo) Run(ctx context.Context) (*loadtest.Report, error) {
 	if err := validate(d.Plan); err != nil {
 		return nil, err
 	}
-	cfg := anyBuyer(d.Config)
+	cfg := withCarts(anyBuyer(d.Config), d.Plan)
 	var cleanup []func()
 	defer func() {
 		for _, c := range cleanup {
@@ -103,7 +103,7 @@ func (d Demo) Run(ctx context.Context) (*loadtest.Report, error) {
 		{Role: "redlock", What: redlockNote}, {Role: "zookeeper", What: cmp.Or(strings.Join(cfg.ZKAddrs, ","), none)},
 		{Role: "etcd", What: cmp.Or(strings.Join(cfg.EtcdAddrs, ","), none)}}
 
-	r := runner{plan: d.Plan, launch: inProcess(cfg), db: gdb, progress: d.Progress}
+	r := runner{plan: d.Plan, launch: inProcess(cfg), db: gdb, progress: d.Progress, paymentSecret: []byte(cfg.PaymentSecret)}
 	if sqlite {
 		r.note = func(s strategy.Strategy) string { return s.Embedded.Note }
 	}

@@ -84,7 +84,7 @@ type Launcher func(ctx context.Context, strategy string, instances int) (Fleet, 
 // Progress hears of a run as it goes: the progress bar, and the live view.
 // Add may be called concurrently.
 type Progress interface {
-	Begin(total int)      // how many answers the run will wait for
+	Begin(total int)      // how many answers the run will wait for; -1: not known
 	Describe(what string) // what runs now
 	// Start: a phase (burst, steady or closed) of strategy starts, with
 	// stock units on sale.
@@ -107,6 +107,8 @@ type runner struct {
 	// meter, if set, returns what reads the CPU time of the processes that
 	// serve strategy s, its shops among them, during each load.
 	meter func(s strategy.Strategy, shops []int) meter
+	// paymentSecret is the shops', with which the load signs payments.
+	paymentSecret []byte
 }
 
 // run starts the strategy's fleet, sends the load, audits the database and
@@ -120,6 +122,7 @@ func (r runner) run(ctx context.Context, s strategy.Strategy) (res loadtest.Resu
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", s.Name, err)
 	}
+	fleet.PaymentSecret = r.paymentSecret
 	defer func() {
 		usage, stopErr := fleet.Stop()
 		res.Usage = usage
@@ -130,7 +133,7 @@ func (r runner) run(ctx context.Context, s strategy.Strategy) (res loadtest.Resu
 		m = r.meter(s, fleet.PIDs)
 	}
 	tag := strings.ToLower(rand.Text()[:6])
-	res.Burst, err = r.phase(ctx, fleet.Shop, s.Name, "burst", "sale-"+s.Name+"-"+tag, r.plan.Stock, r.plan.Burst.Run, m)
+	res.Burst, err = r.phase(ctx, fleet.Shop, s.Name, "burst", "sale-"+s.Name+"-"+tag, r.plan.Stock, r.burst(), m)
 	if err == nil && r.plan.Steady.Rate > 0 {
 		res.Steady, err = r.phase(ctx, fleet.Shop, s.Name, "steady", "steady-"+s.Name+"-"+tag, r.plan.Steady.Buyers(), r.plan.Steady.Run, m)
 	}
@@ -198,10 +201,11 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 	if stats.Busy > 0 && a.Available > 0 {
 		p.Problems = append(p.Problems, fmt.Sprintf("%d buyers were sent away busy while %d units were left", stats.Busy, a.Available))
 	}
+	p.Problems = append(p.Problems, cartProblems(stats, a)...)
 	if r.progress != nil {
 		r.progress.Audited(name, kind, p)
 	}
-	return p, forget(ctx, r.db, sku)
+	return p, forget(ctx, r.db, sku, r.plan.PaymentWindow > 0)
 }
 
 // runAll runs the strategies one after the other and returns their results,
@@ -211,7 +215,7 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 func (r runner) runAll(ctx context.Context, run []strategy.Strategy, skipped []loadtest.Result) ([]loadtest.Result, error) {
 	results := skipped
 	if r.progress != nil {
-		r.progress.Begin(len(run) * r.plan.Requests())
+		r.progress.Begin(max(-1, len(run)*r.plan.Requests()))
 	}
 	for _, s := range run {
 		if r.progress != nil {
