@@ -78,7 +78,7 @@ func ceilings(ctx context.Context, gdb *gorm.DB, cfg config.Config, locks []stra
 		if err := stock.Reset(ctx, gdb, sku, math.MaxInt32); err != nil {
 			return "", fmt.Errorf("sale: ceiling %s: %w", name, err)
 		}
-		closers = append(closers, func() error { return forget(context.Background(), gdb, sku, false) })
+		closers = append(closers, func() error { return forget(context.Background(), gdb, sku) })
 		return sku, nil
 	}
 

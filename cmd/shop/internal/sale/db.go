@@ -34,12 +34,13 @@ func openDB(ctx context.Context, dsn string) (gdb *gorm.DB, what string, err err
 	return gdb, what, nil
 }
 
-// forget deletes sku's orders and stock, and with paid their payments.
-func forget(ctx context.Context, gdb *gorm.DB, sku string, paid bool) error {
+// forget deletes sku's orders, with their payments and events, and its
+// stock, so that the next load starts from the same table sizes.
+func forget(ctx context.Context, gdb *gorm.DB, sku string) error {
 	gdb = gdb.WithContext(ctx)
-	if paid {
-		if err := gdb.Exec(`DELETE FROM payments WHERE order_id IN (SELECT id FROM orders WHERE sku = ?)`, sku).Error; err != nil {
-			return fmt.Errorf("sale: clean up the payments of %s: %w", sku, err)
+	for _, table := range []string{"payments", "order_events"} {
+		if err := gdb.Exec(`DELETE FROM `+table+` WHERE order_id IN (SELECT id FROM orders WHERE sku = ?)`, sku).Error; err != nil {
+			return fmt.Errorf("sale: clean up the %s of %s: %w", table, sku, err)
 		}
 	}
 	if err := gdb.Exec(`DELETE FROM orders WHERE sku = ?`, sku).Error; err != nil {

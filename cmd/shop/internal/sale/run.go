@@ -205,7 +205,7 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 	if r.progress != nil {
 		r.progress.Audited(name, kind, p)
 	}
-	return p, forget(ctx, r.db, sku, r.plan.PaymentWindow > 0)
+	return p, forget(ctx, r.db, sku)
 }
 
 // runAll runs the strategies one after the other and returns their results,
