@@ -2,6 +2,7 @@ package order_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -286,6 +287,15 @@ func TestRetryAfterSoldOut(t *testing.T) {
 		again, replayed, err := svc.Place(ctx, first)
 		if err != nil || !replayed || again.ID != o.ID {
 			t.Fatalf("retry once sold out: order %d, replayed %v, %v; want order %d replayed", again.ID, replayed, err, o.ID)
+		}
+		// Refunded since, the order is still answered as first placed.
+		if _, _, err := svc.Refund(ctx, o.ID, "ann", "refund-ann"); err != nil {
+			t.Fatal(err)
+		}
+		again, replayed, err = svc.Place(ctx, first)
+		want, _ := json.Marshal(o)
+		if got, _ := json.Marshal(again); err != nil || !replayed || string(got) != string(want) {
+			t.Errorf("retry once refunded: %s, replayed %v, %v; want the first answer again, %s", got, replayed, err, want)
 		}
 	})
 }

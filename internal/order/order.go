@@ -146,7 +146,22 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed 
 	if s.KeepsKeys() {
 		countKeyAnswer(replayed, err)
 	}
+	if replayed && err == nil {
+		o = o.asPlaced()
+	}
 	return o, replayed, err
+}
+
+// asPlaced is o as its buyer was first answered, whatever became of it
+// since: a replay gives the first response again, as the API promises,
+// even when the order has been paid, cancelled or refunded meanwhile.
+func (o Order) asPlaced() Order {
+	o.Status = StatusCreated
+	if o.ExpiresAt != nil {
+		o.Status = StatusPending
+	}
+	o.PaidAt, o.PaymentID, o.CancelledAt, o.CancelKey, o.RefundedAt, o.RefundKey = nil, nil, nil, nil, nil, nil
+	return o
 }
 
 func (s *Service) placeOnce(ctx context.Context, r PlaceRequest) (Order, bool, error) {
