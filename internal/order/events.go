@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,17 +41,32 @@ type event struct {
 
 func (event) TableName() string { return "order_events" }
 
-// record writes the events of type kind of orders in tx.
+// record writes the events of type kind of orders in tx, with one INSERT
+// written here, as a batch's orders are (insert.go): GORM would reflect on
+// every row, and a batch records hundreds.
 func record(tx *gorm.DB, kind string, orders ...Order) error {
-	rows := make([]event, len(orders))
+	if len(orders) == 0 {
+		return nil
+	}
+	const insert = `INSERT INTO order_events (order_id, type, payload, created_at) VALUES `
+	var q strings.Builder
+	q.Grow(len(insert) + 14*len(orders))
+	q.WriteString(insert)
+	args := make([]any, 0, 4*len(orders))
+	now := time.Now().UTC()
 	for i, o := range orders {
 		payload, err := json.Marshal(o)
 		if err != nil {
 			return err
 		}
-		rows[i] = event{OrderID: o.ID, Type: kind, Payload: string(payload), CreatedAt: time.Now().UTC()}
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?)")
+		args = append(args, o.ID, kind, string(payload), now)
 	}
-	return tx.Create(&rows).Error
+	_, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, q.String(), args...)
+	return err
 }
 
 // relayBatch bounds the events one round of Relay reads and publishes.
