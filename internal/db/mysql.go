@@ -135,6 +135,13 @@ var mysqlColumns = []column{
 	{"orders", "cancelled_at", "DATETIME(6) NULL"},
 	{"orders", "cancel_key", "VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL"},
 	{"orders", "KEY orders_expiry", "(status, expires_at)"},
+	// Carts: every line of an order is a row. The first line's row, the
+	// head, is the order: it counts the lines (line_count). Every other
+	// line's row points to it (cart_id), with a line_count of 0. See
+	// docs/orders.md#carts.
+	{"orders", "cart_id", "BIGINT NULL"},
+	{"orders", "line_count", "SMALLINT NOT NULL DEFAULT 1"},
+	{"orders", "KEY orders_cart", "(cart_id)"},
 }
 
 // MySQL error numbers the stores act on.

@@ -158,6 +158,9 @@ var sqliteColumns = []column{
 	{"orders", "cancelled_at", "DATETIME NULL"},
 	{"orders", "cancel_key", "TEXT NULL"},
 	{"orders", "KEY orders_expiry", "(status, expires_at)"},
+	{"orders", "cart_id", "INTEGER NULL"},
+	{"orders", "line_count", "INTEGER NOT NULL DEFAULT 1"},
+	{"orders", "KEY orders_cart", "(cart_id)"},
 }
 
 // SQLite result codes the stores act on; extended codes carry the primary

@@ -35,6 +35,7 @@ const (
 	MaxBodyBytes   = 8 << 10
 	MaxQuantity    = 100
 	MaxIDLength    = 64
+	MaxLines       = order.MaxLines // of a cart
 )
 
 // Config is what the router needs.
@@ -250,23 +251,52 @@ func (a *api) getStock(c *gin.Context) {
 }
 
 type orderBody struct {
-	SKU      string `json:"sku"`
-	UserID   string `json:"user_id"`
-	Quantity int    `json:"quantity"`
+	SKU      string       `json:"sku"`
+	UserID   string       `json:"user_id"`
+	Quantity int          `json:"quantity"`
+	Items    []order.Line `json:"items"`
 }
 
 // orderRequest decodes and validates an order's body, or answers 400. With
 // userOptional, as when a token names the buyer, it may leave user_id out.
+// The body names one SKU (sku, quantity) or a cart (items).
 func orderRequest(c *gin.Context, userOptional bool) (orderBody, bool) {
 	var b orderBody
-	if !bind(c, &b) || !validID(c, "sku", b.SKU) || !optionalID(c, "user_id", b.UserID, userOptional) {
+	if !bind(c, &b) || !optionalID(c, "user_id", b.UserID, userOptional) {
 		return b, false
 	}
-	if b.Quantity < 1 || b.Quantity > MaxQuantity {
-		problem(c, "invalid-request", fmt.Sprintf("quantity must be an integer from 1 to %d", MaxQuantity))
+	if b.Items == nil {
+		return b, validID(c, "sku", b.SKU) && validQuantity(c, "quantity", b.Quantity)
+	}
+	if b.SKU != "" || b.Quantity != 0 {
+		problem(c, "invalid-request", "give either sku and quantity, or items, not both")
 		return b, false
+	}
+	if len(b.Items) < 1 || len(b.Items) > MaxLines {
+		problem(c, "invalid-request", fmt.Sprintf("items must hold 1 to %d lines", MaxLines))
+		return b, false
+	}
+	seen := make(map[string]bool, len(b.Items))
+	for i, l := range b.Items {
+		if !validID(c, fmt.Sprintf("items[%d].sku", i), l.SKU) || !validQuantity(c, fmt.Sprintf("items[%d].quantity", i), l.Quantity) {
+			return b, false
+		}
+		if seen[l.SKU] {
+			problem(c, "invalid-request", fmt.Sprintf("items[%d].sku: %s is in the cart twice; give each SKU once, with its quantity", i, l.SKU))
+			return b, false
+		}
+		seen[l.SKU] = true
 	}
 	return b, true
+}
+
+// validQuantity answers 400 unless q is a quantity of one line.
+func validQuantity(c *gin.Context, field string, q int) bool {
+	ok := q >= 1 && q <= MaxQuantity
+	if !ok {
+		problem(c, "invalid-request", fmt.Sprintf("%s must be an integer from 1 to %d", field, MaxQuantity))
+	}
+	return ok
 }
 
 // postOrder places an order. Its Idempotency-Key was checked, and the
@@ -292,7 +322,7 @@ func (a *api) postOrder(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	o, replayed, err := a.Orders.Place(c.Request.Context(), order.PlaceRequest{SKU: b.SKU, UserID: user, Quantity: b.Quantity, IdempotencyKey: key})
+	o, replayed, err := a.Orders.Place(c.Request.Context(), order.PlaceRequest{SKU: b.SKU, UserID: user, Quantity: b.Quantity, Items: b.Items, IdempotencyKey: key})
 	if replayed {
 		c.Header(idempotency.ReplayedHeader, "true") // a kept refusal too
 	}

@@ -26,6 +26,9 @@ type Problem struct {
 	Status   int    `json:"status"`
 	Detail   string `json:"detail,omitempty"`
 	Instance string `json:"instance,omitempty"`
+	// SKUs are, in a sold-out problem, the SKUs that were short: of a
+	// cart, every one of them.
+	SKUs []string `json:"skus,omitempty"`
 }
 
 // The problem types, by slug: the table in docs/api.md#errors.
@@ -62,7 +65,11 @@ const unknown = "the outcome is not known yet; retry with the same Idempotency-K
 const retryAfter = "1"
 
 // problem writes the problem of type slug and aborts the request.
-func problem(c *gin.Context, slug, detail string) {
+func problem(c *gin.Context, slug, detail string) { problemOf(c, slug, detail, nil) }
+
+// problemOf is problem, for a sold-out problem with the SKUs that were
+// short.
+func problemOf(c *gin.Context, slug, detail string, skus []string) {
 	p, ok := problems[slug]
 	if !ok {
 		panic("httpapi: unknown problem type " + slug)
@@ -81,7 +88,7 @@ func problem(c *gin.Context, slug, detail string) {
 	}
 	c.Header("Content-Type", "application/problem+json")
 	c.Set(problemKey, slug)
-	c.AbortWithStatusJSON(p.status, Problem{Type: slug, Title: p.title, Status: p.status, Detail: detail, Instance: c.Request.URL.Path})
+	c.AbortWithStatusJSON(p.status, Problem{Type: slug, Title: p.title, Status: p.status, Detail: detail, Instance: c.Request.URL.Path, SKUs: skus})
 }
 
 // fail maps an error from the layers below to its problem: the one place
@@ -108,7 +115,13 @@ func (a *api) fail(c *gin.Context, err error) {
 	case errors.Is(err, stock.ErrNotFound), errors.Is(err, order.ErrNotFound):
 		problem(c, "not-found", err.Error())
 	case errors.Is(err, stock.ErrSoldOut):
-		problem(c, "sold-out", err.Error())
+		var short interface{ Short() []string }
+		errors.As(err, &short)
+		var skus []string
+		if short != nil {
+			skus = short.Short()
+		}
+		problemOf(c, "sold-out", err.Error(), skus)
 	case errors.Is(err, order.ErrLimitReached):
 		problem(c, "limit-reached", err.Error())
 	case errors.Is(err, order.ErrAlreadyRefunded):

@@ -41,7 +41,7 @@ const (
 func (e *refusal) Error() string {
 	switch e.kind {
 	case refusedSoldOut:
-		return fmt.Sprintf("order: place: %v: %s", stock.ErrSoldOut, e.sku)
+		return fmt.Sprintf("order: place: %v: %s", stock.ErrSoldOut, strings.Join(e.Short(), ", "))
 	case refusedLimit:
 		return fmt.Sprintf("order: place: %v: %s holds %d of %s, the limit is %d", ErrLimitReached, e.user, e.held, e.sku, e.limit)
 	case refusedReused:
@@ -66,6 +66,25 @@ func (e *refusal) Is(target error) bool {
 }
 
 func soldOut(sku string) error { return &refusal{kind: refusedSoldOut, sku: sku} }
+
+// Short returns the SKUs that a sold-out refusal found short: of a cart,
+// each of them, kept newline-separated in sku.
+func (e *refusal) Short() []string {
+	if e.kind != refusedSoldOut {
+		return nil
+	}
+	return strings.Split(e.sku, "\n")
+}
+
+// asRefusal turns a strategy's sold-out refusal of a cart into the
+// service's, which is kept under the buyer's key with the SKUs it names.
+func asRefusal(err error) error {
+	var short *stock.ShortError
+	if errors.As(err, &short) {
+		return &refusal{kind: refusedSoldOut, sku: strings.Join(short.SKUs, "\n")}
+	}
+	return err
+}
 
 func limitReached(user, sku string, held, limit int) error {
 	return &refusal{kind: refusedLimit, sku: sku, user: user, held: held, limit: limit}
@@ -92,6 +111,8 @@ func kept(a placed) (answer string, ok bool) {
 		return keptLimit(e.limit) + strconv.Itoa(e.held), true
 	case e.kind == refusedReused:
 		return "r" + strconv.FormatInt(e.order, 10), true
+	case e.kind == refusedSoldOut && strings.Contains(e.sku, "\n"):
+		return "s" + e.sku, true // a cart's: the SKUs that were short
 	}
 	return string(e.kind), true
 }
@@ -122,6 +143,8 @@ func replayKept(answer string, r PlaceRequest) placed {
 			deadline := time.UnixMicro(z).UTC()
 			p.o.Status, p.o.ExpiresAt = StatusPending, &deadline
 		}
+	case kind == refusedSoldOut && rest != "":
+		p.err = &refusal{kind: kind, sku: rest}
 	case kind == refusedSoldOut || kind == refusedNotFound:
 		p.err = &refusal{kind: kind, sku: r.SKU}
 	case kind == refusedLimit && errA == nil && errB == nil:

@@ -39,6 +39,14 @@ func (b *Batched) Adjust(ctx context.Context, sku string, delta int, fn stock.Fn
 	return b.single.Adjust(ctx, sku, delta, fn)
 }
 
+// AdjustLines implements the strategy for carts, which do not batch: each
+// takes one transaction of its own, as atomic does, its rows in ascending
+// SKU order. A batch locks one SKU's row only, so a cart waits for at
+// most one batch per line, and no batch waits for a cart in a circle.
+func (b *Batched) AdjustLines(ctx context.Context, lines []stock.Line, fn stock.Fn) error {
+	return b.single.AdjustLines(ctx, lines, fn)
+}
+
 // place implements placer: it queues r for the SKU's next batch and waits
 // for its answer.
 func (b *Batched) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bool, error) {

@@ -32,7 +32,7 @@ func (s *Service) Expire(ctx context.Context, token int64) (int, error) {
 			return n, fmt.Errorf("order: expire: %w", err)
 		}
 		var due []Order
-		err = s.db.WithContext(ctx).Where("status = ? AND expires_at <= ?", StatusPending, now).
+		err = s.db.WithContext(ctx).Where("status = ? AND expires_at <= ? AND cart_id IS NULL", StatusPending, now).
 			Order("expires_at").Limit(expiryBatch).Find(&due).Error
 		if err != nil {
 			return n, fmt.Errorf("order: expire: %w", err)

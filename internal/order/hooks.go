@@ -29,6 +29,13 @@ func PlacesOrders(g stock.Guard) bool {
 	return ok
 }
 
+// cartPlacer is a strategy that places carts itself: lua, which takes a
+// cart's stock in Redis first. place is the service's own placement, the
+// database's part, which it calls once Redis has the cart's stock.
+type cartPlacer interface {
+	placeCart(ctx context.Context, r PlaceRequest, place func(context.Context, PlaceRequest) (Order, bool, error)) (Order, bool, error)
+}
+
 // keyKeeper is a strategy that keeps its buyers' Idempotency-Keys itself,
 // for orders, in the step that decides them: lua, in Redis, with each
 // SKU's stock. Its place answers as the service's keys do (kept.go).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -116,7 +115,7 @@ func (k *keys) find(ctx context.Context, r PlaceRequest) (a placed, found bool) 
 	}
 	sku, rest, _ := strings.Cut(v, "|")
 	quantity, answer, _ := strings.Cut(rest, "|")
-	if sku != r.SKU || quantity != strconv.Itoa(r.Quantity) {
+	if skus, quantities := r.what(); sku != skus || quantity != quantities {
 		return placed{err: fmt.Errorf("order: place: %w: its first request was for %s of %s", ErrKeyReused, quantity, sku)}, true
 	}
 	return replayKept(answer, r), true
@@ -131,7 +130,8 @@ func (k *keys) keep(ctx context.Context, r PlaceRequest, err error) {
 	if answer, ok := kept(placed{err: err}); ok {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
 		defer cancel()
-		v := r.SKU + "|" + strconv.Itoa(r.Quantity) + "|" + answer
+		skus, quantities := r.what()
+		v := skus + "|" + quantities + "|" + answer
 		_ = k.pipe.Do(ctx, "SET", k.key(r), v, "PX", k.ttl.Milliseconds()).Err()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -251,51 +252,63 @@ func (l *Lua) fix(sku string) {
 // which the HTTP API never sends, and refunds: the change commits in the
 // database, then goes to Redis.
 func (l *Lua) Adjust(ctx context.Context, sku string, delta int, fn stock.Fn) error {
-	return l.adjust(ctx, sku, delta, "", only(fn))
+	return l.adjust(ctx, []stock.Line{{SKU: sku, Delta: delta}}, "", only(fn))
+}
+
+// AdjustLines is Adjust for several lines.
+func (l *Lua) AdjustLines(ctx context.Context, lines []stock.Line, fn stock.Fn) error {
+	return l.adjust(ctx, lines, "", only(fn))
 }
 
 // refund returns o's units, to the database and then to Redis, and takes
 // them off what its user holds there.
 func (l *Lua) refund(ctx context.Context, o Order, fn stock.Fn) error {
-	return l.adjust(ctx, o.SKU, o.Quantity, o.UserID, only(fn))
+	return l.adjust(ctx, stockLines(o.lines(), 1), o.UserID, only(fn))
 }
 
 // restock implements SetStock's change of an existing SKU: set changes
 // the stock in the database, under the stock row's lock, and Redis then
 // takes the same change, in the same epoch, without a rebuild.
 func (l *Lua) restock(ctx context.Context, sku string, set func(tx *gorm.DB) (int, error)) error {
-	return l.adjust(ctx, sku, 0, "", set)
+	return l.adjust(ctx, []stock.Line{{SKU: sku}}, "", set)
 }
 
-// only is fn as adjust takes it: it changes no stock beyond the delta.
+// only is fn as adjust takes it: it changes no stock beyond the lines.
 func only(fn stock.Fn) func(tx *gorm.DB) (int, error) {
 	return func(tx *gorm.DB) (int, error) { return 0, fn(tx) }
 }
 
-// adjust applies delta, and whatever more fn changes of the stock in the
-// same transaction, to the database and then to Redis.
-func (l *Lua) adjust(ctx context.Context, sku string, delta int, user string, fn func(tx *gorm.DB) (int, error)) error {
-	var epoch int64
-	change := delta // what reaches Redis: the last attempt's, should the transaction run again
-	err := l.single.Adjust(ctx, sku, delta, func(tx *gorm.DB) error {
+// adjust applies lines, and whatever more fn changes of the first line's
+// stock in the same transaction, to the database and then to Redis.
+func (l *Lua) adjust(ctx context.Context, lines []stock.Line, user string, fn func(tx *gorm.DB) (int, error)) error {
+	lines = stock.Sorted(lines)
+	epochs := make([]int64, len(lines))
+	change := slices.Clone(lines) // what reaches Redis: the last attempt's, should the transaction run again
+	err := l.single.AdjustLines(ctx, lines, func(tx *gorm.DB) error {
 		more, err := fn(tx)
 		if err != nil {
 			return err
 		}
-		change = delta + more
-		// Read under the stock row's lock, which a rebuild takes too: a
+		change[0].Delta = lines[0].Delta + more
+		// Read under the stock rows' locks, which a rebuild takes too: a
 		// state of this epoch was built without this change, one of a
 		// later epoch with it. So the change reaches Redis exactly once.
-		epoch, err = stock.Epoch(tx, sku)
-		return err
+		for i, ln := range lines {
+			if epochs[i], err = stock.Epoch(tx, ln.SKU); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
 	defer cancel()
-	if _, err := l.redis.Adjust(rctx, sku, epoch, change, user, l.rules.limit > 0); err != nil {
-		l.fix(sku) // the database has the change; Redis gets it from there
+	for i, c := range change {
+		if _, err := l.redis.Adjust(rctx, c.SKU, epochs[i], c.Delta, user, l.rules.limit > 0); err != nil {
+			l.fix(c.SKU) // the database has the change; Redis gets it from there
+		}
 	}
 	return nil
 }

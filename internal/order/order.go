@@ -33,7 +33,7 @@ var (
 	// cancelled instead.
 	ErrNotPaid = errors.New("order: not paid yet; cancel it instead")
 	// ErrKeyReused means the user's idempotency key already names an order
-	// for another SKU or quantity.
+	// for other lines: another SKU or quantity.
 	ErrKeyReused = errors.New("order: idempotency key already used for another order")
 )
 
@@ -54,9 +54,9 @@ var live = []string{StatusCreated, StatusPending, StatusPaid}
 // order events show it.
 type Order struct {
 	ID             int64      `json:"id"`
-	SKU            string     `gorm:"column:sku" json:"sku"`
+	SKU            string     `gorm:"column:sku" json:"sku,omitempty"` // a cart's: its first line's, and not shown
 	UserID         string     `json:"user_id"`
-	Quantity       int        `json:"quantity"`
+	Quantity       int        `json:"quantity,omitempty"`
 	Status         string     `json:"status"`
 	IdempotencyKey *string    `json:"-"`
 	CreatedAt      time.Time  `json:"created_at"`
@@ -67,6 +67,11 @@ type Order struct {
 	CancelKey      *string    `json:"-"`
 	RefundedAt     *time.Time `json:"refunded_at,omitempty"`
 	RefundKey      *string    `json:"-"`
+	// LineCount is how many lines the order has; the rows of a cart's
+	// other lines point to it with CartID (cart.go).
+	LineCount int    `json:"-"`
+	CartID    *int64 `json:"-"`
+	Items     []Line `gorm:"-" json:"items"` // a cart's lines, by SKU; nil for one line
 }
 
 // Options tune a Service; nil is valid.
@@ -126,11 +131,14 @@ func (r rules) placedAs(tx *gorm.DB, o *Order) error {
 	return nil
 }
 
-// PlaceRequest is a validated order request.
+// PlaceRequest is a validated order request: of one SKU, or a cart.
 type PlaceRequest struct {
-	SKU            string
-	UserID         string
-	Quantity       int
+	SKU      string
+	UserID   string
+	Quantity int
+	// Items are a cart's lines, of distinct SKUs, in place of SKU and
+	// Quantity. A cart is placed all or nothing (cart.go).
+	Items          []Line
 	IdempotencyKey string // optional
 }
 
@@ -138,6 +146,9 @@ type PlaceRequest struct {
 // user already has an order under the same idempotency key, that order is
 // returned with replayed set, and no stock is taken.
 func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed bool, err error) {
+	if r, err = r.normal(); err != nil {
+		return Order{}, false, err
+	}
 	if _, own := s.guard.(keyKeeper); s.keys != nil && r.IdempotencyKey != "" && !own {
 		o, replayed, err = s.keys.place(ctx, r, func() (Order, bool, error) { return s.placeOnce(ctx, r) })
 	} else {
@@ -165,7 +176,10 @@ func (o Order) asPlaced() Order {
 }
 
 func (s *Service) placeOnce(ctx context.Context, r PlaceRequest) (Order, bool, error) {
-	if p, ok := s.guard.(placer); ok && r.IdempotencyKey != "" {
+	if c, ok := s.guard.(cartPlacer); ok && r.isCart() && r.IdempotencyKey != "" {
+		return c.placeCart(ctx, r, s.place)
+	}
+	if p, ok := s.guard.(placer); ok && !r.isCart() && r.IdempotencyKey != "" {
 		return p.place(ctx, r, rules{limit: s.limit, window: s.window})
 	}
 	return s.place(ctx, r)
@@ -175,25 +189,22 @@ func (s *Service) placeOnce(ctx context.Context, r PlaceRequest) (Order, bool, e
 var errAnswered = errors.New("order: answered by the first read")
 
 func (s *Service) place(ctx context.Context, r PlaceRequest) (Order, bool, error) {
-	o := Order{SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, CreatedAt: createdAt()}
-	if r.IdempotencyKey != "" {
-		o.IdempotencyKey = &r.IdempotencyKey
-	}
+	o := newOrder(r)
+	lines := r.lines()
 	fn := func(tx *gorm.DB) error {
-		if err := s.hold(tx, r.UserID, r.SKU, r.Quantity); err != nil {
+		if err := s.holdLines(tx, r.UserID, lines); err != nil {
 			return err
 		}
 		if err := (rules{window: s.window}).placedAs(tx, &o); err != nil {
 			return err
 		}
-		o.ID = 0 // a transaction run again inserts afresh
-		if err := tx.Create(&o).Error; err != nil {
+		if err := o.insert(tx); err != nil {
 			return err
 		}
 		return record(tx, EventPlaced, o)
 	}
 	var err error
-	if f, ok := s.guard.(firstReader); ok && r.IdempotencyKey != "" {
+	if f, ok := s.guard.(firstReader); ok && r.IdempotencyKey != "" && !r.isCart() {
 		var first placed // the first read's answer, if it ended the purchase
 		answered := false
 		err = f.AdjustAfter(ctx, r.SKU, -r.Quantity, func(ctx context.Context) error {
@@ -207,13 +218,17 @@ func (s *Service) place(ctx context.Context, r PlaceRequest) (Order, bool, error
 			return first.o, first.replayed, first.err
 		}
 	} else {
-		err = s.guard.Adjust(ctx, r.SKU, -r.Quantity, fn)
+		err = s.guard.AdjustLines(ctx, stockLines(lines, -1), fn)
 	}
 	if db.IsDuplicate(err) {
 		return s.replay(ctx, r)
 	}
 	if err != nil {
-		return s.reads.checkRefusal(ctx, r, Order{}, false, fmt.Errorf("order: place: %w", err))
+		if r.isCart() {
+			return s.checkCartRefusal(ctx, r, asRefusal(err))
+		}
+		err = fmt.Errorf("order: place: %w", err)
+		return s.reads.checkRefusal(ctx, r, Order{}, false, err)
 	}
 	return o, false, nil
 }
@@ -280,36 +295,37 @@ type ListRequest struct {
 
 // List returns a page of the user's orders.
 func (s *Service) List(ctx context.Context, r ListRequest) ([]Order, error) {
-	q := s.db.WithContext(ctx).Where("user_id = ? AND id > ?", r.UserID, r.After)
+	q := s.db.WithContext(ctx).Where("user_id = ? AND id > ? AND cart_id IS NULL", r.UserID, r.After)
 	if r.SKU != "" {
-		q = q.Where("sku = ?", r.SKU)
+		q = q.Where("(sku = ? OR id IN (?))", r.SKU, s.db.Model(&Order{}).Select("cart_id").Where("user_id = ? AND sku = ? AND cart_id IS NOT NULL", r.UserID, r.SKU))
 	}
 	var orders []Order
 	if err := q.Order("id").Limit(r.Limit).Find(&orders).Error; err != nil {
 		return nil, fmt.Errorf("order: list: %w", err)
 	}
-	return orders, nil
+	return orders, withItems(ctx, s.db, orders)
 }
 
-// Get reads one order.
+// Get reads one order. A cart's line other than its first is not an
+// order of its own: it is not found.
 func (s *Service) Get(ctx context.Context, id int64) (Order, error) {
-	return take(s.db.WithContext(ctx).Where("id = ?", id), id)
+	return take(ctx, s.db, s.db.WithContext(ctx).Where("id = ? AND cart_id IS NULL", id), id)
 }
 
 // Owned reads one order of userID: another user's order is not found, as
 // one that does not exist.
 func (s *Service) Owned(ctx context.Context, id int64, userID string) (Order, error) {
-	return take(s.db.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID), id)
+	return take(ctx, s.db, s.db.WithContext(ctx).Where("id = ? AND user_id = ? AND cart_id IS NULL", id, userID), id)
 }
 
-func take(q *gorm.DB, id int64) (Order, error) {
-	var o Order
-	err := q.Take(&o).Error
+func take(ctx context.Context, gdb, q *gorm.DB, id int64) (Order, error) {
+	o := []Order{{}}
+	err := q.Take(&o[0]).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Order{}, fmt.Errorf("%w: %d", ErrNotFound, id)
 	}
 	if err != nil {
 		return Order{}, fmt.Errorf("order: get: %w", err)
 	}
-	return o, nil
+	return o[0], withItems(ctx, gdb, o)
 }

@@ -73,22 +73,27 @@ func (s *Service) pay(ctx context.Context, id int64, paymentID string) (o Order,
 		if err != nil {
 			return err
 		}
-		res := tx.Model(&Order{}).Where("id = ? AND status = ? AND expires_at > ?", id, StatusPending, now).
-			Updates(map[string]any{"status": StatusPaid, "paid_at": now, "payment_id": paymentID})
-		if res.Error != nil {
-			return res.Error
-		}
-		// Locked by the UPDATE, or here: no transition of it commits
-		// until this one does.
-		if err := tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Where("id = ?", id).Take(&o).Error; err != nil {
+		// Locked here: no transition of it commits until this one does.
+		if err := tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Where("id = ? AND cart_id IS NULL", id).Take(&o).Error; err != nil {
 			if errors.Is(err, gorm.ErrRecordNotFound) {
 				answer = fmt.Errorf("%w: %d", ErrNotFound, id)
 				return nil
 			}
 			return err
 		}
+		paid, err := move(tx, o, func(q *gorm.DB) *gorm.DB {
+			return q.Where("status = ? AND expires_at > ?", StatusPending, now)
+		}, map[string]any{"status": StatusPaid, "paid_at": now, "payment_id": paymentID})
+		if err != nil {
+			return err
+		}
+		orders := []Order{o}
+		if err := withItems(ctx, tx, orders); err != nil {
+			return err
+		}
+		o = orders[0]
 		p := payment{PaymentID: paymentID, OrderID: id, Status: PaymentPaid, CreatedAt: now}
-		if res.RowsAffected == 1 {
+		if paid {
 			o.Status, o.PaidAt, o.PaymentID = StatusPaid, &now, &paymentID
 			if err := tx.Create(&p).Error; err != nil {
 				return err

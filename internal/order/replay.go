@@ -37,7 +37,7 @@ func replayOr(ctx context.Context, gdb *gorm.DB, r PlaceRequest, err error) (Ord
 }
 
 // existing returns the order that r's key already has, if any: found, or
-// ErrKeyReused if it is for another SKU or quantity.
+// ErrKeyReused if it is for other lines.
 func existing(ctx context.Context, gdb *gorm.DB, r PlaceRequest) (o Order, found bool, err error) {
 	err = gdb.WithContext(ctx).Where("user_id = ? AND idempotency_key = ?", r.UserID, r.IdempotencyKey).Take(&o).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -46,15 +46,29 @@ func existing(ctx context.Context, gdb *gorm.DB, r PlaceRequest) (o Order, found
 	if err != nil {
 		return Order{}, false, fmt.Errorf("order: place: %w", err)
 	}
-	if o.SKU != r.SKU || o.Quantity != r.Quantity {
+	orders := []Order{o}
+	if err := withItems(ctx, gdb, orders); err != nil {
+		return Order{}, false, err
+	}
+	if o = orders[0]; !o.asks(r) {
 		return Order{}, false, keyReused(o.ID)
 	}
 	return o, true, nil
 }
 
+// checkCartRefusal answers a cart refused with err: a retry whose first
+// request placed the cart finds the stock taken by its own order, and gets
+// that order again.
+func (s *Service) checkCartRefusal(ctx context.Context, r PlaceRequest, err error) (Order, bool, error) {
+	if r.IdempotencyKey == "" || !(errors.Is(err, stock.ErrSoldOut) || errors.Is(err, ErrLimitReached)) {
+		return Order{}, false, err
+	}
+	return replayOr(ctx, s.db, r, err)
+}
+
 // replayOf answers r, whose key already has order o.
 func replayOf(o Order, r PlaceRequest) placed {
-	if o.SKU != r.SKU || o.Quantity != r.Quantity {
+	if !o.asks(r) {
 		return placed{err: keyReused(o.ID)}
 	}
 	return placed{o: o, replayed: true}

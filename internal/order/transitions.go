@@ -41,7 +41,14 @@ var errMoved = errors.New("order: moved on")
 // giveBack makes t on o, returning its units through the strategy and
 // taking them off what its user holds, and returns the order after it.
 func (s *Service) giveBack(ctx context.Context, o Order, t transition) (Order, error) {
-	adjust := func(fn stock.Fn) error { return s.guard.Adjust(ctx, o.SKU, o.Quantity, fn) }
+	if o.LineCount > 1 && len(o.Items) == 0 {
+		orders := []Order{o}
+		if err := withItems(ctx, s.db, orders); err != nil {
+			return Order{}, err
+		}
+		o = orders[0]
+	}
+	adjust := func(fn stock.Fn) error { return s.guard.AdjustLines(ctx, stockLines(o.lines(), 1), fn) }
 	if r, ok := s.guard.(refunder); ok {
 		adjust = func(fn stock.Fn) error { return r.refund(ctx, o, fn) }
 	}
@@ -56,19 +63,21 @@ func (s *Service) giveBack(ctx context.Context, o Order, t transition) (Order, e
 		if err != nil {
 			return err
 		}
-		q := tx.Model(&Order{}).Where("id = ? AND status IN ?", o.ID, t.from)
-		if t.due {
-			q = q.Where("expires_at <= ?", now)
-		}
 		after = o
 		after.Status = t.to
 		at, key := after.moved(t.to)
 		*at, *key = &now, nullable(t.key)
-		res := q.Updates(map[string]any{"status": t.to, t.to + "_at": now, keyColumn(t.to): *key})
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
+		moved, err := move(tx, o, func(q *gorm.DB) *gorm.DB {
+			q = q.Where("status IN ?", t.from)
+			if t.due {
+				q = q.Where("expires_at <= ?", now)
+			}
+			return q
+		}, map[string]any{"status": t.to, t.to + "_at": now, keyColumn(t.to): *key})
+		switch {
+		case err != nil:
+			return err
+		case !moved:
 			return errMoved
 		}
 		if err := s.release(tx, o); err != nil {
@@ -84,8 +93,14 @@ func (s *Service) release(tx *gorm.DB, o Order) error {
 	if s.limit <= 0 {
 		return nil
 	}
-	return tx.Model(&purchase{}).Where("user_id = ? AND sku = ?", o.UserID, o.SKU).
-		Update("units", gorm.Expr("units - ?", o.Quantity)).Error
+	for _, l := range o.lines() {
+		err := tx.Model(&purchase{}).Where("user_id = ? AND sku = ?", o.UserID, l.SKU).
+			Update("units", gorm.Expr("units - ?", l.Quantity)).Error
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Refund returns a created or paid order's stock and marks it refunded. A

@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	"errors"
 
 	"gorm.io/gorm"
 )
@@ -15,14 +16,32 @@ func NewAtomic(gdb *gorm.DB) *Atomic { return &Atomic{db: gdb} }
 
 // Adjust implements the strategy.
 func (s *Atomic) Adjust(ctx context.Context, sku string, delta int, fn Fn) error {
+	return s.AdjustLines(ctx, []Line{{SKU: sku, Delta: delta}}, fn)
+}
+
+// AdjustLines implements the strategy: one conditional UPDATE per line, in
+// ascending SKU order, each one's affected rows checked. A short line does
+// not stop the others, so that the refusal names every short SKU; the
+// transaction then rolls back.
+func (s *Atomic) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
+	lines = Sorted(lines)
 	return transact(ctx, s.db, func(tx *gorm.DB) error {
-		res := tx.Exec(`UPDATE stock_items SET available = available + ?, version = version + 1, updated_at = ?
-			WHERE sku = ? AND available + ? >= 0`, delta, now(), sku, delta)
-		if res.Error != nil {
-			return res.Error
+		var sh short
+		for _, l := range lines {
+			res := tx.Exec(`UPDATE stock_items SET available = available + ?, version = version + 1, updated_at = ?
+				WHERE sku = ? AND available + ? >= 0`, l.Delta, now(), l.SKU, l.Delta)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				if err := missing(ctx, tx, l.SKU); !errors.Is(err, ErrSoldOut) {
+					return err
+				}
+				sh = append(sh, l.SKU)
+			}
 		}
-		if res.RowsAffected == 0 {
-			return missing(ctx, tx, sku)
+		if err := sh.err(); err != nil {
+			return err
 		}
 		return fn(tx)
 	})

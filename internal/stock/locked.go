@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,45 +64,83 @@ const releaseTimeout = 5 * time.Second
 
 // Adjust implements the strategy: one buyer, one acquisition.
 func (s *Locked) Adjust(ctx context.Context, sku string, delta int, fn Fn) error {
-	return s.adjustThen(ctx, sku, delta, fn, nil)
+	return s.adjustThen(ctx, []Line{{SKU: sku, Delta: delta}}, fn, nil)
 }
 
-// adjustThen implements relay: when waiting, given, says after a sale that
-// another buyer of sku waits in this process, the lease is kept for it.
-func (s *Locked) adjustThen(ctx context.Context, sku string, delta int, fn Fn, waiting func() bool) error {
-	r := s.take(sku)
-	if r == nil {
-		lease, err := s.locker.Acquire(ctx, LockName(sku))
-		if err != nil {
-			// Whether the wait ran out or the lock server is down, nothing
-			// was taken: the buyer may try again.
-			return fmt.Errorf("%w: acquire: %w", ErrBusy, err)
+// AdjustLines implements the strategy for a cart: it locks the SKUs in
+// ascending order, writes every line in one transaction, each conditional
+// on its own lease's fencing token on its own row, and releases the locks
+// in reverse.
+func (s *Locked) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
+	return s.adjustThen(ctx, Sorted(lines), fn, nil)
+}
+
+// adjustThen implements relay: when waiting, given, says after a sale of
+// one SKU that another buyer of it waits in this process, the lease is
+// kept for it. lines are in ascending SKU order.
+func (s *Locked) adjustThen(ctx context.Context, lines []Line, fn Fn, waiting func() bool) error {
+	runs := make([]*run, 0, len(lines))
+	defer func() {
+		for i := len(runs) - 1; i >= 0; i-- {
+			release(ctx, runs[i].lease)
 		}
-		r = &run{lease: lease}
+	}()
+	for _, l := range lines {
+		r := s.take(l.SKU)
+		if r == nil {
+			lease, err := s.locker.Acquire(ctx, LockName(l.SKU))
+			if err != nil {
+				// Whether the wait ran out or the lock server is down, nothing
+				// was taken: the buyer may try again.
+				return fmt.Errorf("%w: acquire: %w", ErrBusy, err)
+			}
+			r = &run{lease: lease}
+		}
+		runs = append(runs, r)
 	}
-	// Stop, rather than commit, once the lease is known to be lost.
-	held, cancel := lock.WithLease(ctx, r.lease)
-	var token int64 // passes the fence while no fencing lock has claimed the SKU since its reset
-	if r.lease.Fences() {
-		token = r.lease.Token()
+	// Stop, rather than commit, once a lease is known to be lost.
+	held := ctx
+	fl := make([]fencedLine, len(lines))
+	for i, r := range runs {
+		var cancel context.CancelFunc
+		held, cancel = lock.WithLease(held, r.lease)
+		defer cancel()
+		fl[i] = fencedLine{Line: lines[i], token: r.token(), claim: r.served == 0}
 	}
-	err := fenced(held, s.db, sku, delta, token, r.served == 0, fn)
+	err := fenced(held, s.db, fl, fn)
 	var ahead *fenceAhead
-	if errors.As(err, &ahead) && r.lease.Raise(held, ahead.fence) == nil {
-		// The lock's store had lost its count (a Redis restarted empty),
-		// and the lease now holds a token past the fence.
-		err = fenced(held, s.db, sku, delta, r.lease.Token(), true, fn)
+	if errors.As(err, &ahead) {
+		i := slices.IndexFunc(fl, func(l fencedLine) bool { return l.SKU == ahead.sku })
+		if i >= 0 && runs[i].lease.Raise(held, ahead.fence) == nil {
+			// The lock's store had lost its count (a Redis restarted
+			// empty), and the lease now holds a token past the fence.
+			fl[i].token = runs[i].token()
+			for j := range fl {
+				fl[j].claim = true
+			}
+			err = fenced(held, s.db, fl, fn)
+		}
 	}
-	cancel()
-	r.served++
-	if err == nil && waiting != nil && r.lease.Fences() && r.served < maxRun && r.lease.Err() == nil && waiting() {
+	for _, r := range runs {
+		r.served++
+	}
+	if r := runs[0]; len(runs) == 1 && err == nil && waiting != nil && r.lease.Fences() && r.served < maxRun && r.lease.Err() == nil && waiting() {
 		s.mu.Lock()
-		s.kept[sku] = r
+		s.kept[lines[0].SKU] = r
 		s.mu.Unlock()
-		return nil
+		runs = nil
 	}
-	release(ctx, r.lease)
 	return err
+}
+
+// token is the fencing token the run writes with: its lease's, or 0, which
+// passes the fence while no fencing lock has claimed the SKU since its
+// reset.
+func (r *run) token() int64 {
+	if r.lease.Fences() {
+		return r.lease.Token()
+	}
+	return 0
 }
 
 // take returns the run kept for sku, if any still holds its lock.
@@ -145,37 +184,55 @@ func release(ctx context.Context, lease *lock.Lease) {
 // than once (a re-entered lease); a stale holder's token is always lower,
 // since each acquisition's token is higher than all before it.
 func Fenced(ctx context.Context, gdb *gorm.DB, sku string, delta int, token int64, fn Fn) error {
-	return fenced(ctx, gdb, sku, delta, token, true, fn)
+	return fenced(ctx, gdb, []fencedLine{{Line: Line{SKU: sku, Delta: delta}, token: token, claim: true}}, fn)
 }
 
-// fenced is Fenced, which claims the SKU for token first only with
-// toClaim: a holder whose token has claimed the SKU already need not again.
-func fenced(ctx context.Context, gdb *gorm.DB, sku string, delta int, token int64, toClaim bool, fn Fn) (err error) {
+// fencedLine is a line written as the holder of its SKU's lock whose
+// fencing token is token. With claim, the SKU is claimed for token first:
+// a holder whose token has claimed it already need not again.
+type fencedLine struct {
+	Line
+	token int64
+	claim bool
+}
+
+// fenced is Fenced for every line, in one transaction: each line's write
+// is conditional on its own token on its own row.
+func fenced(ctx context.Context, gdb *gorm.DB, lines []fencedLine, fn Fn) (err error) {
 	defer func() {
 		if errors.Is(err, ErrFenced) {
 			metrics.FenceRefusals.Inc()
 		}
 	}()
-	if toClaim {
-		if err := claim(ctx, gdb, sku, token); err != nil {
-			return busyIfDone(ctx, err)
+	for _, l := range lines {
+		if l.claim {
+			if err := claim(ctx, gdb, l.SKU, l.token); err != nil {
+				return busyIfDone(ctx, err)
+			}
 		}
 	}
 	return transact(ctx, gdb, func(tx *gorm.DB) error {
-		it, err := Get(ctx, tx, sku)
-		if err != nil {
+		var sh short
+		for _, l := range lines {
+			it, err := Get(ctx, tx, l.SKU)
+			if err != nil {
+				return err
+			}
+			if it.Available+l.Delta < 0 {
+				sh = append(sh, l.SKU)
+				continue
+			}
+			res := tx.Exec(`UPDATE stock_items SET available = ?, fence = ?, version = version + 1, updated_at = ?
+				WHERE sku = ? AND fence <= ?`, it.Available+l.Delta, l.token, now(), l.SKU, l.token)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				return fmt.Errorf("%w: %s: token %d", ErrFenced, l.SKU, l.token)
+			}
+		}
+		if err := sh.err(); err != nil {
 			return err
-		}
-		if it.Available+delta < 0 {
-			return fmt.Errorf("%w: %s", ErrSoldOut, sku)
-		}
-		res := tx.Exec(`UPDATE stock_items SET available = ?, fence = ?, version = version + 1, updated_at = ?
-			WHERE sku = ? AND fence <= ?`, it.Available+delta, token, now(), sku, token)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return fmt.Errorf("%w: %s: token %d", ErrFenced, sku, token)
 		}
 		return fn(tx)
 	})

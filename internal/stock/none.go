@@ -2,7 +2,6 @@ package stock
 
 import (
 	"context"
-	"fmt"
 
 	"gorm.io/gorm"
 )
@@ -18,18 +17,27 @@ func NewNone(gdb *gorm.DB) *None { return &None{db: gdb} }
 
 // Adjust implements the strategy.
 func (s *None) Adjust(ctx context.Context, sku string, delta int, fn Fn) error {
-	it, err := Get(ctx, s.db, sku)
+	return s.AdjustLines(ctx, []Line{{SKU: sku, Delta: delta}}, fn)
+}
+
+// AdjustLines implements the strategy: every line is read first, then
+// written back as computed, each a lost update waiting to happen.
+func (s *None) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
+	lines = Sorted(lines)
+	items, sh, err := read(ctx, s.db, lines)
 	if err != nil {
 		return err
 	}
-	if it.Available+delta < 0 {
-		return fmt.Errorf("%w: %s", ErrSoldOut, sku)
+	if err := sh.err(); err != nil {
+		return err
 	}
 	return transact(ctx, s.db, func(tx *gorm.DB) error {
-		err := tx.Exec(`UPDATE stock_items SET available = ?, version = version + 1, updated_at = ? WHERE sku = ?`,
-			it.Available+delta, now(), sku).Error
-		if err != nil {
-			return err
+		for i, l := range lines {
+			err := tx.Exec(`UPDATE stock_items SET available = ?, version = version + 1, updated_at = ? WHERE sku = ?`,
+				items[i].Available+l.Delta, now(), l.SKU).Error
+			if err != nil {
+				return err
+			}
 		}
 		return fn(tx)
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"gorm.io/gorm"
@@ -57,10 +58,42 @@ func (q *Queued) Adjust(ctx context.Context, sku string, delta int, fn Fn) error
 			return busyIfDone(ctx, err)
 		}
 		if it.Available+delta < 0 {
-			return fmt.Errorf("%w: %s", ErrSoldOut, sku)
+			return soldOut(sku)
 		}
 		return nil
 	}, fn)
+}
+
+// AdjustLines implements the strategy for a cart. A plain read of every
+// line answers at once when any is short, naming each short SKU. Then the
+// cart takes its SKUs' turns in ascending order, as every cart does, and
+// holds them all while the guard changes its lines; a single-SKU buyer
+// holds one turn only, so no two buyers wait for each other in a circle.
+// A cart's refusal is not told to the buyers waiting behind it: each line
+// alone might have sold.
+func (q *Queued) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
+	if len(lines) == 1 {
+		return q.Adjust(ctx, lines[0].SKU, lines[0].Delta, fn)
+	}
+	lines = Sorted(lines)
+	if slices.ContainsFunc(lines, func(l Line) bool { return l.Delta < 0 }) {
+		_, sh, err := read(ctx, q.db, lines)
+		if err != nil {
+			return busyIfDone(ctx, err)
+		}
+		if err := sh.err(); err != nil {
+			return err
+		}
+	}
+	for _, l := range lines {
+		ln, ticket := q.enter(l.SKU)
+		defer q.leave(l.SKU, ln)
+		if err := q.wait(ctx, ln, ticket, 0); err != nil {
+			return fmt.Errorf("%w: %s", err, l.SKU)
+		}
+		defer func() { <-ln.turn }()
+	}
+	return q.guard.AdjustLines(ctx, lines, fn)
 }
 
 // AdjustAfter is Adjust with the caller's own first read: first runs
@@ -80,7 +113,7 @@ func (q *Queued) AdjustAfter(ctx context.Context, sku string, delta int, first F
 	defer func() { <-l.turn }()
 	var err error
 	if r, ok := q.guard.(relay); ok {
-		err = r.adjustThen(ctx, sku, delta, fn, func() bool {
+		err = r.adjustThen(ctx, []Line{{SKU: sku, Delta: delta}}, fn, func() bool {
 			q.mu.Lock()
 			defer q.mu.Unlock()
 			return l.refs > 1
@@ -181,9 +214,10 @@ func (q *Queued) leave(sku string, l *line) {
 // relay is a guard that can keep what it holds for the next change of the
 // same SKU in this process, as Locked keeps its lease.
 type relay interface {
-	// adjustThen is Adjust; after it, waiting says whether another change
-	// of sku waits in this process.
-	adjustThen(ctx context.Context, sku string, delta int, fn Fn, waiting func() bool) error
+	// adjustThen is AdjustLines, of lines in ascending SKU order; after a
+	// change of one SKU, waiting says whether another change of it waits
+	// in this process.
+	adjustThen(ctx context.Context, lines []Line, fn Fn, waiting func() bool) error
 	// drop gives up what is kept for sku: no change of it waits any more.
 	drop(sku string)
 }

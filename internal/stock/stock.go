@@ -51,9 +51,12 @@ func (Item) TableName() string { return "stock_items" }
 type Fn func(tx *gorm.DB) error
 
 // Guard is a strategy: it applies delta to sku's stock and runs fn in the
-// same transaction, so that both commit or neither does.
+// same transaction, so that both commit or neither does. AdjustLines does
+// the same for a cart's lines, all of them or none: a refusal names every
+// SKU that was short (ShortError).
 type Guard interface {
 	Adjust(ctx context.Context, sku string, delta int, fn Fn) error
+	AdjustLines(ctx context.Context, lines []Line, fn Fn) error
 }
 
 // Get reads one item.
@@ -142,5 +145,5 @@ func missing(ctx context.Context, tx *gorm.DB, sku string) error {
 	if _, err := Get(ctx, tx, sku); err != nil {
 		return err
 	}
-	return fmt.Errorf("%w: %s", ErrSoldOut, sku)
+	return soldOut(sku)
 }

@@ -1,0 +1,176 @@
+package order_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/strategy"
+	"github.com/stockguard/shop/internal/strategy/strategytest"
+)
+
+const (
+	cartBuyers = 300
+	cartUnits  = 60 // of each hot SKU
+)
+
+// hot are the SKUs the carts draw from.
+var hot = []string{"hot-a", "hot-b", "hot-c"}
+
+// cartOutcome is what a cart burst's buyers were answered.
+type cartOutcome struct {
+	acked   []int64
+	soldOut map[string]int // refusals naming each SKU short
+	others  []error        // anything else: busy is one
+}
+
+// cartBurst puts cartUnits of each hot SKU on sale and releases
+// cartBuyers at once, round robin over the instances, each with a cart of
+// 2 or 3 hot SKUs in random order, so that both orders of every pair
+// occur. Every request has a deadline, as the HTTP layer's, so that a
+// deadlock shows as busy answers rather than a hung test.
+func cartBurst(t *testing.T, seed uint64, instances ...*order.Service) cartOutcome {
+	t.Helper()
+	ctx := t.Context()
+	for _, sku := range hot {
+		if err := instances[0].DeleteStock(ctx, sku); err != nil && !errors.Is(err, stock.ErrNotFound) {
+			t.Fatal(err)
+		}
+		if _, err := instances[0].SetStock(ctx, sku, cartUnits); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rnd := rand.New(rand.NewPCG(seed, 1))
+	carts := make([][]order.Line, cartBuyers)
+	for i := range carts {
+		skus := slices.Clone(hot)
+		rnd.Shuffle(len(skus), func(a, b int) { skus[a], skus[b] = skus[b], skus[a] })
+		for _, sku := range skus[:2+rnd.IntN(2)] {
+			carts[i] = append(carts[i], order.Line{SKU: sku, Quantity: 1})
+		}
+	}
+	out := cartOutcome{soldOut: make(map[string]int)}
+	var (
+		gate = make(chan struct{})
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+	)
+	for i, items := range carts {
+		wg.Go(func() {
+			<-gate
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			o, _, err := instances[i%len(instances)].Place(rctx, order.PlaceRequest{UserID: fmt.Sprintf("user-%d", i), Items: items, IdempotencyKey: fmt.Sprintf("key-%d", i)})
+			mu.Lock()
+			defer mu.Unlock()
+			var short interface{ Short() []string }
+			switch {
+			case err == nil:
+				out.acked = append(out.acked, o.ID)
+			case errors.Is(err, stock.ErrSoldOut) && errors.As(err, &short):
+				for _, sku := range short.Short() {
+					out.soldOut[sku]++
+				}
+			default:
+				out.others = append(out.others, err)
+			}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	return out
+}
+
+// auditCarts audits every hot SKU, and counts the orders with some lines
+// taken and others not.
+func auditCarts(t *testing.T, gdb *gorm.DB, out cartOutcome) (map[string]audit.Audit, int) {
+	t.Helper()
+	ctx := context.WithoutCancel(t.Context())
+	audits := make(map[string]audit.Audit)
+	for _, sku := range hot {
+		a, err := audit.SKU(ctx, gdb, sku, out.soldOut[sku], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		audits[sku] = a
+	}
+	var partial int
+	err := gdb.Raw(`SELECT COUNT(*) FROM orders h WHERE h.cart_id IS NULL AND h.line_count <>
+		1 + (SELECT COUNT(*) FROM orders l WHERE l.cart_id = h.id AND l.status = h.status)`).Row().Scan(&partial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return audits, partial
+}
+
+// cartFleet is fleet, but with three instances whatever the strategy needs,
+// but local, which is only correct in one process.
+func cartFleet(t *testing.T, s strategy.Strategy) ([]*order.Service, *gorm.DB) {
+	t.Helper()
+	newShop, gdb := instances(t, s.Name)
+	shops := []*order.Service{newShop()}
+	for s.Name != "local" && len(shops) < distributed {
+		shops = append(shops, newShop())
+	}
+	return shops, gdb
+}
+
+// TestCartContract: under every guarded strategy, 300 buyers over 3
+// instances buy carts of the 3 hot SKUs in random order. No SKU is
+// oversold, no order has some lines and not others, every acknowledged
+// order has all its rows, and no buyer is answered busy: no deadlock, no
+// lock-wait timeout, although both orders of every pair meet.
+func TestCartContract(t *testing.T) {
+	guarded := slices.DeleteFunc(strategy.All(), func(s strategy.Strategy) bool { return s.Name == "none" }) // TestCartNoneOversells
+	strategytest.Each(t, guarded, func(t *testing.T, s strategy.Strategy) {
+		shops, gdb := cartFleet(t, s)
+		out := cartBurst(t, 1, shops...)
+		if len(out.others) > 0 {
+			t.Errorf("%d buyers answered other than an order or sold out; first: %v", len(out.others), out.others[0])
+		}
+		audits, partial := auditCarts(t, gdb, out)
+		for _, sku := range hot {
+			a := audits[sku]
+			if v := a.Violations(); len(v) > 0 {
+				t.Errorf("%s: invariants broken: %v", sku, v)
+			}
+		}
+		if partial > 0 {
+			t.Errorf("%d orders have some lines and not others", partial)
+		}
+		if len(out.acked) == 0 {
+			t.Error("no cart was sold")
+		}
+	})
+}
+
+// TestCartNoneOversells runs the same carts against the unprotected
+// strategy and expects the audit to catch an oversell of some SKU: this is
+// what shows that TestCartContract can fail.
+func TestCartNoneOversells(t *testing.T) {
+	t.Parallel()
+	newShop, gdb := instances(t, "none")
+	shops := []*order.Service{newShop(), newShop(), newShop()}
+	const rounds = 5
+	for round := range rounds {
+		out := cartBurst(t, uint64(round), shops...)
+		audits, _ := auditCarts(t, gdb, out)
+		for _, sku := range hot {
+			if a := audits[sku]; a.Oversold > 0 {
+				t.Logf("round %d: %s oversold %d: %v", round, sku, a.Oversold, a.Violations())
+				return
+			}
+		}
+	}
+	t.Fatalf("no oversell in %d rounds of %d carts: the contract cannot tell a broken strategy", rounds, cartBuyers)
+}
