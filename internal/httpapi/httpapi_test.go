@@ -148,7 +148,12 @@ func do(t testing.TB, srv *httptest.Server, c call) (*http.Response, []byte) {
 
 func stockOf(t testing.TB, srv *httptest.Server) order.Stock {
 	t.Helper()
-	resp, body := do(t, srv, call{method: "GET", path: "/api/v1/stock/sku-1"})
+	return stockNamed(t, srv, "sku-1")
+}
+
+func stockNamed(t testing.TB, srv *httptest.Server, sku string) order.Stock {
+	t.Helper()
+	resp, body := do(t, srv, call{method: "GET", path: "/api/v1/stock/" + sku})
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET stock: %d %s", resp.StatusCode, body)
 	}
@@ -193,6 +198,17 @@ func TestBadInput(t *testing.T) {
 		{"body over 8 KiB", call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","user_id":"u","quantity":1}` + strings.Repeat(" ", httpapi.MaxBodyBytes)}, 400, "invalid-request"},
 		{"unknown sku", call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-2","user_id":"u","quantity":1}`}, 404, "not-found"},
 		{"more than the stock", call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","user_id":"u","quantity":11}`}, 409, "sold-out"},
+		{"cart empty", call{method: "POST", path: "/api/v1/orders", body: `{"user_id":"u","items":[]}`}, 400, "invalid-request"},
+		{"cart and sku", call{method: "POST", path: "/api/v1/orders", body: `{"sku":"sku-1","quantity":1,"user_id":"u","items":[{"sku":"sku-1","quantity":1}]}`}, 400, "invalid-request"},
+		{"cart of 21 lines", call{method: "POST", path: "/api/v1/orders", body: `{"user_id":"u","items":[` + strings.Repeat(`{"sku":"x","quantity":1},`, 20) + `{"sku":"sku-1","quantity":1}]}`}, 400, "invalid-request"},
+		{"cart sku twice", call{method: "POST", path: "/api/v1/orders", body: `{"user_id":"u","items":[{"sku":"sku-1","quantity":1},{"sku":"sku-1","quantity":2}]}`}, 400, "invalid-request"},
+		{"cart quantity 0", call{method: "POST", path: "/api/v1/orders", body: `{"user_id":"u","items":[{"sku":"sku-1","quantity":1},{"sku":"sku-9","quantity":0}]}`}, 400, "invalid-request"},
+		{"cart quantity 101", call{method: "POST", path: "/api/v1/orders", body: `{"user_id":"u","items":[{"sku":"sku-1","quantity":101}]}`}, 400, "invalid-request"},
+		{"cart empty sku", call{method: "POST", path: "/api/v1/orders", body: `{"user_id":"u","items":[{"sku":"","quantity":1}]}`}, 400, "invalid-request"},
+		{"cart line unknown field", call{method: "POST", path: "/api/v1/orders", body: `{"user_id":"u","items":[{"sku":"sku-1","quantity":1,"price":3}]}`}, 400, "invalid-request"},
+		{"cart not a list", call{method: "POST", path: "/api/v1/orders", body: `{"user_id":"u","items":{"sku":"sku-1","quantity":1}}`}, 400, "invalid-request"},
+		{"cart with an unknown sku", call{method: "POST", path: "/api/v1/orders", body: `{"user_id":"u","items":[{"sku":"sku-1","quantity":1},{"sku":"sku-2","quantity":1}]}`}, 404, "not-found"},
+		{"cart more than the stock", call{method: "POST", path: "/api/v1/orders", body: `{"user_id":"u","items":[{"sku":"sku-1","quantity":11}]}`}, 409, "sold-out"},
 		{"order id not a number", call{method: "GET", path: "/api/v1/orders/abc"}, 400, "invalid-request"},
 		{"order id zero", call{method: "GET", path: "/api/v1/orders/0"}, 400, "invalid-request"},
 		{"unknown order", call{method: "GET", path: "/api/v1/orders/999999"}, 404, "not-found"},
