@@ -73,6 +73,14 @@ var (
 	// not yet in the database, at the last reconcile this process ran.
 	LuaPending = register(prometheus.NewGauge(prometheus.GaugeOpts{Name: "shop_lua_pending_reservations",
 		Help: "lua reservations logged in Redis and not yet in the database, at this process's last reconcile."}))
+	// OrderLines is the lines per order placed: 1 for a single SKU.
+	OrderLines = register(prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shop_order_lines",
+		Help: "Lines per order placed (1 for a single SKU).", Buckets: []float64{1, 2, 3, 5, 10, 20}}))
+	// SagaCompensations counts the give-backs of lua carts' saga lines, by
+	// result: returned, nothing-held (before its reservation, or gone),
+	// duplicate, persisted (the cart was in the database: nothing went
+	// back), failed.
+	SagaCompensations = counter("shop_saga_compensations_total", "Give-backs of lua carts' lines, by result.", "result")
 	// LuaClaimed counts the reservations this process's reconciles took
 	// over from dead instances, by result: persisted, or released (refused
 	// by the database, or already there).

@@ -41,6 +41,12 @@ type cartOutcome struct {
 // deadlock shows as busy answers rather than a hung test.
 func cartBurst(t *testing.T, seed uint64, instances ...*order.Service) cartOutcome {
 	t.Helper()
+	return cartBurstOf(t, hot, seed, instances...)
+}
+
+// cartBurstOf is cartBurst on the SKUs hot.
+func cartBurstOf(t *testing.T, hot []string, seed uint64, instances ...*order.Service) cartOutcome {
+	t.Helper()
 	ctx := t.Context()
 	for _, sku := range hot {
 		if err := instances[0].DeleteStock(ctx, sku); err != nil && !errors.Is(err, stock.ErrNotFound) {
@@ -94,6 +100,12 @@ func cartBurst(t *testing.T, seed uint64, instances ...*order.Service) cartOutco
 // auditCarts audits every hot SKU, and counts the orders with some lines
 // taken and others not.
 func auditCarts(t *testing.T, gdb *gorm.DB, out cartOutcome) (map[string]audit.Audit, int) {
+	t.Helper()
+	return auditCartsOf(t, gdb, hot, out)
+}
+
+// auditCartsOf is auditCarts of the SKUs hot.
+func auditCartsOf(t *testing.T, gdb *gorm.DB, hot []string, out cartOutcome) (map[string]audit.Audit, int) {
 	t.Helper()
 	ctx := context.WithoutCancel(t.Context())
 	audits := make(map[string]audit.Audit)

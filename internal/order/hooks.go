@@ -31,9 +31,10 @@ func PlacesOrders(g stock.Guard) bool {
 
 // cartPlacer is a strategy that places carts itself: lua, which takes a
 // cart's stock in Redis first. place is the service's own placement, the
-// database's part, which it calls once Redis has the cart's stock.
+// database's part, on the guard given, which it calls once Redis has the
+// cart's stock.
 type cartPlacer interface {
-	placeCart(ctx context.Context, r PlaceRequest, place func(context.Context, PlaceRequest) (Order, bool, error)) (Order, bool, error)
+	placeCart(ctx context.Context, r PlaceRequest, place func(context.Context, PlaceRequest, stock.Guard) (Order, bool, error)) (Order, bool, error)
 }
 
 // keyKeeper is a strategy that keeps its buyers' Idempotency-Keys itself,

@@ -34,6 +34,10 @@ type Lua struct {
 	idle   time.Duration
 	keep   time.Duration // how long a final answer is kept
 
+	// betweenLines, when set, runs before each line of a saga: a test's
+	// way to fail a store between two lines.
+	betweenLines func(line int)
+
 	rebuilding chan struct{} // one rebuild at a time in this process
 	mu         sync.Mutex
 	epochs     map[string]int64 // each SKU's epoch, as last read or built

@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -157,6 +158,9 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed 
 	if s.KeepsKeys() {
 		countKeyAnswer(replayed, err)
 	}
+	if err == nil && !replayed {
+		metrics.OrderLines.Observe(float64(len(r.lines())))
+	}
 	if replayed && err == nil {
 		o = o.asPlaced()
 	}
@@ -177,7 +181,7 @@ func (o Order) asPlaced() Order {
 
 func (s *Service) placeOnce(ctx context.Context, r PlaceRequest) (Order, bool, error) {
 	if c, ok := s.guard.(cartPlacer); ok && r.isCart() && r.IdempotencyKey != "" {
-		return c.placeCart(ctx, r, s.place)
+		return c.placeCart(ctx, r, s.placeWith)
 	}
 	if p, ok := s.guard.(placer); ok && !r.isCart() && r.IdempotencyKey != "" {
 		return p.place(ctx, r, rules{limit: s.limit, window: s.window})
@@ -185,10 +189,16 @@ func (s *Service) placeOnce(ctx context.Context, r PlaceRequest) (Order, bool, e
 	return s.place(ctx, r)
 }
 
+// place places r through the service's guard.
+func (s *Service) place(ctx context.Context, r PlaceRequest) (Order, bool, error) {
+	return s.placeWith(ctx, r, s.guard)
+}
+
 // errAnswered ends a purchase that its first read answered.
 var errAnswered = errors.New("order: answered by the first read")
 
-func (s *Service) place(ctx context.Context, r PlaceRequest) (Order, bool, error) {
+// placeWith places r through guard.
+func (s *Service) placeWith(ctx context.Context, r PlaceRequest, guard stock.Guard) (Order, bool, error) {
 	o := newOrder(r)
 	lines := r.lines()
 	fn := func(tx *gorm.DB) error {
@@ -204,7 +214,7 @@ func (s *Service) place(ctx context.Context, r PlaceRequest) (Order, bool, error
 		return record(tx, EventPlaced, o)
 	}
 	var err error
-	if f, ok := s.guard.(firstReader); ok && r.IdempotencyKey != "" && !r.isCart() {
+	if f, ok := guard.(firstReader); ok && r.IdempotencyKey != "" && !r.isCart() {
 		var first placed // the first read's answer, if it ended the purchase
 		answered := false
 		err = f.AdjustAfter(ctx, r.SKU, -r.Quantity, func(ctx context.Context) error {
@@ -218,7 +228,7 @@ func (s *Service) place(ctx context.Context, r PlaceRequest) (Order, bool, error
 			return first.o, first.replayed, first.err
 		}
 	} else {
-		err = s.guard.AdjustLines(ctx, stockLines(lines, -1), fn)
+		err = guard.AdjustLines(ctx, stockLines(lines, -1), fn)
 	}
 	if db.IsDuplicate(err) {
 		return s.replay(ctx, r)

@@ -206,6 +206,14 @@ func (l *Lua) Reconcile(ctx context.Context, token int64) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
+		var lines []stock.Reservation
+		claimed = slices.DeleteFunc(claimed, func(r stock.Reservation) bool {
+			if r.Saga != "" {
+				lines = append(lines, r)
+			}
+			return r.Saga != ""
+		})
+		l.giveBackClaimed(ctx, sku, lines)
 		persisted := l.persist(ctx, sku, epoch, claimed)
 		rep.Claimed += len(claimed)
 		rep.Persisted += persisted

@@ -60,6 +60,7 @@ type Reservation struct {
 	UserID   string
 	Key      string // the buyer's Idempotency-Key
 	Quantity int
+	Saga     string // a cart's line: the saga that reserved it (ReserveCart)
 }
 
 // RedisStock is the stock of the lua strategy in Redis: per SKU, a state
@@ -100,14 +101,21 @@ func (s *RedisStock) keys(sku string) []string {
 }
 
 // tagged is the start of each of a SKU's keys. The braces make the SKU
-// the hash tag; a SKU with braces of its own is hex-encoded, so that they
-// cannot end the tag early.
+// the hash tag, so that a SKU's keys share one Redis Cluster slot, and
+// SKUs spread over the masters. A SKU with a sale tag of its own, such as
+// "{spring}shoes", is tagged with it instead, so that the SKUs of one sale
+// share a slot, and a cart of them is one script; then the SKU,
+// hex-encoded, tells its keys apart. A SKU with other braces is
+// hex-encoded, so that they cannot end the tag early.
 func (s *RedisStock) tagged(sku string) string {
-	tag := sku
-	if strings.ContainsAny(sku, "{}") {
-		tag = hex.EncodeToString([]byte(sku))
+	hexed := hex.EncodeToString([]byte(sku))
+	if i := strings.IndexByte(sku, '{'); i >= 0 {
+		if j := strings.IndexByte(sku[i+1:], '}'); j > 0 {
+			return s.prefix + "lua:{" + sku[i+1:i+1+j] + "}:" + hexed + ":"
+		}
+		return s.prefix + "lua:{" + hexed + "}:"
 	}
-	return s.prefix + "lua:{" + tag + "}:"
+	return s.prefix + "lua:{" + sku + "}:"
 }
 
 // answerKey is where a buyer's final answer is kept: under the SKU's hash
@@ -293,6 +301,7 @@ func reservations(msgs []redis.XMessage) []Reservation {
 		r.Key, _ = m.Values["key"].(string)
 		q, _ := m.Values["qty"].(string)
 		r.Quantity, _ = strconv.Atoi(q)
+		r.Saga, _ = m.Values["cart"].(string)
 		rs = append(rs, r)
 	}
 	return rs

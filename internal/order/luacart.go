@@ -1,0 +1,192 @@
+package order
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+
+	"github.com/stockguard/shop/internal/backoff"
+	"github.com/stockguard/shop/internal/metrics"
+	"github.com/stockguard/shop/internal/stock"
+)
+
+// A cart under lua: Redis takes every line's stock first, then the
+// database places the cart in one transaction, as atomic does, where its
+// conditional UPDATEs refuse rather than oversell. When the lines' keys
+// share one hash slot (one Redis server, or SKUs of one sale tag on a
+// cluster), one script reserves them all or none. Otherwise the cart is a
+// saga: each line is reserved by a script on its own master, in ascending
+// SKU order, and when one is refused, the lines reserved so far are given
+// back. A barrier per saga and line makes each give-back exactly once,
+// lets a give-back that overtakes its reservation block it, and ignores
+// duplicates (stock/give.lua). A reservation whose shop dies mid-saga is
+// pending in its SKU's log: the reconciler gives it back once it has been
+// idle for the claim timeout. See docs/orders.md#carts.
+
+// heldLine is a cart's line reserved in Redis.
+type heldLine struct {
+	sku   string
+	entry string // in the SKU's log
+	qty   int
+}
+
+// placeCart implements cartPlacer: Redis first, then the database, then
+// the reservations end: done, or given back.
+func (l *Lua) placeCart(ctx context.Context, r PlaceRequest, place func(context.Context, PlaceRequest, stock.Guard) (Order, bool, error)) (Order, bool, error) {
+	// A retry of a cart the database has gets it again, and takes nothing.
+	if o, found, err := replayOr(ctx, l.db, r, nil); found || err != nil {
+		return o, found, err
+	}
+	doubts := 0
+	for attempt := 0; ; attempt++ {
+		c := stock.Cart{UserID: r.UserID, Key: r.IdempotencyKey, Saga: rand.Text(), Limit: l.rules.limit}
+		held, err := l.reserveCart(ctx, c, r.Items)
+		var line *stock.LineError
+		var over *stock.OverLimitError
+		switch {
+		case err == nil:
+			o, replayed, err := place(ctx, r, l.single)
+			l.endCart(c.Saga, held, err == nil && !replayed)
+			if errors.Is(err, stock.ErrSoldOut) {
+				// Redis granted what the database refused: a state is stale.
+				for _, h := range held {
+					l.fix(h.sku)
+				}
+			}
+			return o, replayed, err
+		case errors.As(err, &line) && errors.Is(err, stock.ErrStale) && attempt < len(r.Items)+2:
+			// Each line's state may need building again (a Redis restarted
+			// empty mid-saga): the saga starts over, with a new barrier.
+			seen, _ := l.epoch(ctx, line.SKU)
+			if err := l.refresh(ctx, line.SKU, seen); errors.Is(err, stock.ErrNotFound) {
+				return Order{}, false, notFound(line.SKU)
+			} else if err != nil {
+				return Order{}, false, fmt.Errorf("order: place: %w", err)
+			}
+		case errors.Is(err, stock.ErrInDoubt):
+			// Sagas in flight hold units that they may give back: ask again
+			// shortly, rather than answer sold out while stock is left.
+			if err := backoff.Wait(ctx, doubts); err != nil {
+				return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
+			}
+			doubts++
+			attempt--
+		case errors.Is(err, stock.ErrSoldOut):
+			// The stock may have gone to this key's own order, placed by a
+			// request still in flight when this one looked.
+			return replayOr(ctx, l.db, r, asRefusal(err))
+		case errors.As(err, &line) && errors.As(err, &over):
+			return replayOr(ctx, l.db, r, limitReached(r.UserID, line.SKU, over.Held, l.rules.limit))
+		default: // Redis is down, or the state keeps changing: nothing is held
+			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
+		}
+	}
+}
+
+// reserveCart reserves the cart's lines in Redis: in one script when
+// their keys share a hash slot, else as a saga, which gives back what it
+// holds when a line is refused. Either way, on error nothing is held.
+func (l *Lua) reserveCart(ctx context.Context, c stock.Cart, items []Line) ([]heldLine, error) {
+	lines := make([]stock.CartLine, len(items))
+	skus := make([]string, len(items))
+	for i, it := range items {
+		epoch, err := l.epoch(ctx, it.SKU)
+		if err != nil {
+			return nil, err
+		}
+		lines[i], skus[i] = stock.CartLine{SKU: it.SKU, Epoch: epoch, Quantity: it.Quantity}, it.SKU
+	}
+	if l.redis.SameSlot(skus) {
+		ids, err := l.redis.ReserveCart(ctx, c, lines)
+		if err != nil {
+			return nil, err
+		}
+		held := make([]heldLine, len(ids))
+		for i, id := range ids {
+			held[i] = heldLine{sku: lines[i].SKU, entry: id, qty: lines[i].Quantity}
+		}
+		return held, nil
+	}
+	var held []heldLine
+	for i, line := range lines {
+		if l.betweenLines != nil {
+			l.betweenLines(i)
+		}
+		ids, err := l.redis.ReserveCart(ctx, c, lines[i:i+1])
+		if err == nil {
+			held = append(held, heldLine{sku: line.SKU, entry: ids[0], qty: line.Quantity})
+			continue
+		}
+		// Give back what is held, and, unless Redis refused it, this line
+		// too: its script may have run, and if it has not, the barrier
+		// refuses it should it run late.
+		var refused *stock.LineError
+		var short *stock.ShortError
+		if !errors.As(err, &refused) && !errors.As(err, &short) {
+			held = append(held, heldLine{sku: line.SKU})
+		}
+		l.endCart(c.Saga, held, false)
+		if short != nil && !errors.Is(err, stock.ErrInDoubt) {
+			short.SKUs = append(short.SKUs, l.alsoShort(ctx, lines[i+1:])...)
+		}
+		return nil, err
+	}
+	return held, nil
+}
+
+// alsoShort names the lines that Redis has too little of for, with a plain
+// read, so that a saga's refusal names every short SKU, not only the first.
+func (l *Lua) alsoShort(ctx context.Context, lines []stock.CartLine) []string {
+	var short []string
+	for _, line := range lines {
+		if n, ok, err := l.redis.Available(ctx, line.SKU); err == nil && ok && n < line.Quantity {
+			short = append(short, line.SKU)
+		}
+	}
+	return short
+}
+
+// endCart ends the reservations of a saga's lines: done once the database
+// has the cart, else given back. It runs even when the buyer's ctx has
+// ended. Should Redis fail, they stay pending in their logs, and the
+// reconciler gives them back once idle for the claim timeout.
+func (l *Lua) endCart(saga string, held []heldLine, persisted bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
+	defer cancel()
+	for _, h := range held {
+		if persisted {
+			_ = l.redis.CartDone(ctx, h.sku, saga, h.entry, h.qty)
+			continue
+		}
+		n, err := l.redis.GiveBack(ctx, h.sku, saga, l.rules.limit > 0)
+		countGiveBack(n, err)
+	}
+}
+
+// countGiveBack counts a saga's compensation by its result.
+func countGiveBack(n int, err error) {
+	result := "returned"
+	switch {
+	case err != nil:
+		result = "failed"
+	case n == 0:
+		result = "nothing-held"
+	case n == -1:
+		result = "duplicate"
+	case n == -2:
+		result = "persisted"
+	}
+	metrics.SagaCompensations.WithLabelValues(result).Inc()
+}
+
+// giveBackClaimed gives back the cart lines that a dead or stuck process
+// left pending in sku's log.
+func (l *Lua) giveBackClaimed(ctx context.Context, sku string, claimed []stock.Reservation) {
+	for _, r := range claimed {
+		n, err := l.redis.GiveBack(ctx, sku, r.Saga, l.rules.limit > 0)
+		countGiveBack(n, err)
+	}
+}
+
+var _ cartPlacer = (*Lua)(nil)

@@ -1,0 +1,176 @@
+package stock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A cart's lines in Redis: cart.lua reserves them, all or none, in one
+// step when their keys share one hash slot (SameSlot), and otherwise one
+// by one, as a saga whose compensation, give.lua, returns the lines
+// reserved so far when a later one is refused. Both run behind a barrier
+// per saga and line. See docs/orders.md#carts.
+
+var (
+	//go:embed cart.lua
+	cartLua    string
+	cartScript = redis.NewScript(cartLua)
+	//go:embed give.lua
+	giveLua    string
+	giveScript = redis.NewScript(giveLua)
+)
+
+// ErrGivenBack means a saga's line was given back before it was reserved,
+// or after its cart was persisted: it must not be reserved now.
+var ErrGivenBack = errors.New("stock: the cart's line was given back first")
+
+// ErrInDoubt means a cart's line was short while its SKU's log held
+// reservations, which sagas may yet give back: the answer may change soon,
+// and sold out would be premature.
+var ErrInDoubt = errors.New("stock: short while reservations are in flight")
+
+// Cart is a buyer's cart as Redis reserves it: whose, under which
+// Idempotency-Key, and the saga that owns its reservations.
+type Cart struct {
+	UserID string
+	Key    string
+	Saga   string // unique per attempt: the barrier's id
+	Limit  int    // per user and SKU; 0 for none
+}
+
+// CartLine is one line to reserve, in the epoch of its SKU's state.
+type CartLine struct {
+	SKU      string
+	Epoch    int64
+	Quantity int
+}
+
+// LineError is a refusal of one line of a cart: ErrStale, ErrGivenBack,
+// or *OverLimitError.
+type LineError struct {
+	SKU string
+	Err error
+}
+
+func (e *LineError) Error() string { return fmt.Sprintf("%v: %s", e.Err, e.SKU) }
+func (e *LineError) Unwrap() error { return e.Err }
+
+// ReserveCart reserves lines of c in one step, all or none, and returns
+// each line's entry in its SKU's log, pending for this process. Their keys
+// must share one hash slot, unless lines is one line of a saga. A line
+// reserved already under c.Saga is not reserved again: its entry is
+// returned. It refuses with a *ShortError naming every short SKU (wrapped
+// in ErrInDoubt when reservations in flight may yet free the units), or a
+// *LineError.
+func (s *RedisStock) ReserveCart(ctx context.Context, c Cart, lines []CartLine) ([]string, error) {
+	keys := make([]string, 0, 4*len(lines))
+	args := make([]any, 0, 6+2*len(lines))
+	args = append(args, group, s.consumer, c.UserID, c.Key, c.Limit, c.Saga)
+	for _, l := range lines {
+		k := s.keys(l.SKU)
+		keys = append(keys, k[kState], k[kHoldings], k[kLog], k[kKeys])
+		args = append(args, l.Epoch, l.Quantity)
+	}
+	v, err := cartScript.Run(ctx, s.rdb, keys, args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("stock: reserve cart: %w", err)
+	}
+	line := func(i string) string {
+		n, _ := strconv.Atoi(i)
+		return lines[n-1].SKU
+	}
+	switch v[0] {
+	case "ok":
+		return v[1:], nil
+	case "sold-out":
+		short := make([]string, len(v)-2)
+		for i, n := range v[2:] {
+			short[i] = line(n)
+		}
+		if v[1] == "1" {
+			return nil, fmt.Errorf("%w: %w", ErrInDoubt, &ShortError{SKUs: short})
+		}
+		return nil, &ShortError{SKUs: short}
+	case "stale":
+		return nil, &LineError{SKU: line(v[1]), Err: ErrStale}
+	case "given-back":
+		return nil, &LineError{SKU: line(v[1]), Err: ErrGivenBack}
+	default:
+		held, _ := strconv.Atoi(v[2])
+		return nil, &LineError{SKU: line(v[1]), Err: &OverLimitError{Held: held}}
+	}
+}
+
+// GiveBack is a saga's compensation for its line of sku: the units that
+// ReserveCart took go back, once. It returns the units given back: 0 when
+// the line was never reserved (and now never will be), or its entry was
+// gone; -1 when it was given back already; -2 when the cart was persisted,
+// which gives nothing back.
+func (s *RedisStock) GiveBack(ctx context.Context, sku, saga string, limited bool) (int, error) {
+	k := s.keys(sku)
+	n, err := giveScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, group, saga, flag(limited)).Int()
+	if err != nil {
+		return 0, fmt.Errorf("stock: give back: %w", err)
+	}
+	return n, nil
+}
+
+// Available reads sku's available in Redis; ok is false with no state.
+func (s *RedisStock) Available(ctx context.Context, sku string) (n int, ok bool, err error) {
+	n, err = s.rdb.HGet(ctx, s.keys(sku)[kState], "available").Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	return n, err == nil, err
+}
+
+// CartDone ends the reservations of a saga's lines once the database has
+// the cart: each entry leaves its log, and the barrier says done, so that
+// no give-back returns its units.
+func (s *RedisStock) CartDone(ctx context.Context, sku, saga, entry string, quantity int) error {
+	_, err := s.Settle(ctx, sku, []Settlement{{Reservation: Reservation{ID: entry, UserID: "cart", Key: saga, Quantity: quantity}, How: Kept}}, false)
+	return err
+}
+
+// SameSlot reports whether the keys of every SKU in skus are in one hash
+// slot: always on one Redis server; on a Redis Cluster, when they share a
+// sale tag ("{spring}a", "{spring}b").
+func (s *RedisStock) SameSlot(skus []string) bool {
+	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
+		return true
+	}
+	for _, sku := range skus[1:] {
+		if slot(s.tagged(sku)) != slot(s.tagged(skus[0])) {
+			return false
+		}
+	}
+	return true
+}
+
+// slot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash
+// tag, or of the whole key when it has none, modulo 16384.
+func slot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}
