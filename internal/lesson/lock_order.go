@@ -16,6 +16,8 @@ import (
 
 // The lesson on a purchase of several SKUs: each buyer locks every SKU of
 // its cart, then takes one unit of each in one transaction, all or none.
+// An order of the shop holds one SKU, so its strategies take one lock, or
+// one row, per order; the carts here are the lesson's own.
 
 const (
 	// orderUnits is the stock of each of the two SKUs.
@@ -60,10 +62,13 @@ func lockCarts(ctx context.Context, env *Env, trial, name string, order func(car
 	carts := [][]string{{a, b}, {b, a}}
 	opts := &lock.RedisOptions{Prefix: env.Prefix + "lock-order:" + trial + ":"}
 	// One deadline for both, as for two requests sent at once with the same
-	// timeout: neither gives up, and releases, before the other's wait ends.
+	// timeout. A buyer that gave up releases what it holds once both have
+	// been answered: a release a moment after the deadline could otherwise
+	// still hand the other its lock, a moment past its own.
 	deadline := time.Now().Add(orderWait)
-	var tried sync.WaitGroup
+	var tried, answered sync.WaitGroup
 	tried.Add(len(carts))
+	answered.Add(len(carts))
 	errs := make([]error, len(carts))
 	waited := make([]time.Duration, len(carts))
 	var wg sync.WaitGroup
@@ -75,6 +80,11 @@ func lockCarts(ctx context.Context, env *Env, trial, name string, order func(car
 			errs[i] = buyCart(ctx, env.DB, lock.NewRedis(env.Redis, opts), order(cart), fmt.Sprint("buyer-", i+1), func() {
 				tried.Done()
 				tried.Wait()
+			}, func(err error) {
+				answered.Done()
+				if err != nil {
+					answered.Wait()
+				}
 			})
 			waited[i] = time.Since(start)
 		})
@@ -112,18 +122,20 @@ func lockCarts(ctx context.Context, env *Env, trial, name string, order func(car
 
 // buyCart locks the SKUs of cart in the order given, then takes one unit
 // of each, and an order for each, in one transaction. A lock not taken
-// before ctx ends answers busy, with nothing taken.
-func buyCart(ctx context.Context, gdb *gorm.DB, l lock.Locker, cart []string, buyer string, tried func()) error {
+// before ctx ends answers busy, with nothing taken. locked runs once the
+// locks have been taken, or not, before any is released.
+func buyCart(ctx context.Context, gdb *gorm.DB, l lock.Locker, cart []string, buyer string, tried func(), locked func(error)) error {
 	names := make([]string, len(cart))
 	for i, sku := range cart {
 		names[i] = stock.LockName(sku)
 	}
 	unlock, err := lockInOrder(ctx, l, names, tried)
+	locked(err)
+	defer unlock()
 	if err != nil {
 		return fmt.Errorf("%w: acquire: %w", stock.ErrBusy, err)
 	}
-	defer unlock()
-	return gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		for _, sku := range cart {
 			res := tx.Exec(`UPDATE stock_items SET available = available - 1 WHERE sku = ? AND available >= 1`, sku)
 			if res.Error == nil && res.RowsAffected == 0 {
@@ -138,13 +150,16 @@ func buyCart(ctx context.Context, gdb *gorm.DB, l lock.Locker, cart []string, bu
 		}
 		return nil
 	})
+	if err != nil && ctx.Err() != nil && !errors.Is(err, stock.ErrSoldOut) {
+		return fmt.Errorf("%w: %w", stock.ErrBusy, err) // rolled back: nothing taken
+	}
+	return err
 }
 
 // lockInOrder takes the locks named, one after another in the order
 // given, each waiting until ctx ends; tried runs once the first has been
-// tried, taken or found held. If one is not taken, it releases those it
-// holds, last first, and returns why. Otherwise unlock releases them all,
-// last first.
+// tried, taken or found held. If one is not taken, it stops and returns
+// why. unlock releases those it holds, last first.
 func lockInOrder(ctx context.Context, l lock.Locker, names []string, tried func()) (unlock func(), err error) {
 	var held []*lock.Lease
 	unlock = func() {
@@ -161,8 +176,7 @@ func lockInOrder(ctx context.Context, l lock.Locker, names []string, tried func(
 			lease, err = l.Acquire(ctx, name)
 		}
 		if err != nil {
-			unlock()
-			return nil, err
+			return unlock, err
 		}
 		held = append(held, lease)
 	}
