@@ -187,3 +187,16 @@ func TestFastPathCrash(t *testing.T) {
 		t.Errorf("lua: %+v, %v; want all 10 reservations persisted, Redis and the database at 0", a, r.Fix.Numbers)
 	}
 }
+
+func TestLockOrder(t *testing.T) {
+	t.Parallel()
+	r := run(t, realEnv(t, 0), "lock-order")
+	verdict(t, r)
+	m, f := r.Mistake.Numbers, r.Fix.Numbers
+	if m["busy_answers"] != 2 || m["served"] != 0 || m["stock_left_a"] != 5 || m["stock_left_b"] != 5 || m["waited_ms"] < 1000 {
+		t.Errorf("request order: %v, want both buyers busy at their deadline and the stock untouched", m)
+	}
+	if f["busy_answers"] != 0 || f["served"] != 2 || f["stock_left_a"] != 3 || f["stock_left_b"] != 3 || f["waited_ms"] >= 1000 {
+		t.Errorf("ascending order: %v, want both buyers served at once, one unit of each SKU per cart", f)
+	}
+}
