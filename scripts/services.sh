@@ -117,7 +117,7 @@ start_mariadb() {
 	# and three bench instances each keep a pool: 151 connections are few.
 	spawn mariadb mariadbd --no-defaults --user="$user" --datadir="$datadir" \
 		--socket="$datadir/mysqld.sock" --bind-address=127.0.0.1 --port=$MYSQL_PORT \
-		--skip-name-resolve --character-set-server=utf8mb4 --max-connections=2000
+		--skip-name-resolve --character-set-server=utf8mb4 --max-connections=5000
 }
 
 start_zookeeper() {
@@ -200,7 +200,7 @@ create_shop_user() {
 		GRANT ALL PRIVILEGES ON *.* TO 'shop'@'127.0.0.1', 'shop'@'localhost';
 		CREATE DATABASE IF NOT EXISTS shop;
 		-- A reused server keeps its own limit unless it is lower.
-		SET GLOBAL max_connections = GREATEST(@@max_connections, 2000);"
+		SET GLOBAL max_connections = GREATEST(@@max_connections, 5000);"
 	sql_as_superuser -e "$sql" 2>/dev/null && return 0
 	# A server this script cannot administer is fine if shop is already set up.
 	sql_as_shop -e 'CREATE DATABASE IF NOT EXISTS shop' ||

@@ -16,8 +16,9 @@ import (
 
 // The lesson on a purchase of several SKUs: each buyer locks every SKU of
 // its cart, then takes one unit of each in one transaction, all or none.
-// An order of the shop holds one SKU, so its strategies take one lock, or
-// one row, per order; the carts here are the lesson's own.
+// The shop's carts do what the fix does: every strategy takes a cart's
+// SKUs (locks, rows, queue turns) in ascending order (stock.Sorted), and
+// the lock strategies release in reverse (stock.Locked.AdjustLines).
 
 const (
 	// orderUnits is the stock of each of the two SKUs.

@@ -98,6 +98,7 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bo
 	res := stock.Reservation{UserID: r.UserID, Key: r.IdempotencyKey, Quantity: r.Quantity}
 	lookedUp := false
 	var over *stock.OverLimitError
+	doubts := 0
 	for attempt := 0; ; attempt++ {
 		epoch, err := l.epoch(ctx, r.SKU)
 		if err != nil {
@@ -127,6 +128,12 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bo
 			} else if err != nil {
 				return Order{}, false, fmt.Errorf("order: place: %w", err)
 			}
+		case errors.Is(err, stock.ErrInDoubt):
+			// Carts' sagas hold the units it wants: ask again shortly.
+			if err := waitOutDoubt(ctx, &doubts); err != nil {
+				return Order{}, false, err
+			}
+			attempt--
 		case errors.Is(err, stock.ErrSoldOut):
 			return Order{}, false, soldOut(r.SKU)
 		case errors.As(err, &over):

@@ -24,13 +24,6 @@ import (
 // pending in its SKU's log: the reconciler gives it back once it has been
 // idle for the claim timeout. See docs/orders.md#carts.
 
-// heldLine is a cart's line reserved in Redis.
-type heldLine struct {
-	sku   string
-	entry string // in the SKU's log
-	qty   int
-}
-
 // placeCart implements cartPlacer: Redis first, then the database, then
 // the reservations end: done, or given back.
 func (l *Lua) placeCart(ctx context.Context, r PlaceRequest, place func(context.Context, PlaceRequest, stock.Guard) (Order, bool, error)) (Order, bool, error) {
@@ -50,8 +43,8 @@ func (l *Lua) placeCart(ctx context.Context, r PlaceRequest, place func(context.
 			l.endCart(c.Saga, held, err == nil && !replayed)
 			if errors.Is(err, stock.ErrSoldOut) {
 				// Redis granted what the database refused: a state is stale.
-				for _, h := range held {
-					l.fix(h.sku)
+				for _, sku := range held {
+					l.fix(sku)
 				}
 			}
 			return o, replayed, err
@@ -65,12 +58,9 @@ func (l *Lua) placeCart(ctx context.Context, r PlaceRequest, place func(context.
 				return Order{}, false, fmt.Errorf("order: place: %w", err)
 			}
 		case errors.Is(err, stock.ErrInDoubt):
-			// Sagas in flight hold units that they may give back: ask again
-			// shortly, rather than answer sold out while stock is left.
-			if err := backoff.Wait(ctx, doubts); err != nil {
-				return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
+			if err := waitOutDoubt(ctx, &doubts); err != nil {
+				return Order{}, false, err
 			}
-			doubts++
 			attempt--
 		case errors.Is(err, stock.ErrSoldOut):
 			// The stock may have gone to this key's own order, placed by a
@@ -84,10 +74,22 @@ func (l *Lua) placeCart(ctx context.Context, r PlaceRequest, place func(context.
 	}
 }
 
+// waitOutDoubt pauses a buyer whose units carts' sagas hold, and may give
+// back: rather than answer sold out while stock may be left, it asks again
+// shortly, and is busy when its ctx ends first.
+func waitOutDoubt(ctx context.Context, doubts *int) error {
+	if err := backoff.Wait(ctx, *doubts); err != nil {
+		return fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
+	}
+	*doubts++
+	return nil
+}
+
 // reserveCart reserves the cart's lines in Redis: in one script when
 // their keys share a hash slot, else as a saga, which gives back what it
-// holds when a line is refused. Either way, on error nothing is held.
-func (l *Lua) reserveCart(ctx context.Context, c stock.Cart, items []Line) ([]heldLine, error) {
+// holds when a line is refused. It returns the SKUs it holds; on error it
+// holds nothing.
+func (l *Lua) reserveCart(ctx context.Context, c stock.Cart, items []Line) ([]string, error) {
 	lines := make([]stock.CartLine, len(items))
 	skus := make([]string, len(items))
 	for i, it := range items {
@@ -98,24 +100,19 @@ func (l *Lua) reserveCart(ctx context.Context, c stock.Cart, items []Line) ([]he
 		lines[i], skus[i] = stock.CartLine{SKU: it.SKU, Epoch: epoch, Quantity: it.Quantity}, it.SKU
 	}
 	if l.redis.SameSlot(skus) {
-		ids, err := l.redis.ReserveCart(ctx, c, lines)
-		if err != nil {
+		if _, err := l.redis.ReserveCart(ctx, c, lines); err != nil {
 			return nil, err
 		}
-		held := make([]heldLine, len(ids))
-		for i, id := range ids {
-			held[i] = heldLine{sku: lines[i].SKU, entry: id, qty: lines[i].Quantity}
-		}
-		return held, nil
+		return skus, nil
 	}
-	var held []heldLine
+	var held []string
 	for i, line := range lines {
 		if l.betweenLines != nil {
 			l.betweenLines(i)
 		}
-		ids, err := l.redis.ReserveCart(ctx, c, lines[i:i+1])
+		_, err := l.redis.ReserveCart(ctx, c, lines[i:i+1])
 		if err == nil {
-			held = append(held, heldLine{sku: line.SKU, entry: ids[0], qty: line.Quantity})
+			held = append(held, line.SKU)
 			continue
 		}
 		// Give back what is held, and, unless Redis refused it, this line
@@ -124,42 +121,48 @@ func (l *Lua) reserveCart(ctx context.Context, c stock.Cart, items []Line) ([]he
 		var refused *stock.LineError
 		var short *stock.ShortError
 		if !errors.As(err, &refused) && !errors.As(err, &short) {
-			held = append(held, heldLine{sku: line.SKU})
+			held = append(held, line.SKU)
 		}
 		l.endCart(c.Saga, held, false)
 		if short != nil && !errors.Is(err, stock.ErrInDoubt) {
-			short.SKUs = append(short.SKUs, l.alsoShort(ctx, lines[i+1:])...)
+			more, doubt := l.alsoShort(ctx, lines[i+1:])
+			short.SKUs = append(short.SKUs, more...)
+			if doubt {
+				return nil, fmt.Errorf("%w: %w", stock.ErrInDoubt, short)
+			}
 		}
 		return nil, err
 	}
 	return held, nil
 }
 
-// alsoShort names the lines that Redis has too little of for, with a plain
-// read, so that a saga's refusal names every short SKU, not only the first.
-func (l *Lua) alsoShort(ctx context.Context, lines []stock.CartLine) []string {
-	var short []string
+// alsoShort names the lines that Redis has too little of for, with a
+// plain read, so that a saga's refusal names every short SKU, not only the
+// first; it reports doubt when sagas hold units that would fill one.
+func (l *Lua) alsoShort(ctx context.Context, lines []stock.CartLine) (short []string, doubt bool) {
 	for _, line := range lines {
-		if n, ok, err := l.redis.Available(ctx, line.SKU); err == nil && ok && n < line.Quantity {
+		s, d, err := l.redis.Lacks(ctx, line.SKU, line.Quantity)
+		if err == nil && s {
 			short = append(short, line.SKU)
 		}
+		doubt = doubt || d
 	}
-	return short
+	return short, doubt
 }
 
 // endCart ends the reservations of a saga's lines: done once the database
 // has the cart, else given back. It runs even when the buyer's ctx has
 // ended. Should Redis fail, they stay pending in their logs, and the
 // reconciler gives them back once idle for the claim timeout.
-func (l *Lua) endCart(saga string, held []heldLine, persisted bool) {
+func (l *Lua) endCart(saga string, held []string, persisted bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
 	defer cancel()
-	for _, h := range held {
+	for _, sku := range held {
 		if persisted {
-			_ = l.redis.CartDone(ctx, h.sku, saga, h.entry, h.qty)
+			_ = l.redis.CartDone(ctx, sku, saga)
 			continue
 		}
-		n, err := l.redis.GiveBack(ctx, h.sku, saga, l.rules.limit > 0)
+		n, err := l.redis.GiveBack(ctx, sku, saga, l.rules.limit > 0)
 		countGiveBack(n, err)
 	}
 }

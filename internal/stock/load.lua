@@ -32,7 +32,7 @@ for i = 8 + n, #ARGV, 2 do
 	held[ARGV[i]] = tonumber(ARGV[i + 1])
 end
 redis.pcall("XGROUP", "CREATE", KEYS[3], ARGV[1], "$", "MKSTREAM") -- BUSYGROUP: it exists
-local pending, count = 0, 0
+local pending, count, carts = 0, 0, 0
 for _, e in ipairs(redis.call("XRANGE", KEYS[3], "-", "+")) do
 	if not persisted[e[1]] then
 		local f = {}
@@ -41,6 +41,9 @@ for _, e in ipairs(redis.call("XRANGE", KEYS[3], "-", "+")) do
 		end
 		local qty = tonumber(f.qty)
 		pending, count = pending + qty, count + 1
+		if f.cart then
+			carts = carts + qty
+		end
 		held[f.user] = (held[f.user] or 0) + qty
 	end
 end
@@ -50,7 +53,7 @@ local lookup = ARGV[6]
 if lookup == "" and before ~= "" and tonumber(before) ~= available then
 	lookup = "1"
 end
-redis.call("HSET", KEYS[1], "available", available, "epoch", ARGV[3])
+redis.call("HSET", KEYS[1], "available", available, "epoch", ARGV[3], "carts", carts)
 if lookup ~= "" then
 	redis.call("HSET", KEYS[1], "lookup", lookup)
 end

@@ -75,21 +75,17 @@ func (s *Locked) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
 	return s.adjustThen(ctx, Sorted(lines), fn, nil)
 }
 
-// adjustThen implements relay: when waiting, given, says after a sale of
-// one SKU that another buyer of it waits in this process, the lease is
-// kept for it. lines are in ascending SKU order.
-func (s *Locked) adjustThen(ctx context.Context, lines []Line, fn Fn, waiting func() bool) error {
+// adjustThen implements relay: when waiting, given, says after a sale that
+// another buyer of a SKU waits in this process, that SKU's lease is kept
+// for it. lines are in ascending SKU order.
+func (s *Locked) adjustThen(ctx context.Context, lines []Line, fn Fn, waiting func(sku string) bool) error {
 	runs := make([]*run, 0, len(lines))
-	defer func() {
-		for i := len(runs) - 1; i >= 0; i-- {
-			release(ctx, runs[i].lease)
-		}
-	}()
 	for _, l := range lines {
 		r := s.take(l.SKU)
 		if r == nil {
 			lease, err := s.locker.Acquire(ctx, LockName(l.SKU))
 			if err != nil {
+				s.end(ctx, lines, runs, nil)
 				// Whether the wait ran out or the lock server is down, nothing
 				// was taken: the buyer may try again.
 				return fmt.Errorf("%w: acquire: %w", ErrBusy, err)
@@ -124,13 +120,27 @@ func (s *Locked) adjustThen(ctx context.Context, lines []Line, fn Fn, waiting fu
 	for _, r := range runs {
 		r.served++
 	}
-	if r := runs[0]; len(runs) == 1 && err == nil && waiting != nil && r.lease.Fences() && r.served < maxRun && r.lease.Err() == nil && waiting() {
-		s.mu.Lock()
-		s.kept[lines[0].SKU] = r
-		s.mu.Unlock()
-		runs = nil
+	if err != nil {
+		waiting = nil
 	}
+	s.end(ctx, lines, runs, waiting)
 	return err
+}
+
+// end releases the runs' leases, in reverse, but keeps for the next buyer
+// of its SKU each one that waiting says a buyer in this process waits for,
+// while its run may go on.
+func (s *Locked) end(ctx context.Context, lines []Line, runs []*run, waiting func(sku string) bool) {
+	for i := len(runs) - 1; i >= 0; i-- {
+		r, sku := runs[i], lines[i].SKU
+		if waiting != nil && r.lease.Fences() && r.served < maxRun && r.lease.Err() == nil && waiting(sku) {
+			s.mu.Lock()
+			s.kept[sku] = r
+			s.mu.Unlock()
+			continue
+		}
+		release(ctx, r.lease)
+	}
 }
 
 // token is the fencing token the run writes with: its lease's, or 0, which

@@ -69,6 +69,10 @@ func (q *Queued) Adjust(ctx context.Context, sku string, delta int, fn Fn) error
 // cart takes its SKUs' turns in ascending order, as every cart does, and
 // holds them all while the guard changes its lines; a single-SKU buyer
 // holds one turn only, so no two buyers wait for each other in a circle.
+// On each turn it drops the lease a relay kept for the SKU: a lease kept
+// while the cart waits for its higher turns would be a lock held out of
+// ascending order, which a cart of another process, holding a lower SKU's
+// lock, could wait for for ever.
 // A cart's refusal is not told to the buyers waiting behind it: each line
 // alone might have sold.
 func (q *Queued) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
@@ -92,6 +96,12 @@ func (q *Queued) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
 			return fmt.Errorf("%w: %s", err, l.SKU)
 		}
 		defer func() { <-ln.turn }()
+		if r, ok := q.guard.(relay); ok {
+			r.drop(l.SKU)
+		}
+	}
+	if r, ok := q.guard.(relay); ok {
+		return r.adjustThen(ctx, lines, fn, q.waiting)
 	}
 	return q.guard.AdjustLines(ctx, lines, fn)
 }
@@ -107,17 +117,15 @@ func (q *Queued) AdjustAfter(ctx context.Context, sku string, delta int, first F
 	}
 	l, ticket := q.enter(sku)
 	defer q.leave(sku, l)
-	if err := q.wait(ctx, l, ticket, -delta); err != nil {
+	if err := q.wait(ctx, l, ticket, -delta); errors.Is(err, ErrSoldOut) {
+		return soldOut(sku)
+	} else if err != nil {
 		return fmt.Errorf("%w: %s", err, sku)
 	}
 	defer func() { <-l.turn }()
 	var err error
 	if r, ok := q.guard.(relay); ok {
-		err = r.adjustThen(ctx, []Line{{SKU: sku, Delta: delta}}, fn, func() bool {
-			q.mu.Lock()
-			defer q.mu.Unlock()
-			return l.refs > 1
-		})
+		err = r.adjustThen(ctx, []Line{{SKU: sku, Delta: delta}}, fn, q.waiting)
 	} else {
 		err = q.guard.Adjust(ctx, sku, delta, fn)
 	}
@@ -130,6 +138,15 @@ func (q *Queued) AdjustAfter(ctx context.Context, sku string, delta int, first F
 		q.tellWaiting(ctx, sku, l)
 	}
 	return err
+}
+
+// waiting reports whether another buyer of sku than the one at the guard
+// waits in this process.
+func (q *Queued) waiting(sku string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.skus[sku]
+	return l != nil && l.refs > 1
 }
 
 // stocked reports whether sku's line is in use and its last buyer bought.
@@ -214,10 +231,10 @@ func (q *Queued) leave(sku string, l *line) {
 // relay is a guard that can keep what it holds for the next change of the
 // same SKU in this process, as Locked keeps its lease.
 type relay interface {
-	// adjustThen is AdjustLines, of lines in ascending SKU order; after a
-	// change of one SKU, waiting says whether another change of it waits
-	// in this process.
-	adjustThen(ctx context.Context, lines []Line, fn Fn, waiting func() bool) error
+	// adjustThen is AdjustLines, of lines in ascending SKU order; after
+	// it, waiting says whether another change of a SKU waits in this
+	// process.
+	adjustThen(ctx context.Context, lines []Line, fn Fn, waiting func(sku string) bool) error
 	// drop gives up what is kept for sku: no change of it waits any more.
 	drop(sku string)
 }

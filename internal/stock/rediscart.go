@@ -113,29 +113,42 @@ func (s *RedisStock) ReserveCart(ctx context.Context, c Cart, lines []CartLine) 
 // gone; -1 when it was given back already; -2 when the cart was persisted,
 // which gives nothing back.
 func (s *RedisStock) GiveBack(ctx context.Context, sku, saga string, limited bool) (int, error) {
+	return s.endLine(ctx, sku, saga, limited, false)
+}
+
+// CartDone ends the reservation of a saga's line of sku once the database
+// has the cart: the entry leaves the log, and the barrier says done, so
+// that no give-back returns its units.
+func (s *RedisStock) CartDone(ctx context.Context, sku, saga string) error {
+	_, err := s.endLine(ctx, sku, saga, false, true)
+	return err
+}
+
+func (s *RedisStock) endLine(ctx context.Context, sku, saga string, limited, done bool) (int, error) {
 	k := s.keys(sku)
-	n, err := giveScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, group, saga, flag(limited)).Int()
+	n, err := giveScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, group, saga, flag(limited), flag(done)).Int()
 	if err != nil {
-		return 0, fmt.Errorf("stock: give back: %w", err)
+		return 0, fmt.Errorf("stock: end cart line: %w", err)
 	}
 	return n, nil
 }
 
-// Available reads sku's available in Redis; ok is false with no state.
-func (s *RedisStock) Available(ctx context.Context, sku string) (n int, ok bool, err error) {
-	n, err = s.rdb.HGet(ctx, s.keys(sku)[kState], "available").Int()
-	if errors.Is(err, redis.Nil) {
-		return 0, false, nil
+// Lacks reports whether sku's Redis state has fewer than qty units left,
+// and whether that is in doubt: carts' sagas hold units, which they may
+// give back, that would fill it. With no state it lacks nothing.
+func (s *RedisStock) Lacks(ctx context.Context, sku string, qty int) (short, doubt bool, err error) {
+	v, err := s.rdb.HMGet(ctx, s.keys(sku)[kState], "available", "carts").Result()
+	if err != nil {
+		return false, false, err
 	}
-	return n, err == nil, err
-}
-
-// CartDone ends the reservations of a saga's lines once the database has
-// the cart: each entry leaves its log, and the barrier says done, so that
-// no give-back returns its units.
-func (s *RedisStock) CartDone(ctx context.Context, sku, saga, entry string, quantity int) error {
-	_, err := s.Settle(ctx, sku, []Settlement{{Reservation: Reservation{ID: entry, UserID: "cart", Key: saga, Quantity: quantity}, How: Kept}}, false)
-	return err
+	a, ok := v[0].(string)
+	if !ok {
+		return false, false, nil
+	}
+	available, _ := strconv.Atoi(a)
+	c, _ := v[1].(string)
+	carts, _ := strconv.Atoi(c)
+	return available < qty, available < qty && available+carts >= qty, nil
 }
 
 // SameSlot reports whether the keys of every SKU in skus are in one hash

@@ -160,7 +160,7 @@ type Refusals struct {
 // returns its id. Its refusals, ErrSoldOut and ErrOverLimit (with what the
 // user holds, as *OverLimitError), are kept as the key's answer, as
 // t.Keep says. It returns ErrStale, ErrKeyReused, ErrInProgress and
-// ErrLookup too.
+// ErrLookup and ErrInDoubt too.
 //
 // A refusal is final: the key has no order that Redis does not know of.
 func (s *RedisStock) Reserve(ctx context.Context, sku string, r Reservation, t Terms) (id, answer string, err error) {
@@ -186,6 +186,8 @@ func (s *RedisStock) Reserve(ctx context.Context, sku string, r Reservation, t T
 		return "", "", fmt.Errorf("%w: %s's key %q, reservation %s", ErrInProgress, r.UserID, r.Key, v[1])
 	case "lookup":
 		return "", "", fmt.Errorf("%w: %s's key %q", ErrLookup, r.UserID, r.Key)
+	case "in-doubt":
+		return "", "", fmt.Errorf("%w: %s", ErrInDoubt, sku)
 	default:
 		held, _ := strconv.Atoi(v[1])
 		return "", "", &OverLimitError{Held: held}
