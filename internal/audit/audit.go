@@ -103,13 +103,14 @@ func SKU(ctx context.Context, db *gorm.DB, sku string, soldOut int, acked []int6
 	return a, nil
 }
 
-// payments reads the payment invariants of sku's orders.
+// payments reads the payment invariants of sku's orders. A cart's line is
+// paid by its order's payment, made to the head row's id (cart_id).
 func payments(db *gorm.DB, sku string, a *Audit) error {
 	err := db.Raw(`SELECT
 		(SELECT COUNT(*) FROM orders o WHERE o.sku = ? AND o.cancelled_at IS NOT NULL
-			AND (o.paid_at IS NOT NULL OR EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.id AND p.status = 'paid'))),
+			AND (o.paid_at IS NOT NULL OR EXISTS (SELECT 1 FROM payments p WHERE p.order_id = COALESCE(o.cart_id, o.id) AND p.status = 'paid'))),
 		(SELECT COUNT(*) FROM orders o WHERE o.sku = ? AND o.paid_at IS NOT NULL
-			AND (SELECT COUNT(*) FROM payments p WHERE p.order_id = o.id AND p.status = 'paid') <> 1),
+			AND (SELECT COUNT(*) FROM payments p WHERE p.order_id = COALESCE(o.cart_id, o.id) AND p.status = 'paid') <> 1),
 		(SELECT COUNT(*) FROM payments p JOIN orders o ON o.id = p.order_id WHERE o.sku = ? AND p.status = 'orphaned'
 			AND NOT (o.status = 'cancelled' OR o.expires_at IS NULL OR (o.payment_id IS NOT NULL AND o.payment_id <> p.payment_id)))`,
 		sku, sku, sku).Row().Scan(&a.PaidAndReturned, &a.BadPayments, &a.StrayOrphans)

@@ -194,3 +194,78 @@ func TestCartNoneOversells(t *testing.T) {
 	}
 	t.Fatalf("no oversell in %d rounds of %d carts: the contract cannot tell a broken strategy", rounds, cartBuyers)
 }
+
+// TestCartWindow walks carts through the payment window under one
+// strategy of each kind: a cart paid, one cancelled by its buyer, one past
+// its deadline that the expiry job cancels, each as one order, every line
+// with it; and the per-user limit, which holds per SKU. Each line's stock
+// comes back once, and every order's rows agree.
+func TestCartWindow(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"atomic", "batched", "lua", "redis", "dbtable"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			svc, gdb, _ := windowShop(t, name) // a limit of 2 per user and SKU
+			ctx := t.Context()
+			skus := []string{"win-a", "win-b"}
+			for _, sku := range skus {
+				if _, err := svc.SetStock(ctx, sku, 10); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cart := func(user string, a, b int) (order.Order, error) {
+				o, _, err := svc.Place(ctx, order.PlaceRequest{UserID: user, IdempotencyKey: "k-" + user,
+					Items: []order.Line{{SKU: "win-b", Quantity: b}, {SKU: "win-a", Quantity: a}}})
+				return o, err
+			}
+			paid, err := cart("ann", 1, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if paid.Status != order.StatusPending || len(paid.Items) != 2 || paid.Items[0].SKU != "win-a" {
+				t.Fatalf("placed %+v, want pending with its 2 lines by SKU", paid)
+			}
+			cancelled, err := cart("bob", 1, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			late, err := cart("cid", 2, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cart("dan", 2, 1); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := svc.Place(ctx, order.PlaceRequest{UserID: "dan", IdempotencyKey: "k-dan-2",
+				Items: []order.Line{{SKU: "win-a", Quantity: 1}, {SKU: "win-b", Quantity: 1}}}); !errors.Is(err, order.ErrLimitReached) {
+				t.Errorf("dan's second cart, past 2 of win-a: %v, want ErrLimitReached", err)
+			}
+			if o, _, err := svc.Pay(ctx, paid.ID, "pay-ann"); err != nil || o.Status != order.StatusPaid || len(o.Items) != 2 {
+				t.Fatalf("pay the cart: %+v, %v", o, err)
+			}
+			if o, _, err := svc.Cancel(ctx, cancelled.ID, "bob", "c-1"); err != nil || o.Status != order.StatusCancelled {
+				t.Fatalf("cancel the cart: %+v, %v", o, err)
+			}
+			time.Sleep(window + 100*time.Millisecond)
+			if n, err := svc.Expire(ctx, 0); err != nil || n != 2 {
+				t.Errorf("expire: %d, %v; want cid's and dan's carts", n, err)
+			}
+			if _, _, err := svc.Pay(ctx, late.ID, "pay-cid"); !errors.Is(err, order.ErrOrderExpired) {
+				t.Errorf("pay the expired cart: %v, want ErrOrderExpired", err)
+			}
+			audits, partial := auditCartsOf(t, gdb, skus, cartOutcome{})
+			if partial > 0 {
+				t.Errorf("%d orders have rows in different statuses", partial)
+			}
+			for sku, left := range map[string]int{"win-a": 9, "win-b": 8} {
+				if a := audits[sku]; len(a.Violations()) > 0 || a.Available != left || a.Sold != 10-left {
+					t.Errorf("%s: %+v %v; want %d left, the paid cart's", sku, a, a.Violations(), left)
+				}
+			}
+			if got := events(t, gdb); !slices.Equal(got[paid.ID], []string{"placed", "paid"}) ||
+				!slices.Equal(got[cancelled.ID], []string{"placed", "cancelled"}) || !slices.Equal(got[late.ID], []string{"placed", "expired"}) {
+				t.Errorf("events %v, want one per transition of each cart", got)
+			}
+		})
+	}
+}
