@@ -30,25 +30,59 @@ const benchBuyers = 32
 // what the shop's own code costs an order, the servers' share aside.
 func BenchmarkOrder(b *testing.B) {
 	testinfra.NeedsRealServers(b, "it measures the strategies on MySQL and Redis")
-	b.Run("http-echo", func(b *testing.B) { orders(b, httpapi.Echo(), "echo") })
+	b.Run("http-echo", func(b *testing.B) { orders(b, httpapi.Echo(), one("echo")) })
 	for _, s := range strategy.All() {
 		b.Run(s.Name, func(b *testing.B) {
-			env := strategytest.Env(b, s)
-			env["SHOP_ADMIN_TOKEN"] = "bench"
-			shop, err := app.New(b.Context(), strategytest.Load(b, env), slog.New(slog.DiscardHandler))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { shop.Close() })
-			sku := "bench-" + s.Name
-			serve(b, shop.Handler, "PUT", "/api/v1/stock/"+sku, `{"quantity":1000000000}`, http.StatusOK, "Authorization", "Bearer bench")
-			orders(b, shop.Handler, sku)
+			orders(b, shopOf(b, s, "bench-"+s.Name), one("bench-"+s.Name))
 		})
 	}
 }
 
-// orders places b.N orders of sku through h, benchBuyers per core at once.
-func orders(b *testing.B, h http.Handler, sku string) {
+// BenchmarkCart is BenchmarkOrder for carts of 3 lines, a unit each of 3
+// SKUs, under atomic (one transaction), batched (a transaction of the
+// cart's own, outside the batches) and lua (one script on one Redis).
+func BenchmarkCart(b *testing.B) {
+	testinfra.NeedsRealServers(b, "it measures the strategies on MySQL and Redis")
+	for _, name := range []string{"atomic", "batched", "lua"} {
+		b.Run(name, func(b *testing.B) {
+			s, err := strategy.Lookup(name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			skus := []string{"cart-" + name + "-a", "cart-" + name + "-b", "cart-" + name + "-c"}
+			h := shopOf(b, s, skus...)
+			orders(b, h, func(user string) string {
+				return fmt.Sprintf(`{"user_id":%q,"items":[{"sku":%q,"quantity":1},{"sku":%q,"quantity":1},{"sku":%q,"quantity":1}]}`,
+					user, skus[2], skus[0], skus[1])
+			})
+		})
+	}
+}
+
+// shopOf starts a shop of strategy s, in process, with a billion units of
+// each of skus, and returns its handler.
+func shopOf(b *testing.B, s strategy.Strategy, skus ...string) http.Handler {
+	env := strategytest.Env(b, s)
+	env["SHOP_ADMIN_TOKEN"] = "bench"
+	shop, err := app.New(b.Context(), strategytest.Load(b, env), slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { shop.Close() })
+	for _, sku := range skus {
+		serve(b, shop.Handler, "PUT", "/api/v1/stock/"+sku, `{"quantity":1000000000}`, http.StatusOK, "Authorization", "Bearer bench")
+	}
+	return shop.Handler
+}
+
+// one is the body of a user's order of one unit of sku.
+func one(sku string) func(user string) string {
+	return func(user string) string { return fmt.Sprintf(`{"sku":%q,"user_id":%q,"quantity":1}`, sku, user) }
+}
+
+// orders places b.N orders through h, each with the body that body gives
+// its user, benchBuyers per core at once.
+func orders(b *testing.B, h http.Handler, body func(user string) string) {
 	run := rand.Text()[:8] // users and keys are new in every round
 	var n atomic.Int64
 	b.ReportAllocs()
@@ -58,8 +92,7 @@ func orders(b *testing.B, h http.Handler, sku string) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			user := fmt.Sprint(run, "-", n.Add(1))
-			serve(b, h, "POST", "/api/v1/orders", fmt.Sprintf(`{"sku":%q,"user_id":%q,"quantity":1}`, sku, user),
-				http.StatusCreated, "Idempotency-Key", user)
+			serve(b, h, "POST", "/api/v1/orders", body(user), http.StatusCreated, "Idempotency-Key", user)
 		}
 	})
 	b.ReportMetric(float64((processCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
