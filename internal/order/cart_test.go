@@ -269,3 +269,43 @@ func TestCartWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteStockTakesWholeCarts: deleting a SKU deletes every cart with a
+// line of it, whole, and gives its other lines' units back to their SKUs:
+// no order is left with some lines and not others.
+func TestDeleteStockTakesWholeCarts(t *testing.T) {
+	t.Parallel()
+	svc, gdb := newService(t, "atomic")
+	ctx := t.Context()
+	for _, sku := range []string{"del-a", "del-b"} {
+		if _, err := svc.SetStock(ctx, sku, 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cart, _, err := svc.Place(ctx, order.PlaceRequest{UserID: "ann", IdempotencyKey: "k-ann",
+		Items: []order.Line{{SKU: "del-a", Quantity: 1}, {SKU: "del-b", Quantity: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	single, _, err := svc.Place(ctx, order.PlaceRequest{SKU: "del-b", UserID: "bob", Quantity: 1, IdempotencyKey: "k-bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.DeleteStock(ctx, "del-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Get(ctx, cart.ID); !errors.Is(err, order.ErrNotFound) {
+		t.Errorf("the cart after its SKU was deleted: %v, want not found", err)
+	}
+	a, err := audit.SKU(ctx, gdb, "del-b", 0, []int64{single.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := a.Violations(); len(v) > 0 || a.Available != 4 || a.Sold != 1 {
+		t.Errorf("del-b: %+v %v; want bob's unit sold and 4 left", a, v)
+	}
+	_, partial := auditCartsOf(t, gdb, nil, cartOutcome{})
+	if partial > 0 {
+		t.Errorf("%d partial orders left", partial)
+	}
+}

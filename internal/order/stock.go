@@ -93,8 +93,10 @@ func (s *Service) change(ctx context.Context, sku string, available int) error {
 
 // DeleteStock deletes sku and everything that points to it: its orders,
 // their payments and events, holdings, and what the strategy keeps of it
-// elsewhere; its epoch moves
-// on, so that a SKU set up again starts a new sale. It is for demos and
+// elsewhere; its epoch moves on, so that a SKU set up again starts a new
+// sale. A cart with a line of sku goes whole: its other lines' units go
+// back to their SKUs in the database (under lua, Redis has them back at
+// the next reconcile). It is for demos and
 // tests, and must not run while the SKU sells. See
 // docs/api.md#stock-changes.
 func (s *Service) DeleteStock(ctx context.Context, sku string) error {
@@ -108,18 +110,40 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 		if res.RowsAffected == 0 {
 			return fmt.Errorf("%w: %s", stock.ErrNotFound, sku)
 		}
-		ofSKU := tx.Model(&Order{}).Select("id").Where("sku = ?", sku)
+		// Whole orders go: a cart with a line of sku, with its other
+		// lines, whose live units go back to their SKUs and holdings.
+		heads := tx.Model(&Order{}).Select("COALESCE(cart_id, id)").Where("sku = ?", sku)
+		var others []Order
+		err := tx.Where("(id IN (?) OR cart_id IN (?)) AND sku <> ? AND status IN ?", heads, heads, sku, live).Find(&others).Error
+		if err != nil {
+			return err
+		}
+		for _, o := range others {
+			if err := tx.Exec(`UPDATE stock_items SET available = available + ? WHERE sku = ?`, o.Quantity, o.SKU).Error; err != nil {
+				return err
+			}
+			err := tx.Model(&purchase{}).Where("user_id = ? AND sku = ?", o.UserID, o.SKU).Update("units", gorm.Expr("units - ?", o.Quantity)).Error
+			if err != nil {
+				return err
+			}
+		}
+		ids := tx.Model(&Order{}).Select("id").Where("id IN (?) OR cart_id IN (?)", heads, heads)
 		for _, row := range []any{&payment{}, &event{}} {
-			if err := tx.Where("order_id IN (?)", ofSKU).Delete(row).Error; err != nil {
+			if err := tx.Where("order_id IN (?)", ids).Delete(row).Error; err != nil {
 				return err
 			}
 		}
-		for _, row := range []any{&Order{}, &purchase{}} {
-			if err := tx.Where("sku = ?", sku).Delete(row).Error; err != nil {
-				return err
-			}
+		var orderIDs []int64
+		if err := ids.Scan(&orderIDs).Error; err != nil {
+			return err
 		}
-		_, err := stock.NextEpoch(tx, sku)
+		if err := tx.Where("id IN ?", append(orderIDs, 0)).Delete(&Order{}).Error; err != nil {
+			return err
+		}
+		if err := tx.Where("sku = ?", sku).Delete(&purchase{}).Error; err != nil {
+			return err
+		}
+		_, err = stock.NextEpoch(tx, sku)
 		return err
 	})
 	if keeper, ok := s.guard.(saleKeeper); ok && err == nil {
