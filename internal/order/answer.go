@@ -111,8 +111,8 @@ func kept(a placed) (answer string, ok bool) {
 		return keptLimit(e.limit) + strconv.Itoa(e.held), true
 	case e.kind == refusedReused:
 		return "r" + strconv.FormatInt(e.order, 10), true
-	case e.kind == refusedSoldOut && strings.Contains(e.sku, "\n"):
-		return "s" + e.sku, true // a cart's: the SKUs that were short
+	case e.kind == refusedSoldOut:
+		return "s" + e.sku, true // with the SKUs that were short, a cart's too
 	}
 	return string(e.kind), true
 }

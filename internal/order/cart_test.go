@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/audit"
@@ -17,6 +18,7 @@ import (
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
+	"github.com/stockguard/shop/internal/testinfra"
 )
 
 const (
@@ -307,5 +309,43 @@ func TestDeleteStockTakesWholeCarts(t *testing.T) {
 	_, partial := auditCartsOf(t, gdb, nil, cartOutcome{})
 	if partial > 0 {
 		t.Errorf("%d partial orders left", partial)
+	}
+}
+
+// TestCartRefusalKept: a cart refused for stock is kept under its key,
+// with the SKUs that were short, where the service keeps its buyers' keys
+// (every strategy but lua, which keeps no cart's refusal): a retry once
+// stock is back gets the same refusal, replayed; the key used for another
+// cart is refused as reused.
+func TestCartRefusalKept(t *testing.T) {
+	t.Parallel()
+	_, gdb := instances(t, "atomic")
+	ns := testinfra.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: ns.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	svc := order.NewService(gdb, stock.NewAtomic(gdb), &order.Options{Keys: &order.KeyOptions{Redis: rdb, Prefix: ns.Prefix}})
+	ctx := t.Context()
+	for sku, n := range map[string]int{"keep-a": 1, "keep-b": 0} {
+		if _, err := svc.SetStock(ctx, sku, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := order.PlaceRequest{UserID: "ann", IdempotencyKey: "k", Items: []order.Line{{SKU: "keep-b", Quantity: 1}, {SKU: "keep-a", Quantity: 1}}}
+	refused := func(what string, replay bool) {
+		t.Helper()
+		_, replayed, err := svc.Place(ctx, r)
+		var short interface{ Short() []string }
+		if !errors.As(err, &short) || !slices.Equal(short.Short(), []string{"keep-b"}) || replayed != replay {
+			t.Fatalf("%s: %v, replayed %v; want sold out naming keep-b, replayed %v", what, err, replayed, replay)
+		}
+	}
+	refused("the cart", false)
+	if _, err := svc.SetStock(ctx, "keep-b", 5); err != nil {
+		t.Fatal(err)
+	}
+	refused("its retry once keep-b is back", true)
+	r.Items[0].Quantity = 2
+	if _, _, err := svc.Place(ctx, r); !errors.Is(err, order.ErrKeyReused) {
+		t.Errorf("the key for another cart: %v, want ErrKeyReused", err)
 	}
 }
