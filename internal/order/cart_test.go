@@ -135,18 +135,6 @@ func auditCartsOf(t *testing.T, gdb *gorm.DB, hot []string, out cartOutcome) (ma
 	return audits, partial
 }
 
-// cartFleet is fleet, but with three instances whatever the strategy needs,
-// but local, which is only correct in one process.
-func cartFleet(t *testing.T, s strategy.Strategy) ([]*order.Service, *gorm.DB) {
-	t.Helper()
-	newShop, gdb := instances(t, s.Name)
-	shops := []*order.Service{newShop()}
-	for s.Name != "local" && len(shops) < distributed {
-		shops = append(shops, newShop())
-	}
-	return shops, gdb
-}
-
 // TestCartContract: under every guarded strategy, 300 buyers over 3
 // instances buy carts of the 3 hot SKUs in random order. No SKU is
 // oversold, no order has some lines and not others, every acknowledged
@@ -155,7 +143,11 @@ func cartFleet(t *testing.T, s strategy.Strategy) ([]*order.Service, *gorm.DB) {
 func TestCartContract(t *testing.T) {
 	guarded := slices.DeleteFunc(strategy.All(), func(s strategy.Strategy) bool { return s.Name == "none" }) // TestCartNoneOversells
 	strategytest.Each(t, guarded, func(t *testing.T, s strategy.Strategy) {
-		shops, gdb := cartFleet(t, s)
+		n := distributed
+		if s.Name == "local" {
+			n = 1 // only correct in one process
+		}
+		shops, gdb := fleetOf(t, s, n)
 		out := cartBurst(t, 1, shops...)
 		if len(out.others) > 0 {
 			t.Errorf("%d buyers answered other than an order or sold out; first: %v", len(out.others), out.others[0])

@@ -142,9 +142,18 @@ const distributed = 3
 // beyond MySQL, since that is what its lock is for, and one otherwise.
 func fleet(t *testing.T, s strategy.Strategy) ([]*order.Service, *gorm.DB) {
 	t.Helper()
+	if len(s.Needs) > 0 {
+		return fleetOf(t, s, distributed)
+	}
+	return fleetOf(t, s, 1)
+}
+
+// fleetOf returns n instances of s on a fresh database, also returned.
+func fleetOf(t *testing.T, s strategy.Strategy, n int) ([]*order.Service, *gorm.DB) {
+	t.Helper()
 	newShop, gdb := instances(t, s.Name)
 	shops := []*order.Service{newShop()}
-	for len(s.Needs) > 0 && len(shops) < distributed {
+	for len(shops) < n {
 		shops = append(shops, newShop())
 	}
 	return shops, gdb
