@@ -216,7 +216,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		writeClosed(w, r.Results)
 	}
 	if rows := r.skuRows(); len(rows) > 0 {
-		fmt.Fprintf(w, "\ncarts: each order one unit of each of %s SKUs, in random order, all or nothing; each SKU from the database; sold out counts the answers that named it short\n", cartLines(p.Burst.Cart))
+		fmt.Fprintf(w, "\ncarts: each order one unit of each of %s SKUs, in random order, all or nothing; each SKU from the database, its audit FAIL if it broke an invariant; sold out counts the answers that named it short\n", cartLines(p.Burst.Cart))
 		writeSKUs(w, rows, r.Results)
 	}
 	if rows := r.cpuRows(); len(rows) > 0 {
@@ -340,9 +340,10 @@ func writeClosed(w io.Writer, results []Result) {
 
 // skuRow is one SKU of a load with a cart mix.
 type skuRow struct {
-	Strategy, Load, Verdict string
-	Audit                   audit.Audit
-	SoldOut                 int // sold-out answers that named it short
+	Strategy, Load string
+	Audit          audit.Audit
+	SoldOut        int    // sold-out answers that named it short
+	Verdict        string // the SKU's audit's: FAIL if it broke an invariant
 }
 
 // skuRows returns the SKUs of every load that had a cart mix.
@@ -357,7 +358,11 @@ func (r *Report) skuRows() []skuRow {
 				continue
 			}
 			for _, a := range load.p.SKUs {
-				rows = append(rows, skuRow{Strategy: res.Strategy, Load: load.name, Verdict: res.Verdict(), Audit: a, SoldOut: load.p.SoldOutSKUs[a.SKU]})
+				verdict := "PASS"
+				if len(a.Violations()) > 0 {
+					verdict = "FAIL"
+				}
+				rows = append(rows, skuRow{Strategy: res.Strategy, Load: load.name, Audit: a, SoldOut: load.p.SoldOutSKUs[a.SKU], Verdict: verdict})
 			}
 		}
 	}
@@ -378,7 +383,7 @@ func writeSKUs(w io.Writer, rows []skuRow, results []Result) {
 		width = max(width, len(r.Audit.SKU))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tload  \t%-*s\tstock\torders\tsold\toversold\tundersold\tstock left\tsold out\tpartial\tlines lost\tverdict\t\n", leftAlign("strategy", results), width, "sku")
+	fmt.Fprintf(tw, "%s\tload  \t%-*s\tstock\torders\tsold\toversold\tundersold\tstock left\tsold out\tpartial\tlines lost\taudit\t\n", leftAlign("strategy", results), width, "sku")
 	for _, r := range rows {
 		a := r.Audit
 		fmt.Fprintf(tw, "%s\t%-6s\t%-*s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", leftAlign(r.Strategy, results), r.Load, width, a.SKU,
