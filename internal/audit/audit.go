@@ -210,28 +210,37 @@ func (r reader) sku(sku string, soldOut int, acked []Acked) (Audit, error) {
 // units reads sku's units by status: Sold, those of live orders, and
 // Pending.
 func (r reader) units(sku string, a *Audit) error {
-	rows, err := r.db.Raw(`SELECT status, SUM(quantity) FROM orders WHERE sku = ? GROUP BY status`, sku).Rows()
+	units, err := Units(r.db, sku)
+	for _, status := range liveStatuses {
+		a.Sold += units[status]
+	}
+	a.Pending = units["pending"]
+	return err
+}
+
+// Units reads sku's units by status, in orders of every line, with the
+// one query
+//
+//	SELECT status, SUM(quantity) FROM orders WHERE sku = ? GROUP BY status
+func Units(db *gorm.DB, sku string) (map[string]int, error) {
+	rows, err := db.Raw(`SELECT status, SUM(quantity) FROM orders WHERE sku = ? GROUP BY status`, sku).Rows()
 	if err != nil {
-		return fmt.Errorf("audit: units of %s: %w", sku, err)
+		return nil, fmt.Errorf("audit: units of %s: %w", sku, err)
 	}
 	defer rows.Close()
+	units := make(map[string]int)
 	for rows.Next() {
 		var status string
-		var units int
-		if err := rows.Scan(&status, &units); err != nil {
-			return fmt.Errorf("audit: units of %s: %w", sku, err)
+		var n int
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, fmt.Errorf("audit: units of %s: %w", sku, err)
 		}
-		if slices.Contains(liveStatuses, status) {
-			a.Sold += units
-		}
-		if status == "pending" {
-			a.Pending = units
-		}
+		units[status] = n
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("audit: units of %s: %w", sku, err)
+		return nil, fmt.Errorf("audit: units of %s: %w", sku, err)
 	}
-	return nil
+	return units, nil
 }
 
 // orders counts the live orders with a line of skus, and the partial ones
