@@ -109,6 +109,8 @@ type Stats struct {
 	// SoldOutSKUs counts the sold-out answers by the SKUs they named
 	// short; one to an order of one SKU names it.
 	SoldOutSKUs map[string]int `json:"sold_out_skus,omitempty"`
+	// BusyOrders is the SKUs of each order answered busy.
+	BusyOrders [][]string `json:"-"`
 	// Carts is what an abandoned-cart sale came to, and its timeline.
 	Carts *CartStats `json:"carts,omitempty"`
 }
@@ -163,6 +165,7 @@ type tally struct {
 	counts  [len(outcomeNames)]int
 	acked   []audit.Acked
 	soldOut map[string]int // by SKU named short
+	busy    [][]string     // the SKUs of the orders answered busy
 	err     string
 	hist    *hdrhistogram.PackedHistogram // sparse: a worker may see few values
 }
@@ -262,11 +265,13 @@ func (t *tally) record(sent time.Time, out Outcome, err error) {
 }
 
 // told keeps what an order of skus was answered: the order, if placed,
-// and the SKUs named short, if sold out.
+// the SKUs named short, if sold out, and the order's SKUs, if busy.
 func (t *tally) told(skus []string, out Outcome, id int64, short []string) {
 	switch out {
 	case Ordered:
 		t.acked = append(t.acked, audit.Acked{ID: id, SKUs: skus})
+	case Busy:
+		t.busy = append(t.busy, skus)
 	case SoldOut:
 		if t.soldOut == nil {
 			t.soldOut = make(map[string]int)
@@ -285,7 +290,7 @@ func merge(tallies []tally, elapsed time.Duration) Stats {
 		for o, c := range t.counts {
 			counts[o] += c
 		}
-		s.Acked = append(s.Acked, t.acked...)
+		s.Acked, s.BusyOrders = append(s.Acked, t.acked...), append(s.BusyOrders, t.busy...)
 		for sku, n := range t.soldOut {
 			if s.SoldOutSKUs == nil {
 				s.SoldOutSKUs = make(map[string]int)

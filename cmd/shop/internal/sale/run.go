@@ -210,10 +210,21 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 		p.Problems = append(p.Problems, fmt.Sprintf("%d requests failed, first: %s", stats.Errors, stats.FirstError))
 	}
 	// The audit counts as undersold only what was left while buyers heard
-	// "sold out". Buyers sent away busy while stock was left are no better
-	// served: the sale ended unsold.
-	if stats.Busy > 0 && a.Available > 0 {
-		p.Problems = append(p.Problems, fmt.Sprintf("%d buyers were sent away busy while %d units were left", stats.Busy, a.Available))
+	// "sold out". Buyers sent away busy while stock was left for their
+	// orders, a unit of every SKU of it, are no better served: the sale
+	// ended unsold. A cart of which a SKU sold out could not have sold.
+	left := make(map[string]bool)
+	for _, a := range each {
+		left[a.SKU] = a.Available > 0
+	}
+	unserved := 0
+	for _, skus := range stats.BusyOrders {
+		if !slices.ContainsFunc(skus, func(sku string) bool { return !left[sku] }) {
+			unserved++
+		}
+	}
+	if unserved > 0 {
+		p.Problems = append(p.Problems, fmt.Sprintf("%d buyers were sent away busy while %d units were left, stock for their orders", unserved, a.Available))
 	}
 	p.Problems = append(p.Problems, cartProblems(stats, a)...)
 	if r.progress != nil {
