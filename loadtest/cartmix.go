@@ -25,8 +25,8 @@ func HotSKUs(sku string, cart int) []string {
 
 // drawCart returns a cart of 2 to lines distinct SKUs of hot, drawn by r,
 // in random order: over many carts each pair of SKUs comes in both orders,
-// as real buyers fill their carts, so that a shop that took the lines in
-// the order of the body would deadlock.
+// as real buyers fill their carts: a shop that took the lines in the
+// order of the body could deadlock.
 func drawCart(r *rand.Rand, hot []string, lines int) []string {
 	n := 2 + r.IntN(min(lines, len(hot))-1)
 	cart := make([]string, n)
