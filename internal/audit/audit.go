@@ -188,7 +188,7 @@ func (r reader) sku(sku string, soldOut int, acked []Acked) (Audit, error) {
 	if a.Orders, a.Partial, err = r.orders([]string{sku}); err != nil {
 		return Audit{}, err
 	}
-	if err := r.payments(sku, &a); err != nil {
+	if err := payments(r.db, sku, &a); err != nil {
 		return Audit{}, err
 	}
 	err = r.row(`SELECT COALESCE(SUM(n - 1), 0) FROM (SELECT COUNT(*) AS n FROM orders
@@ -205,6 +205,22 @@ func (r reader) sku(sku string, soldOut int, acked []Acked) (Audit, error) {
 	}
 	a.Drift = a.Available + a.Sold - a.Initial
 	return a, nil
+}
+
+// payments reads the payment invariants of sku's orders.
+func payments(db *gorm.DB, sku string, a *Audit) error {
+	err := db.Raw(`SELECT
+		(SELECT COUNT(*) FROM orders o WHERE o.sku = ? AND o.cancelled_at IS NOT NULL
+			AND (o.paid_at IS NOT NULL OR EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.id AND p.status = 'paid'))),
+		(SELECT COUNT(*) FROM orders o WHERE o.sku = ? AND o.paid_at IS NOT NULL
+			AND (SELECT COUNT(*) FROM payments p WHERE p.order_id = o.id AND p.status = 'paid') <> 1),
+		(SELECT COUNT(*) FROM payments p JOIN orders o ON o.id = p.order_id WHERE o.sku = ? AND p.status = 'orphaned'
+			AND NOT (o.status = 'cancelled' OR o.expires_at IS NULL OR (o.payment_id IS NOT NULL AND o.payment_id <> p.payment_id)))`,
+		sku, sku, sku).Row().Scan(&a.PaidAndReturned, &a.BadPayments, &a.StrayOrphans)
+	if err != nil {
+		return fmt.Errorf("audit: payments of %s: %w", sku, err)
+	}
+	return nil
 }
 
 // units reads sku's units by status: Sold, those of live orders, and
@@ -258,24 +274,6 @@ func (r reader) orders(skus []string) (live, partial int, err error) {
 		return 0, 0, fmt.Errorf("audit: partial orders of %s: %w", strings.Join(skus, ","), err)
 	}
 	return live, partial, nil
-}
-
-// payments reads the payment invariants of the orders with a line of sku.
-// A payment is the order's: its order_id is the head row's id.
-func (r reader) payments(sku string, a *Audit) error {
-	err := r.row(`SELECT
-		(SELECT COUNT(*) FROM orders o WHERE o.sku = ? AND o.cancelled_at IS NOT NULL
-			AND (o.paid_at IS NOT NULL OR EXISTS (SELECT 1 FROM payments p WHERE p.order_id = COALESCE(o.cart_id, o.id) AND p.status = 'paid'))),
-		(SELECT COUNT(*) FROM orders o WHERE o.sku = ? AND o.paid_at IS NOT NULL
-			AND (SELECT COUNT(*) FROM payments p WHERE p.order_id = COALESCE(o.cart_id, o.id) AND p.status = 'paid') <> 1),
-		(SELECT COUNT(*) FROM payments p JOIN orders o ON o.id = p.order_id
-			WHERE p.order_id IN (SELECT COALESCE(cart_id, id) FROM orders WHERE sku = ?) AND p.status = 'orphaned'
-			AND NOT (o.status = 'cancelled' OR o.expires_at IS NULL OR (o.payment_id IS NOT NULL AND o.payment_id <> p.payment_id)))`,
-		sku, sku, sku).Scan(&a.PaidAndReturned, &a.BadPayments, &a.StrayOrphans)
-	if err != nil {
-		return fmt.Errorf("audit: payments of %s: %w", sku, err)
-	}
-	return nil
 }
 
 // acked counts the acknowledged orders with a line of sku that has no
