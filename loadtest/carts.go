@@ -86,6 +86,8 @@ func (c Carts) Run(ctx context.Context, shop Shop, sku string, progress func(Ans
 		return Stats{}, fmt.Errorf("loadtest: no shop URLs")
 	case len(shop.PaymentSecret) == 0:
 		return Stats{}, errors.New("loadtest: an abandoned-cart sale signs its payments, and the shop has no payment secret")
+	case c.Cart >= 2:
+		return Stats{}, errors.New("loadtest: an abandoned-cart sale sells one SKU, with no cart mix")
 	}
 	workers := c.Concurrency
 	if workers <= 0 || workers > c.Buyers {
@@ -137,18 +139,18 @@ func (s *cartSale) over(ctx context.Context) bool {
 // unless its win is one to abandon. Told sold out or busy, it tries again
 // after a pause of 50 to 100 ms; an order refused otherwise ends its part.
 func (s *cartSale) buyer(ctx context.Context, t *tally, i int) {
-	user := fmt.Sprintf("buyer-%s-%d", s.run, i)
+	user, skus := fmt.Sprintf("buyer-%s-%d", s.run, i), []string{s.sku}
 	for !s.over(ctx) {
 		b := buyer{user: user, key: rand.Text(), url: s.shop.URLs[i%len(s.shop.URLs)]}
 		sent := time.Now()
-		out, id, err := b.buy(ctx, s.client, s.sku)
+		out, id, short, err := b.buy(ctx, s.client, skus)
 		t.record(sent, out, err)
+		t.told(skus, out, id, short)
 		if s.progress != nil {
 			s.progress(Answer{Outcome: out, Latency: time.Since(sent)})
 		}
 		switch out {
 		case Ordered:
-			t.acked = append(t.acked, id)
 			if s.abandons(s.wins.Add(1) - 1) {
 				s.abandoned.Add(1)
 				return

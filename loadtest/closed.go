@@ -22,6 +22,7 @@ type Closed struct {
 	Duration  time.Duration `json:"duration_ns"`
 	MaxBuyers int           `json:"max_buyers,omitempty"`
 	P99       time.Duration `json:"p99_bound_ns,omitempty"` // 0: no bound
+	Cart      int           `json:"cart,omitempty"`         // the cart mix, as Burst's
 }
 
 // ClosedStep is one loop of a search: its buyers, what it sustained, and
@@ -91,5 +92,5 @@ func (c Closed) Run(ctx context.Context, shop Shop, sku string, progress func(An
 	if c.Buyers < 1 || c.Duration <= 0 {
 		return Stats{}, fmt.Errorf("loadtest: a closed loop needs buyers and a duration, not %d for %s", c.Buyers, c.Duration)
 	}
-	return fire(ctx, shop, sku, math.MaxInt, c.Buyers, nil, time.Now().Add(c.Duration), progress)
+	return fire(ctx, shop, sku, c.Cart, math.MaxInt, c.Buyers, nil, time.Now().Add(c.Duration), progress)
 }

@@ -13,7 +13,9 @@ import (
 var reportHTML string
 
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"pct": percent,
+	"pct":       percent,
+	"hotSKUs":   func(cart int) int { return len(HotSKUs("", cart)) },
+	"cartLines": cartLines,
 	"usage": func(us []Usage) template.HTML {
 		rss, cpu := totalUsage(us)
 		return template.HTML(fmt.Sprintf("<td>%.0f MB</td><td>%.1f</td>", rss, cpu))
@@ -27,7 +29,8 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		*Report
 		Charts []template.HTML
 		CPU    cpuTable
-	}{r, r.charts(), newCPUTable(r.cpuRows())})
+		SKUs   []skuRow
+	}{r, r.charts(), newCPUTable(r.cpuRows()), r.skuRows()})
 }
 
 // charts draws the comparisons a reader looks for first.

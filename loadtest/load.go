@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/stockguard/shop/internal/audit"
 )
 
 // Outcome is how the shop answered one buyer.
@@ -63,11 +65,16 @@ type Shop struct {
 }
 
 // Burst releases Buyers buyers at once through a start gate, each with its
-// own user and Idempotency-Key, buying one unit.
+// own user and Idempotency-Key, buying one unit, or with a cart mix one
+// unit of each SKU of a cart.
 type Burst struct {
 	Buyers int `json:"buyers"`
 	// Concurrency caps the requests in flight; 0 sends all buyers at once.
 	Concurrency int `json:"concurrency"`
+	// Cart, at 2 or more, makes every order a cart of 2 to Cart distinct
+	// SKUs drawn from the load's HotSKUs, in random order; 0 or 1 orders
+	// the load's SKU alone.
+	Cart int `json:"cart,omitempty"`
 }
 
 // Steady sends buyers at a fixed rate for a duration. Each latency is
@@ -77,7 +84,8 @@ type Burst struct {
 type Steady struct {
 	Rate        float64       `json:"rate"` // buyers per second
 	Duration    time.Duration `json:"duration_ns"`
-	Concurrency int           `json:"concurrency"` // requests in flight at most; 0 means 256
+	Concurrency int           `json:"concurrency"`    // requests in flight at most; 0 means 256
+	Cart        int           `json:"cart,omitempty"` // the cart mix, as Burst's
 }
 
 // Buyers returns how many buyers s sends.
@@ -96,7 +104,13 @@ type Stats struct {
 	Seconds      float64 `json:"seconds"`        // from release to the last answer
 	Throughput   float64 `json:"throughput_rps"` // answers per second
 	Latency      Latency `json:"latency_ms"`
-	Acked        []int64 `json:"-"` // ids of the orders answered with 201
+	// Acked is the orders answered with 201: their ids and SKUs.
+	Acked []audit.Acked `json:"-"`
+	// SoldOutSKUs counts the sold-out answers by the SKUs they named
+	// short; one to an order of one SKU names it.
+	SoldOutSKUs map[string]int `json:"sold_out_skus,omitempty"`
+	// BusyOrders is the SKUs of each order answered busy.
+	BusyOrders [][]string `json:"-"`
 	// Carts is what an abandoned-cart sale came to, and its timeline.
 	Carts *CartStats `json:"carts,omitempty"`
 }
@@ -127,7 +141,7 @@ func (b Burst) Run(ctx context.Context, shop Shop, sku string, progress func(Ans
 	if workers <= 0 || workers > b.Buyers {
 		workers = b.Buyers
 	}
-	return fire(ctx, shop, sku, b.Buyers, workers, nil, time.Time{}, progress)
+	return fire(ctx, shop, sku, b.Cart, b.Buyers, workers, nil, time.Time{}, progress)
 }
 
 // Run sends the steady load to sku.
@@ -141,29 +155,36 @@ func (s Steady) Run(ctx context.Context, shop Shop, sku string, progress func(An
 		workers = 256
 	}
 	interval := time.Duration(float64(time.Second) / s.Rate)
-	return fire(ctx, shop, sku, n, min(workers, n), func(start time.Time, i int) time.Time {
+	return fire(ctx, shop, sku, s.Cart, n, min(workers, n), func(start time.Time, i int) time.Time {
 		return start.Add(time.Duration(i) * interval)
 	}, time.Time{}, progress)
 }
 
 // tally is one worker's share of the stats.
 type tally struct {
-	counts [len(outcomeNames)]int
-	acked  []int64
-	err    string
-	hist   *hdrhistogram.PackedHistogram // sparse: a worker may see few values
+	counts  [len(outcomeNames)]int
+	acked   []audit.Acked
+	soldOut map[string]int // by SKU named short
+	busy    [][]string     // the SKUs of the orders answered busy
+	err     string
+	hist    *hdrhistogram.PackedHistogram // sparse: a worker may see few values
 }
 
 // fire sends n buyers through workers goroutines released together, or as
 // many as it can until a non-zero until. With due set, buyer i is sent at
-// due(start, i) and its latency counts from then.
-func fire(ctx context.Context, shop Shop, sku string, n, workers int, due func(time.Time, int) time.Time, until time.Time, progress func(Answer)) (Stats, error) {
+// due(start, i) and its latency counts from then. Each orders one unit of
+// sku or, with cart 2 or more, a cart of the mix.
+func fire(ctx context.Context, shop Shop, sku string, cart, n, workers int, due func(time.Time, int) time.Time, until time.Time, progress func(Answer)) (Stats, error) {
 	if len(shop.URLs) == 0 {
 		return Stats{}, fmt.Errorf("loadtest: no shop URLs")
+	}
+	if err := validCart(cart); err != nil {
+		return Stats{}, fmt.Errorf("loadtest: %w", err)
 	}
 	client := newClient(workers)
 	defer client.CloseIdleConnections()
 	run := rand.Text()[:8] // users are unique to this run
+	cartOf := carts(sku, cart)
 	stats := drive(workers, func(t *tally, start time.Time, i int) bool {
 		if i >= n || ctx.Err() != nil || !until.IsZero() && time.Now().After(until) {
 			return false
@@ -175,11 +196,10 @@ func fire(ctx context.Context, shop Shop, sku string, n, workers int, due func(t
 			}
 		}
 		b := buyer{user: fmt.Sprintf("buyer-%s-%d", run, i), key: rand.Text(), url: shop.URLs[i%len(shop.URLs)]}
-		out, id, err := b.buy(ctx, client, sku)
+		skus := cartOf(i)
+		out, id, short, err := b.buy(ctx, client, skus)
 		t.record(sent, out, err)
-		if out == Ordered {
-			t.acked = append(t.acked, id)
-		}
+		t.told(skus, out, id, short)
 		if progress != nil {
 			progress(Answer{Outcome: out, Latency: time.Since(sent)})
 		}
@@ -244,6 +264,24 @@ func (t *tally) record(sent time.Time, out Outcome, err error) {
 	}
 }
 
+// told keeps what an order of skus was answered: the order, if placed,
+// the SKUs named short, if sold out, and the order's SKUs, if busy.
+func (t *tally) told(skus []string, out Outcome, id int64, short []string) {
+	switch out {
+	case Ordered:
+		t.acked = append(t.acked, audit.Acked{ID: id, SKUs: skus})
+	case Busy:
+		t.busy = append(t.busy, skus)
+	case SoldOut:
+		if t.soldOut == nil {
+			t.soldOut = make(map[string]int)
+		}
+		for _, sku := range short {
+			t.soldOut[sku]++
+		}
+	}
+}
+
 func merge(tallies []tally, elapsed time.Duration) Stats {
 	s := Stats{Seconds: elapsed.Seconds()}
 	hist := hdrhistogram.New(minLatency, maxLatency, sigDigits)
@@ -252,7 +290,13 @@ func merge(tallies []tally, elapsed time.Duration) Stats {
 		for o, c := range t.counts {
 			counts[o] += c
 		}
-		s.Acked = append(s.Acked, t.acked...)
+		s.Acked, s.BusyOrders = append(s.Acked, t.acked...), append(s.BusyOrders, t.busy...)
+		for sku, n := range t.soldOut {
+			if s.SoldOutSKUs == nil {
+				s.SoldOutSKUs = make(map[string]int)
+			}
+			s.SoldOutSKUs[sku] += n
+		}
 		if s.FirstError == "" {
 			s.FirstError = t.err
 		}
@@ -293,38 +337,62 @@ func newClient(workers int) *http.Client {
 
 type buyer struct{ user, key, url string }
 
-// buy places one order for one unit and classifies the answer. It returns
-// the order id on a 201, and an error that explains any Failed outcome.
-func (b buyer) buy(ctx context.Context, client *http.Client, sku string) (Outcome, int64, error) {
-	body, _ := json.Marshal(map[string]any{"sku": sku, "user_id": b.user, "quantity": 1})
+// line is one line of a cart, as the API takes it.
+type line struct {
+	SKU      string `json:"sku"`
+	Quantity int    `json:"quantity"`
+}
+
+// buy places one order for one unit of each of skus: of one SKU as
+// {"sku", "quantity"}, of several as a cart, {"items"}. It classifies the
+// answer and returns the order id on a 201, the SKUs that a sold-out named
+// short (an order of one SKU's, if it names none), and an error that
+// explains any Failed outcome.
+func (b buyer) buy(ctx context.Context, client *http.Client, skus []string) (out Outcome, id int64, short []string, err error) {
+	order := map[string]any{"user_id": b.user}
+	if len(skus) == 1 {
+		order["sku"], order["quantity"] = skus[0], 1
+	} else {
+		items := make([]line, len(skus))
+		for i, sku := range skus {
+			items[i] = line{SKU: sku, Quantity: 1}
+		}
+		order["items"] = items
+	}
+	body, _ := json.Marshal(order)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url+"/api/v1/orders", bytes.NewReader(body))
 	if err != nil {
-		return Failed, 0, err
+		return Failed, 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", b.key)
 	resp, err := client.Do(req)
 	if err != nil {
-		return Failed, 0, err
+		return Failed, 0, nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err != nil {
-		return Failed, 0, err
+		return Failed, 0, nil, err
 	}
 	var answer struct {
-		ID   int64  `json:"id"`
-		Type string `json:"type"`
+		ID   int64    `json:"id"`
+		Type string   `json:"type"`
+		SKUs []string `json:"skus"` // a sold-out's: the SKUs short
 	}
-	json.Unmarshal(data, &answer) // a body that is not JSON leaves both empty
-	out := Classify(resp.StatusCode, answer.Type)
+	json.Unmarshal(data, &answer) // a body that is not JSON leaves them empty
+	out = Classify(resp.StatusCode, answer.Type)
 	switch {
 	case out == Ordered && answer.ID < 1:
-		return Failed, 0, fmt.Errorf("201 without an order id: %.200s", data)
+		return Failed, 0, nil, fmt.Errorf("201 without an order id: %.200s", data)
 	case out == Failed:
-		return Failed, 0, fmt.Errorf("%s: %.200s", resp.Status, data)
+		return Failed, 0, nil, fmt.Errorf("%s: %.200s", resp.Status, data)
+	case out == SoldOut && len(answer.SKUs) == 0 && len(skus) > 1:
+		return Failed, 0, nil, fmt.Errorf("a sold-out cart that names no SKU short: %.200s", data)
+	case out == SoldOut && len(answer.SKUs) == 0:
+		answer.SKUs = skus
 	}
-	return out, answer.ID, nil
+	return out, answer.ID, answer.SKUs, nil
 }
 
 // SetStock puts quantity units of sku on sale, through the admin API of

@@ -11,7 +11,10 @@ type Plan struct {
 	Strategies []string `json:"strategies,omitempty"` // by name; empty means every one
 	Instances  int      `json:"instances"`            // shop instances per strategy (K)
 	Stock      int      `json:"stock"`                // units on sale in a burst (S)
-	Burst      Burst    `json:"burst"`                // D buyers
+	// Burst is D buyers. With a cart mix (Cart, which demo and bench set
+	// alike in Burst, Steady and Closed), a load puts its stock on each of
+	// its HotSKUs: Stock units each in the burst.
+	Burst Burst `json:"burst"`
 	// Steady, when its Rate is set, follows the burst on a SKU of its own
 	// with stock for every buyer: the latency of placing orders under a
 	// steady load.
@@ -61,6 +64,12 @@ func (p Plan) Validate() error {
 	}
 	if p.Unpaid > 0 && p.PaymentWindow <= 0 {
 		bad("unpaid (%g) needs a payment window (--payment-window): without one an order is final when placed, nothing to pay", p.Unpaid)
+	}
+	if err := validCart(p.Burst.Cart); err != nil {
+		bad("%v", err)
+	}
+	if p.Burst.Cart >= 2 && p.PaymentWindow > 0 {
+		bad("a cart mix (cart %d) and a payment window (--payment-window or SHOP_PAYMENT_WINDOW) do not go together: the abandoned-cart sale sells one SKU, until every unit of it is paid", p.Burst.Cart)
 	}
 	return errors.Join(errs...)
 }

@@ -89,7 +89,10 @@ func (p *Phase) OrdersPerSecond() float64 {
 // Phase is one load and its audit.
 type Phase struct {
 	Stats
-	Audit audit.Audit `json:"audit"`
+	// Audit is what the database says of the load's SKU or, with a cart
+	// mix, of its SKUs together; SKUs is then each SKU's audit.
+	Audit audit.Audit   `json:"audit"`
+	SKUs  []audit.Audit `json:"skus,omitempty"`
 	// Problems lists the broken invariants, the failed requests, and
 	// buyers sent away busy while stock was left; any makes the verdict
 	// FAIL.
@@ -180,7 +183,11 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // WriteText writes the report as plain-text tables.
 func (r *Report) WriteText(w io.Writer) error {
 	p := r.Plan
-	fmt.Fprintf(w, "%s: %d units, %d buyers", r.Kind, p.Stock, p.Burst.Buyers)
+	if p.Burst.Cart >= 2 {
+		fmt.Fprintf(w, "%s: %d units of each of %d SKUs, %d buyers, each ordering a cart of %s of them", r.Kind, p.Stock, len(HotSKUs("", p.Burst.Cart)), p.Burst.Buyers, cartLines(p.Burst.Cart))
+	} else {
+		fmt.Fprintf(w, "%s: %d units, %d buyers", r.Kind, p.Stock, p.Burst.Buyers)
+	}
 	if p.Burst.Concurrency > 0 {
 		fmt.Fprintf(w, " (%d in flight)", p.Burst.Concurrency)
 	}
@@ -207,6 +214,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	if p.Closed.Duration > 0 {
 		fmt.Fprintf(w, "\nthroughput: %s, stock for every buyer; orders/s from the database\n", p.Closed.describe())
 		writeClosed(w, r.Results)
+	}
+	if rows := r.skuRows(); len(rows) > 0 {
+		fmt.Fprintf(w, "\ncarts: each order one unit of each of %s SKUs, in random order, all or nothing; each SKU from the database, its audit FAIL if it broke an invariant; sold out counts the answers that named it short\n", cartLines(p.Burst.Cart))
+		writeSKUs(w, rows, r.Results)
 	}
 	if rows := r.cpuRows(); len(rows) > 0 {
 		writeCPU(w, rows)
@@ -323,6 +334,60 @@ func writeClosed(w io.Writer, results []Result) {
 			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%d\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", leftAlign(r.Strategy, results), r.ClosedBuyers, c.OrdersPerSecond(), c.Audit.Orders,
 				c.Audit.Oversold, c.Latency.P50, c.Latency.P99, c.Busy, c.Errors, percent(r.ClosedEchoFraction), percent(r.ClosedFraction), cmp.Or(r.Baseline, "-"), r.Verdict(), strings.Join(steps, ", "))
 		}
+	}
+	tw.Flush()
+}
+
+// skuRow is one SKU of a load with a cart mix.
+type skuRow struct {
+	Strategy, Load string
+	Audit          audit.Audit
+	SoldOut        int    // sold-out answers that named it short
+	Verdict        string // the SKU's audit's: FAIL if it broke an invariant
+}
+
+// skuRows returns the SKUs of every load that had a cart mix.
+func (r *Report) skuRows() []skuRow {
+	var rows []skuRow
+	for _, res := range r.Results {
+		for _, load := range []struct {
+			name string
+			p    *Phase
+		}{{"burst", res.Burst}, {"steady", res.Steady}, {"closed", res.Closed}} {
+			if load.p == nil {
+				continue
+			}
+			for _, a := range load.p.SKUs {
+				verdict := "PASS"
+				if len(a.Violations()) > 0 {
+					verdict = "FAIL"
+				}
+				rows = append(rows, skuRow{Strategy: res.Strategy, Load: load.name, Audit: a, SoldOut: load.p.SoldOutSKUs[a.SKU], Verdict: verdict})
+			}
+		}
+	}
+	return rows
+}
+
+// cartLines says how many lines a cart of the mix has: "2 to 5", or "2".
+func cartLines(cart int) string {
+	if cart == 2 {
+		return "2"
+	}
+	return fmt.Sprintf("2 to %d", cart)
+}
+
+func writeSKUs(w io.Writer, rows []skuRow, results []Result) {
+	width := len("sku")
+	for _, r := range rows {
+		width = max(width, len(r.Audit.SKU))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\tload  \t%-*s\tstock\torders\tsold\toversold\tundersold\tstock left\tsold out\tpartial\tlines lost\taudit\t\n", leftAlign("strategy", results), width, "sku")
+	for _, r := range rows {
+		a := r.Audit
+		fmt.Fprintf(tw, "%s\t%-6s\t%-*s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", leftAlign(r.Strategy, results), r.Load, width, a.SKU,
+			a.Initial, a.Orders, a.Sold, a.Oversold, a.Undersold, a.Available, r.SoldOut, a.Partial, a.MissingLines, r.Verdict)
 	}
 	tw.Flush()
 }

@@ -50,6 +50,7 @@ func newLoadFlags(name string, getenv config.Getenv, stderr io.Writer, usage str
 	fs.IntVar(&p.Closed.Buyers, "closed-buyers", 64, "buyers in the closed loop, each placing its next order when answered")
 	fs.IntVar(&p.Closed.MaxBuyers, "closed-max-buyers", 1024, "run the closed loop again with twice the buyers, up to this many, until orders/s grow by less than 5% twice in a row or p99 passes --closed-p99, and report the best; at most --closed-buyers runs it once")
 	fs.DurationVar(&p.Closed.P99, "closed-p99", 500*time.Millisecond, "the p99 latency a step of the closed loop's search must stay within; 0 for none")
+	fs.IntVar(&p.Burst.Cart, "cart", 0, "a cart mix: every order of every load is a cart of one unit of each of 2 to this many distinct SKUs, in random order, drawn from max(N, 3) SKUs each with the load's stock (the load's SKU, then <sku>-2, <sku>-3, …), all or nothing; at most 20; 0 or 1: every order one unit of one SKU")
 	fs.Float64Var(&p.Unpaid, "unpaid", 0, "with --payment-window, the burst is an abandoned-cart sale: this share of the first --stock winners, at least 0 and below 1, never pay; their units come back when the window ends and sell to buyers still trying, who pay, as every later winner does, until every unit is paid")
 	fs.StringVar(&f.strategies, "strategies", "", "comma-separated strategies to run; empty runs all: "+strings.Join(strategy.Names(), ", "))
 	f.config = config.Flags(fs, getenv, strategy.Names(), config.ForLoad)
@@ -69,6 +70,7 @@ func (f *loadFlags) parse(args []string) (config.Config, error) {
 	}
 	f.plan.Strategies = config.List(f.strategies)
 	f.plan.Steady.Concurrency = f.plan.Burst.Concurrency
+	f.plan.Steady.Cart, f.plan.Closed.Cart = f.plan.Burst.Cart, f.plan.Burst.Cart
 	cfg, err := f.config()
 	f.plan.PaymentWindow = cfg.PaymentWindow
 	return cfg, err

@@ -86,6 +86,36 @@ func TestCartFlagErrors(t *testing.T) {
 	}
 }
 
+// TestCartMixFlagErrors: demo and bench refuse a cart mix (--cart) of
+// more lines than an order takes, or negative, and with a payment window,
+// from its flag or SHOP_PAYMENT_WINDOW, before they start anything.
+func TestCartMixFlagErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, window string
+		args         []string
+		want         string
+	}{
+		{"negative", "", []string{"--cart", "-1"}, "cart is the most SKUs in an order's cart, 2 to 20, or 0 for orders of one SKU; not -1"},
+		{"too many lines", "", []string{"--cart", "21"}, "2 to 20, or 0 for orders of one SKU; not 21"},
+		{"not a number", "", []string{"--cart", "three"}, `invalid value "three" for flag -cart`},
+		{"with a payment window", "", []string{"--cart", "3", "--payment-window", "2s"}, "a cart mix (cart 3) and a payment window (--payment-window or SHOP_PAYMENT_WINDOW) do not go together"},
+		{"with a payment window from the environment", "2s", []string{"--cart", "2", "--unpaid", "0.3"}, "a cart mix (cart 2) and a payment window"},
+	}
+	for _, cmd := range []string{"demo", "bench"} {
+		for _, tt := range tests {
+			t.Run(cmd+" "+tt.name, func(t *testing.T) {
+				t.Parallel()
+				env := map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d", "SHOP_REDIS_ADDR": "127.0.0.1:1", "SHOP_PAYMENT_WINDOW": tt.window}
+				err := run(t.Context(), append([]string{cmd}, tt.args...), func(k string) string { return env[k] }, io.Discard, io.Discard)
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("err = %v, want it to mention %q", err, tt.want)
+				}
+			})
+		}
+	}
+}
+
 // TestNamedStrategyNeedsItsServer: a strategy named on the command line
 // whose server is not configured is an error, not a silent skip.
 func TestNamedStrategyNeedsItsServer(t *testing.T) {

@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,4 +42,89 @@ func TestSKU(t *testing.T) {
 			t.Errorf("violations %q lack %q", v, broken)
 		}
 	}
+}
+
+// TestSKUsCarts audits carts on MySQL (SQLite under -short): each line a
+// row, the head's id the order's and every other line's cart_id. A whole
+// cart breaks nothing; a cart refunded but for one line, and an
+// acknowledged cart without the row of one of its lines, are partial
+// orders, seen in the audit of each SKU they touch.
+func TestSKUsCarts(t *testing.T) {
+	t.Parallel()
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
+	if !gdb.Migrator().HasColumn("orders", "cart_id") { // a schema from before carts
+		if err := gdb.Exec(`ALTER TABLE orders ADD COLUMN cart_id BIGINT NULL`).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec := func(stmts ...string) {
+		t.Helper()
+		for _, stmt := range stmts {
+			if err := gdb.Exec(stmt).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const columns = `INSERT INTO orders (id, cart_id, sku, user_id, quantity, status, idempotency_key, created_at) VALUES `
+
+	t.Run("whole", func(t *testing.T) {
+		// Order 1 is a cart of a, b and c; order 4 is b alone.
+		exec(`INSERT INTO stock_items (sku, initial, available, updated_at) VALUES
+				('w-a', 5, 4, CURRENT_TIMESTAMP), ('w-b', 5, 3, CURRENT_TIMESTAMP), ('w-c', 5, 4, CURRENT_TIMESTAMP)`,
+			columns+`(1, NULL, 'w-a', 'u', 1, 'created', 'k1', CURRENT_TIMESTAMP),
+				(2, 1, 'w-b', 'u', 1, 'created', NULL, CURRENT_TIMESTAMP),
+				(3, 1, 'w-c', 'u', 1, 'created', NULL, CURRENT_TIMESTAMP),
+				(4, NULL, 'w-b', 'v', 1, 'created', 'k4', CURRENT_TIMESTAMP)`)
+		skus := []string{"w-a", "w-b", "w-c"}
+		total, each, err := audit.SKUs(t.Context(), gdb, skus, nil, []audit.Acked{{ID: 1, SKUs: []string{"w-c", "w-a", "w-b"}}, {ID: 4, SKUs: []string{"w-b"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range append(each, total) {
+			if v := a.Violations(); len(v) > 0 {
+				t.Errorf("%s: %q, want none", a.SKU, v)
+			}
+		}
+		if total.Orders != 2 || total.Sold != 4 || total.Initial != 15 || len(each) != 3 || each[1].Orders != 2 {
+			t.Errorf("total %+v, each %+v; want 2 orders of 4 units from 15, and b's 2", total, each)
+		}
+	})
+
+	t.Run("partial", func(t *testing.T) {
+		// Order 10 was refunded but for its line of b; order 20, a cart of
+		// a and c acknowledged, has no row for c.
+		exec(`INSERT INTO stock_items (sku, initial, available, updated_at) VALUES
+				('p-a', 5, 4, CURRENT_TIMESTAMP), ('p-b', 5, 4, CURRENT_TIMESTAMP), ('p-c', 5, 5, CURRENT_TIMESTAMP)`,
+			columns+`(10, NULL, 'p-a', 'u', 1, 'refunded', 'k10', CURRENT_TIMESTAMP),
+				(11, 10, 'p-b', 'u', 1, 'created', NULL, CURRENT_TIMESTAMP),
+				(20, NULL, 'p-a', 'v', 1, 'created', 'k20', CURRENT_TIMESTAMP)`)
+		skus := []string{"p-a", "p-b", "p-c"}
+		acked := []audit.Acked{{ID: 10, SKUs: []string{"p-b", "p-a"}}, {ID: 20, SKUs: []string{"p-c", "p-a"}}}
+		total, each, err := audit.SKUs(t.Context(), gdb, skus, nil, acked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []audit.Audit{
+			{SKU: "p-a", Initial: 5, Available: 4, Orders: 1, Sold: 1, Partial: 1},
+			{SKU: "p-b", Initial: 5, Available: 4, Orders: 1, Sold: 1, Partial: 1},
+			{SKU: "p-c", Initial: 5, Available: 5, MissingLines: 1},
+		}
+		for i := range want {
+			if each[i] != want[i] {
+				t.Errorf("audit %+v\nwant  %+v", each[i], want[i])
+			}
+		}
+		if total.Orders != 2 || total.Partial != 1 || total.MissingLines != 1 {
+			t.Errorf("total: %d orders, %d partial, %d missing lines; want 2, 1 (order 10, once), 1", total.Orders, total.Partial, total.MissingLines)
+		}
+		for sku, broken := range map[string]string{
+			"p-a": "1 partial orders: their rows differ in status",
+			"p-c": "1 acknowledged carts have no row for their line of p-c: partial orders",
+		} {
+			i := slices.Index(skus, sku)
+			if v := strings.Join(each[i].Violations(), "; "); !strings.Contains(v, broken) {
+				t.Errorf("%s: violations %q lack %q", sku, v, broken)
+			}
+		}
+	})
 }

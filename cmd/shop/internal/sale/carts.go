@@ -42,14 +42,12 @@ func (r runner) burst() loadFunc {
 // its cancelled orders are those that expired.
 func cartSampler(gdb *gorm.DB, stock int) func(context.Context, string) (loadtest.CartPoint, error) {
 	return func(ctx context.Context, sku string) (loadtest.CartPoint, error) {
-		var p loadtest.CartPoint
-		var ordered int
-		err := gdb.WithContext(ctx).Raw(`SELECT COALESCE(SUM(CASE WHEN status = 'pending' THEN quantity ELSE 0 END), 0),
-			COALESCE(SUM(CASE WHEN status = 'paid' THEN quantity ELSE 0 END), 0),
-			COALESCE(SUM(CASE WHEN status = 'cancelled' THEN quantity ELSE 0 END), 0), COALESCE(SUM(quantity), 0)
-			FROM orders WHERE sku = ?`, sku).Row().Scan(&p.Held, &p.Paid, &p.Expired, &ordered)
-		p.Resold = max(0, ordered-stock)
-		return p, err
+		units, err := audit.Units(gdb.WithContext(ctx), sku)
+		ordered := 0
+		for _, n := range units {
+			ordered += n
+		}
+		return loadtest.CartPoint{Held: units["pending"], Paid: units["paid"], Expired: units["cancelled"], Resold: max(0, ordered-stock)}, err
 	}
 }
 

@@ -133,16 +133,16 @@ func (r runner) run(ctx context.Context, s strategy.Strategy) (res loadtest.Resu
 		m = r.meter(s, fleet.PIDs)
 	}
 	tag := strings.ToLower(rand.Text()[:6])
-	res.Burst, err = r.phase(ctx, fleet.Shop, s.Name, "burst", "sale-"+s.Name+"-"+tag, r.plan.Stock, r.burst(), m)
+	res.Burst, err = r.phase(ctx, fleet.Shop, s.Name, "burst", "sale-"+s.Name+"-"+tag, r.plan.Burst.Cart, r.plan.Stock, r.burst(), m)
 	if err == nil && r.plan.Steady.Rate > 0 {
-		res.Steady, err = r.phase(ctx, fleet.Shop, s.Name, "steady", "steady-"+s.Name+"-"+tag, r.plan.Steady.Buyers(), r.plan.Steady.Run, m)
+		res.Steady, err = r.phase(ctx, fleet.Shop, s.Name, "steady", "steady-"+s.Name+"-"+tag, r.plan.Steady.Cart, r.plan.Steady.Buyers(), r.plan.Steady.Run, m)
 	}
 	if err == nil && r.plan.Closed.Duration > 0 {
 		phases := make(map[int]*loadtest.Phase)
 		res.ClosedBuyers, res.ClosedSteps, err = r.plan.Closed.Search(func(buyers int) (loadtest.ClosedStep, bool, error) {
-			loop := loadtest.Closed{Buyers: buyers, Duration: r.plan.Closed.Duration}
+			loop := loadtest.Closed{Buyers: buyers, Duration: r.plan.Closed.Duration, Cart: r.plan.Closed.Cart}
 			kind := fmt.Sprintf("closed, %d buyers", buyers) // a card of its own in the live view
-			p, err := r.phase(ctx, fleet.Shop, s.Name, kind, fmt.Sprintf("closed-%s-%s-%d", s.Name, tag, buyers), closedStock, loop.Run, m)
+			p, err := r.phase(ctx, fleet.Shop, s.Name, kind, fmt.Sprintf("closed-%s-%s-%d", s.Name, tag, buyers), loop.Cart, closedStock, loop.Run, m)
 			if err != nil {
 				return loadtest.ClosedStep{}, false, err
 			}
@@ -160,22 +160,25 @@ const closedStock = 1_000_000_000
 
 type loadFunc func(ctx context.Context, shop loadtest.Shop, sku string, progress func(loadtest.Answer)) (loadtest.Stats, error)
 
-// phase puts stock units of a fresh sku on sale, sends the load, audits it,
-// and deletes the sku's rows, so that later runs start from the same
-// table sizes. With a meter, it reads what the load cost each class of
-// process per order.
-func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku string, stock int, load loadFunc, m meter) (*loadtest.Phase, error) {
+// phase puts stock units of a fresh sku on sale, or with a cart mix of
+// each of its HotSKUs, sends the load, audits each SKU, and deletes their
+// rows, so that later runs start from the same table sizes. With a meter,
+// it reads what the load cost each class of process per order.
+func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku string, cart, stock int, load loadFunc, m meter) (*loadtest.Phase, error) {
 	if r.settle != nil {
 		if err := r.settle(ctx); err != nil {
 			return nil, err
 		}
 	}
-	if err := shop.SetStock(ctx, sku, stock); err != nil {
-		return nil, err
+	skus := loadtest.HotSKUs(sku, cart)
+	for _, sku := range skus {
+		if err := shop.SetStock(ctx, sku, stock); err != nil {
+			return nil, err
+		}
 	}
 	var progress func(loadtest.Answer)
 	if r.progress != nil {
-		r.progress.Start(name, kind, stock)
+		r.progress.Start(name, kind, stock*len(skus))
 		progress = r.progress.Add
 	}
 	before := m.read()
@@ -184,11 +187,22 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 		return nil, err
 	}
 	after := m.read()
-	a, err := audit.SKU(ctx, r.db, sku, stats.SoldOut, stats.Acked)
+	a, each, err := audit.SKUs(ctx, r.db, skus, stats.SoldOutSKUs, stats.Acked)
 	if err != nil {
 		return nil, err
 	}
-	p := &loadtest.Phase{Stats: stats, Audit: a, Problems: a.Violations()}
+	p := &loadtest.Phase{Stats: stats, Audit: a}
+	if len(skus) > 1 {
+		p.SKUs = each
+	}
+	for _, a := range each {
+		for _, v := range a.Violations() {
+			if len(skus) > 1 { // each SKU's invariants, by name
+				v = a.SKU + ": " + v
+			}
+			p.Problems = append(p.Problems, v)
+		}
+	}
 	if m != nil {
 		p.CPU = m.perOrder(before, after, a.Orders)
 	}
@@ -196,16 +210,32 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 		p.Problems = append(p.Problems, fmt.Sprintf("%d requests failed, first: %s", stats.Errors, stats.FirstError))
 	}
 	// The audit counts as undersold only what was left while buyers heard
-	// "sold out". Buyers sent away busy while stock was left are no better
-	// served: the sale ended unsold.
-	if stats.Busy > 0 && a.Available > 0 {
-		p.Problems = append(p.Problems, fmt.Sprintf("%d buyers were sent away busy while %d units were left", stats.Busy, a.Available))
+	// "sold out". Buyers sent away busy while stock was left for their
+	// orders, a unit of every SKU of it, are no better served: the sale
+	// ended unsold. A cart of which a SKU sold out could not have sold.
+	left := make(map[string]bool)
+	for _, a := range each {
+		left[a.SKU] = a.Available > 0
+	}
+	unserved := 0
+	for _, skus := range stats.BusyOrders {
+		if !slices.ContainsFunc(skus, func(sku string) bool { return !left[sku] }) {
+			unserved++
+		}
+	}
+	if unserved > 0 {
+		p.Problems = append(p.Problems, fmt.Sprintf("%d buyers were sent away busy while %d units were left, stock for their orders", unserved, a.Available))
 	}
 	p.Problems = append(p.Problems, cartProblems(stats, a)...)
 	if r.progress != nil {
 		r.progress.Audited(name, kind, p)
 	}
-	return p, forget(ctx, r.db, sku)
+	for _, sku := range skus {
+		if err := forget(ctx, r.db, sku); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
 }
 
 // runAll runs the strategies one after the other and returns their results,
