@@ -155,25 +155,11 @@ func SKUs(ctx context.Context, db *gorm.DB, skus []string, soldOut map[string]in
 }
 
 // reader runs the audit's queries in one context.
-type reader struct {
-	db *gorm.DB
-	// fit rewrites a query for a database whose orders have no cart_id,
-	// migrated before carts: there every row is an order of its own.
-	fit *strings.Replacer
-}
+type reader struct{ db *gorm.DB }
 
-func newReader(ctx context.Context, db *gorm.DB) reader {
-	db = db.WithContext(ctx)
-	fit := strings.NewReplacer()
-	if !db.Migrator().HasColumn("orders", "cart_id") {
-		fit = strings.NewReplacer("COALESCE(o.cart_id, o.id)", "o.id", "COALESCE(cart_id, id)", "id")
-	}
-	return reader{db: db, fit: fit}
-}
+func newReader(ctx context.Context, db *gorm.DB) reader { return reader{db: db.WithContext(ctx)} }
 
-func (r reader) row(query string, args ...any) *sql.Row {
-	return r.db.Raw(r.fit.Replace(query), args...).Row()
-}
+func (r reader) row(query string, args ...any) *sql.Row { return r.db.Raw(query, args...).Row() }
 
 // sku reads one SKU's audit.
 func (r reader) sku(sku string, soldOut int, acked []Acked) (Audit, error) {
@@ -286,7 +272,7 @@ func (r reader) acked(sku string, acked []Acked, a *Audit) error {
 	if !slices.ContainsFunc(acked, holds) {
 		return nil
 	}
-	rows, err := r.db.Raw(r.fit.Replace(`SELECT COALESCE(cart_id, id) FROM orders WHERE sku = ?`), sku).Rows()
+	rows, err := r.db.Raw(`SELECT COALESCE(cart_id, id) FROM orders WHERE sku = ?`, sku).Rows()
 	if err != nil {
 		return fmt.Errorf("audit: acknowledged orders of %s: %w", sku, err)
 	}
