@@ -48,8 +48,9 @@ type Audit struct {
 	// created (201) but that have no row.
 	LostAcks int `json:"lost_acks"`
 	// Partial counts orders with a line of the SKU whose rows differ in
-	// status: part of the order paid, cancelled or refunded without the
-	// rest.
+	// status (part of the order paid, cancelled or refunded without the
+	// rest), or are not as many as the head's line_count (a line taken
+	// without the others).
 	Partial int `json:"partial"`
 	// MissingLines counts acknowledged carts with a line of the SKU that
 	// has no row: the order was taken without that line's unit.
@@ -80,7 +81,7 @@ func (a Audit) Violations() []string {
 	add(a.Available < 0, "available is negative: %d", a.Available)
 	add(a.Duplicates > 0, "%d duplicate orders for one idempotency key", a.Duplicates)
 	add(a.LostAcks > 0, "%d acknowledged orders have no row", a.LostAcks)
-	add(a.Partial > 0, "%d partial orders: their rows differ in status", a.Partial)
+	add(a.Partial > 0, "%d partial orders: their rows differ in status, or a line has no row", a.Partial)
 	add(a.MissingLines > 0, "%d acknowledged carts have no row for their line of %s: partial orders", a.MissingLines, a.SKU)
 	add(a.PaidAndReturned > 0, "%d orders both paid and cancelled, their stock returned", a.PaidAndReturned)
 	add(a.BadPayments > 0, "%d paid orders without exactly one payment", a.BadPayments)
@@ -247,7 +248,8 @@ func Units(db *gorm.DB, sku string) (map[string]int, error) {
 }
 
 // orders counts the live orders with a line of skus, and the partial ones
-// among every order with a line of skus: those whose rows differ in status.
+// among every order with a line of skus: those whose rows differ in
+// status, or are fewer or more than the head's line_count.
 // An order counts once, however many lines of skus it holds.
 func (r reader) orders(skus []string) (live, partial int, err error) {
 	err = r.row(`SELECT COUNT(DISTINCT COALESCE(cart_id, id)) FROM orders WHERE sku IN ? AND status IN ?`, skus, liveStatuses).Scan(&live)
@@ -256,7 +258,7 @@ func (r reader) orders(skus []string) (live, partial int, err error) {
 	}
 	err = r.row(`SELECT COUNT(*) FROM (SELECT COALESCE(cart_id, id) AS o FROM orders
 		WHERE COALESCE(cart_id, id) IN (SELECT COALESCE(cart_id, id) FROM orders WHERE sku IN ?)
-		GROUP BY COALESCE(cart_id, id) HAVING COUNT(DISTINCT status) > 1) AS p`, skus).Scan(&partial)
+		GROUP BY COALESCE(cart_id, id) HAVING COUNT(DISTINCT status) > 1 OR SUM(line_count) <> COUNT(*)) AS p`, skus).Scan(&partial)
 	if err != nil {
 		return 0, 0, fmt.Errorf("audit: partial orders of %s: %w", strings.Join(skus, ","), err)
 	}
