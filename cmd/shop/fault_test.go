@@ -140,6 +140,7 @@ type told struct {
 	acked   []int64
 	buyers  map[int64]int // the buyer of each acknowledged order
 	soldOut int
+	short   map[string]int // by SKU, the sold-out answers that named it
 	// unavailable counts the answers 502 to 504, which a buyer retries;
 	// a 500 fails the test at once: it is left for bugs.
 	unavailable int
@@ -151,14 +152,26 @@ type told struct {
 // shop, until it is answered 201 or sold-out.
 func (s *faultSale) burst(t *testing.T, sku string, fault func()) told {
 	t.Helper()
+	s.putStock(t, sku)
+	return s.buy(t, func(i int) (string, string) { return buyerRequest(sku, i) }, fault)
+}
+
+// putStock puts faultStock units of sku on sale.
+func (s *faultSale) putStock(t *testing.T, sku string) {
+	t.Helper()
 	if code, body := send(t, "PUT", s.shops[0].base+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, faultStock), "Authorization", "Bearer secret"); code != http.StatusOK {
 		t.Fatalf("put stock %s: %d %s", sku, code, body)
 	}
+}
+
+// buy is burst's buyers, buyer i with request i's key and body.
+func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fault func()) told {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	var (
 		mu      sync.Mutex
-		res     = told{buyers: make(map[int64]int)}
+		res     = told{buyers: make(map[int64]int), short: make(map[string]int)}
 		created atomic.Int64
 		once    sync.Once
 		wg      sync.WaitGroup
@@ -167,7 +180,7 @@ func (s *faultSale) burst(t *testing.T, sku string, fault func()) told {
 	for i := range faultBuyers {
 		wg.Go(func() {
 			time.Sleep(time.Duration(i) * faultArrival)
-			key, body := buyerRequest(sku, i)
+			key, body := request(i)
 			var answered reply // the last answer
 			for attempt := 0; ; attempt++ {
 				shop := s.shops[(i+attempt)%len(s.shops)]
@@ -188,6 +201,9 @@ func (s *faultSale) burst(t *testing.T, sku string, fault func()) told {
 				case err == nil && r.Type == "sold-out":
 					mu.Lock()
 					res.soldOut++
+					for _, sku := range r.SKUs {
+						res.short[sku]++
+					}
 					mu.Unlock()
 					return
 				case err == nil && r.code < 500 && r.Type != "request-in-progress":
@@ -223,12 +239,7 @@ func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 	if s.strategy == "lua" { // the only strategy that reserves before it persists
 		time.Sleep(3*time.Second + 500*time.Millisecond) // SHOP_CLAIM_IDLE, and a margin
 	}
-	env := map[string]string{"SHOP_MYSQL_DSN": s.dsn, "SHOP_REDIS_ADDR": s.redisAddr, "SHOP_REDIS_PREFIX": s.prefix, "SHOP_CLAIM_IDLE": "3s"}
-	var out, errs strings.Builder
-	if err := run(t.Context(), []string{"reconcile"}, func(k string) string { return env[k] }, &out, &errs); err != nil {
-		t.Fatalf("shop reconcile: %v\n%s", err, errs.String())
-	}
-	t.Logf("shop reconcile:\n%s", out.String())
+	s.reconcile(t)
 	a, err := audit.SKU(t.Context(), s.gdb, sku, res.soldOut, res.acked)
 	if err != nil {
 		t.Fatal(err)
@@ -253,6 +264,17 @@ func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 		t.Errorf("Redis has %+v, the database %d available", st, a.Available)
 	}
 	return a
+}
+
+// reconcile runs `shop reconcile` once.
+func (s *faultSale) reconcile(t *testing.T) {
+	t.Helper()
+	env := map[string]string{"SHOP_MYSQL_DSN": s.dsn, "SHOP_REDIS_ADDR": s.redisAddr, "SHOP_REDIS_PREFIX": s.prefix, "SHOP_CLAIM_IDLE": "3s"}
+	var out, errs strings.Builder
+	if err := run(t.Context(), []string{"reconcile"}, func(k string) string { return env[k] }, &out, &errs); err != nil {
+		t.Fatalf("shop reconcile: %v\n%s", err, errs.String())
+	}
+	t.Logf("shop reconcile:\n%s", out.String())
 }
 
 // sellThrough sells sku in a burst with fault run mid-burst, waits for

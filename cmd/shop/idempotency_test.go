@@ -63,8 +63,9 @@ type reply struct {
 	body     string
 	ID       int64  `json:"id"`
 	Status   any    `json:"status"` // an order's status, or a problem's HTTP status
-	Type     string `json:"type"`
-	Detail   string `json:"detail"`
+	Type     string   `json:"type"`
+	Detail   string   `json:"detail"`
+	SKUs     []string `json:"skus"` // a sold-out problem's short SKUs
 }
 
 // post sends a JSON POST with an Idempotency-Key, on a fresh connection so
