@@ -61,8 +61,8 @@ type reply struct {
 	code     int
 	replayed bool
 	body     string
-	ID       int64  `json:"id"`
-	Status   any    `json:"status"` // an order's status, or a problem's HTTP status
+	ID       int64    `json:"id"`
+	Status   any      `json:"status"` // an order's status, or a problem's HTTP status
 	Type     string   `json:"type"`
 	Detail   string   `json:"detail"`
 	SKUs     []string `json:"skus"` // a sold-out problem's short SKUs
