@@ -159,7 +159,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed 
 		countKeyAnswer(replayed, err)
 	}
 	if err == nil && !replayed {
-		metrics.OrderLines.Observe(float64(len(r.lines())))
+		metrics.OrderLines.Observe(float64(max(1, len(r.Items))))
 	}
 	if replayed && err == nil {
 		o = o.asPlaced()
