@@ -89,7 +89,7 @@ func (c column) add(gdb *gorm.DB) error {
 	var q, stmt string
 	switch {
 	case sqlite && isKey:
-		q, stmt = `SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'index' AND name = ?`, "CREATE INDEX "+key+" ON "+c.table+" "+c.def
+		q, stmt = `SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'index' AND name = ?`, "CREATE INDEX IF NOT EXISTS "+key+" ON "+c.table+" "+c.def
 	case sqlite:
 		q, stmt = `SELECT COUNT(*) > 0 FROM pragma_table_info('`+c.table+`') WHERE name = ?`, "ALTER TABLE "+c.table+" ADD COLUMN "+c.name+" "+c.def
 	case isKey:

@@ -254,8 +254,8 @@ func TestMySQLStatementsAreNotPrepared(t *testing.T) {
 }
 
 // TestMigrateAddsColumns: an orders table made before the payment window
-// gets its columns and index when three instances migrate at once, on
-// MySQL and on SQLite.
+// and carts gets their columns and indexes when three instances migrate
+// at once, on MySQL and on SQLite.
 func TestMigrateAddsColumns(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"mysql", "sqlite"} {
@@ -284,7 +284,7 @@ func TestMigrateAddsColumns(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			for _, c := range []string{"expires_at", "paid_at", "payment_id", "cancelled_at", "cancel_key"} {
+			for _, c := range []string{"expires_at", "paid_at", "payment_id", "cancelled_at", "cancel_key", "cart_id", "line_count"} {
 				if !gdb.Migrator().HasColumn("orders", c) {
 					t.Errorf("orders has no %s", c)
 				}
