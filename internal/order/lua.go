@@ -28,12 +28,12 @@ import (
 // none, is built again from the database before it sells. See
 // docs/strategies.md.
 type Lua struct {
-	db     *gorm.DB
-	redis  *stock.RedisStock
-	w      *writer
-	single stock.Guard // the database side of refunds
-	reads  *firstReads
-	rules  rules // of the reservations it claims from dead processes
+	db      *gorm.DB
+	redis   *stock.RedisStock
+	w       *writer
+	single  stock.Guard // the database side of refunds
+	reads   *firstReads
+	rules   rules // of the reservations it claims from dead processes
 	idle    time.Duration
 	keep    time.Duration // how long a final answer is kept
 	buckets int           // each SKU's Redis stock is split into (buckets.go)
