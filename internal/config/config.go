@@ -168,7 +168,7 @@ var settings = [...]setting{
 			return nil
 		},
 		get: func(c Config) string { return strconv.Itoa(c.PerUserLimit) }},
-	{env: "SHOP_SKU_BUCKETS", flag: "sku-buckets", def: "1", usage: "lua: split each SKU's Redis stock into this many buckets, each under a hash tag of its own, so that one hot SKU spreads over the masters of a Redis Cluster; 1 to 64",
+	load(setting{env: "SHOP_SKU_BUCKETS", flag: "sku-buckets", def: "1", usage: "lua: split each SKU's Redis stock into this many buckets, each under a hash tag of its own, so that one hot SKU spreads over the masters of a Redis Cluster; 1 to 64",
 		set: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > 64 {
@@ -177,7 +177,7 @@ var settings = [...]setting{
 			c.SKUBuckets = n
 			return nil
 		},
-		get: func(c Config) string { return strconv.Itoa(c.SKUBuckets) }},
+		get: func(c Config) string { return strconv.Itoa(c.SKUBuckets) }}),
 	dur("SHOP_CLAIM_IDLE", "claim-idle", "30s", 100*time.Millisecond, "lua: how long a reservation stays pending before another instance takes it over from its dead one and persists it; must outlast SHOP_REQUEST_TIMEOUT", func(c *Config) *time.Duration { return &c.ClaimIdle }),
 	dur("SHOP_RECONCILE_INTERVAL", "reconcile-interval", "5s", 100*time.Millisecond, "lua: how often one instance claims dead instances' reservations and sets Redis's stock from the database", func(c *Config) *time.Duration { return &c.ReconcileEvery }),
 	load(setting{env: "SHOP_PAYMENT_WINDOW", flag: "payment-window", def: "0", usage: "how long a buyer has to pay an order, which holds its stock meanwhile, such as 15m; 0: an order is final when placed",
