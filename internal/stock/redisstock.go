@@ -356,6 +356,10 @@ type Load struct {
 	// the database before it reserves (ErrLookup). Nil keeps what the
 	// state had, unless its available was wrong: then it is set.
 	Lookup *bool
+	// Dealt says that Available is a bucket's share of the database's
+	// stock, which a rebuild may move between buckets: a change of it then
+	// is no sign that the state lost writes, and keeps Lookup as it was.
+	Dealt bool
 }
 
 // Loaded is what Load found and set.
@@ -371,8 +375,11 @@ type Loaded struct {
 // nothing.
 func (s *RedisStock) Load(ctx context.Context, sku string, l Load) (Loaded, error) {
 	lookup := ""
-	if l.Lookup != nil {
+	switch {
+	case l.Lookup != nil:
 		lookup = strconv.Itoa(flag(*l.Lookup))
+	case l.Dealt:
+		lookup = "dealt"
 	}
 	args := []any{group, l.Token, l.Epoch, l.Available, flag(l.Limited), lookup, len(l.Persisted)}
 	for _, id := range l.Persisted {
