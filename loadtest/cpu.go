@@ -63,7 +63,8 @@ func (r *Report) cpuRows() []cpuRow {
 }
 
 // usedClasses are the classes that any row measured, in CPUClasses'
-// order.
+// order, then any other, such as each node of a Redis Cluster, in the
+// order first measured.
 func usedClasses(rows []cpuRow) []string {
 	var used []string
 	for _, name := range CPUClasses {
@@ -71,6 +72,13 @@ func usedClasses(rows []cpuRow) []string {
 			return slices.ContainsFunc(r.classes, func(c ClassCPU) bool { return c.Class == name })
 		}) {
 			used = append(used, name)
+		}
+	}
+	for _, r := range rows {
+		for _, c := range r.classes {
+			if !slices.Contains(CPUClasses, c.Class) && !slices.Contains(used, c.Class) {
+				used = append(used, c.Class)
+			}
 		}
 	}
 	return used

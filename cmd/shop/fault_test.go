@@ -9,6 +9,7 @@ import (
 	"log"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,7 @@ type faultSale struct {
 	redis     *testinfra.Server // nil on a Redis Cluster
 	zk, etcd  *testinfra.Server // the lock's server, when the test started it
 	redisAddr string            // SHOP_REDIS_ADDR
+	buckets   int               // SHOP_SKU_BUCKETS, when a test sets it
 	strategy  string
 	rdb       redis.UniversalClient
 	prefix    string
@@ -256,12 +258,19 @@ func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 	if s.strategy != "lua" {
 		return a
 	}
-	st, err := stock.NewRedisStock(s.rdb, s.prefix).State(t.Context(), sku)
-	if err != nil {
-		t.Fatal(err)
+	inRedis := 0
+	for b := range max(s.buckets, 1) {
+		st, err := stock.NewRedisStock(s.rdb, s.prefix).State(t.Context(), stock.BucketOf(sku, b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Exists || len(st.Log) > 0 {
+			t.Errorf("Redis's bucket %d of %s: %+v; want a state, nothing pending", b, sku, st)
+		}
+		inRedis += st.Available
 	}
-	if !st.Exists || st.Available != a.Available {
-		t.Errorf("Redis has %+v, the database %d available", st, a.Available)
+	if inRedis != a.Available {
+		t.Errorf("Redis has %d available, the database %d", inRedis, a.Available)
 	}
 	return a
 }
@@ -269,7 +278,8 @@ func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 // reconcile runs `shop reconcile` once.
 func (s *faultSale) reconcile(t *testing.T) {
 	t.Helper()
-	env := map[string]string{"SHOP_MYSQL_DSN": s.dsn, "SHOP_REDIS_ADDR": s.redisAddr, "SHOP_REDIS_PREFIX": s.prefix, "SHOP_CLAIM_IDLE": "3s"}
+	env := map[string]string{"SHOP_MYSQL_DSN": s.dsn, "SHOP_REDIS_ADDR": s.redisAddr, "SHOP_REDIS_PREFIX": s.prefix, "SHOP_CLAIM_IDLE": "3s",
+		"SHOP_SKU_BUCKETS": strconv.Itoa(max(s.buckets, 1))}
 	var out, errs strings.Builder
 	if err := run(t.Context(), []string{"reconcile"}, func(k string) string { return env[k] }, &out, &errs); err != nil {
 		t.Fatalf("shop reconcile: %v\n%s", err, errs.String())
@@ -355,6 +365,19 @@ func TestServeOnRedisCluster(t *testing.T) {
 	if err != nil || len(answers) == 0 {
 		t.Errorf("%d answers kept on %s, the master of %s's slot (%v); want the buyers'", len(answers), master.Options().Addr, sku, err)
 	}
+}
+
+// TestServeBucketsOnRedisCluster: TestServeOnRedisCluster with each SKU's
+// stock split into 6 buckets (SHOP_SKU_BUCKETS) over the cluster's three
+// masters: one of three shops is killed mid-burst, and once its
+// reservations are claimed, the audit holds and Redis's buckets together
+// hold what the database has, with nothing pending.
+func TestServeBucketsOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	faultsNeedServers(t)
+	s := newSale(t, "lua", strings.Join(testinfra.StartRedisCluster(t), ","), "SHOP_SKU_BUCKETS=6")
+	s.buckets = 6
+	s.killOneDuring(t, "buckets")
 }
 
 // TestFaultRedisRestartsEmpty: Redis is killed mid-burst and started again

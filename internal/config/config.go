@@ -46,6 +46,7 @@ type Config struct {
 	RequestTimeout time.Duration // SHOP_REQUEST_TIMEOUT
 	IdempotencyTTL time.Duration // SHOP_IDEMPOTENCY_TTL
 	PerUserLimit   int           // SHOP_PER_USER_LIMIT; 0 means none
+	SKUBuckets     int           // SHOP_SKU_BUCKETS: lua's Redis stock of each SKU, split
 	ClaimIdle      time.Duration // SHOP_CLAIM_IDLE
 	ReconcileEvery time.Duration // SHOP_RECONCILE_INTERVAL
 	PaymentWindow  time.Duration // SHOP_PAYMENT_WINDOW; 0: orders are final when placed
@@ -167,6 +168,16 @@ var settings = [...]setting{
 			return nil
 		},
 		get: func(c Config) string { return strconv.Itoa(c.PerUserLimit) }},
+	load(setting{env: "SHOP_SKU_BUCKETS", flag: "sku-buckets", def: "1", usage: "lua: split each SKU's Redis stock into this many buckets, each under a hash tag of its own, so that one hot SKU spreads over the masters of a Redis Cluster; 1 to 64",
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 64 {
+				return fmt.Errorf("%q is not a number of buckets from 1 to 64", v)
+			}
+			c.SKUBuckets = n
+			return nil
+		},
+		get: func(c Config) string { return strconv.Itoa(c.SKUBuckets) }}),
 	dur("SHOP_CLAIM_IDLE", "claim-idle", "30s", 100*time.Millisecond, "lua: how long a reservation stays pending before another instance takes it over from its dead one and persists it; must outlast SHOP_REQUEST_TIMEOUT", func(c *Config) *time.Duration { return &c.ClaimIdle }),
 	dur("SHOP_RECONCILE_INTERVAL", "reconcile-interval", "5s", 100*time.Millisecond, "lua: how often one instance claims dead instances' reservations and sets Redis's stock from the database", func(c *Config) *time.Duration { return &c.ReconcileEvery }),
 	load(setting{env: "SHOP_PAYMENT_WINDOW", flag: "payment-window", def: "0", usage: "how long a buyer has to pay an order, which holds its stock meanwhile, such as 15m; 0: an order is final when placed",

@@ -1,9 +1,12 @@
 package order
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -25,14 +28,15 @@ import (
 // none, is built again from the database before it sells. See
 // docs/strategies.md.
 type Lua struct {
-	db     *gorm.DB
-	redis  *stock.RedisStock
-	w      *writer
-	single stock.Guard // the database side of refunds
-	reads  *firstReads
-	rules  rules // of the reservations it claims from dead processes
-	idle   time.Duration
-	keep   time.Duration // how long a final answer is kept
+	db      *gorm.DB
+	redis   *stock.RedisStock
+	w       *writer
+	single  stock.Guard // the database side of refunds
+	reads   *firstReads
+	rules   rules // of the reservations it claims from dead processes
+	idle    time.Duration
+	keep    time.Duration // how long a final answer is kept
+	buckets int           // each SKU's Redis stock is split into (buckets.go)
 
 	// betweenLines, when set, runs before each line of a saga: a test's
 	// way to fail a store between two lines.
@@ -58,6 +62,11 @@ type LuaOptions struct {
 	// AnswerTTL is how long a buyer's final answer is kept under its
 	// Idempotency-Key. Default 24h.
 	AnswerTTL time.Duration
+	// Buckets splits each SKU's Redis stock into this many buckets, each
+	// under a hash tag of its own, so that one hot SKU spreads over the
+	// masters of a Redis Cluster. Default 1. See
+	// docs/strategies.md#buckets.
+	Buckets int
 }
 
 // NewLua returns the fast path on gdb and rdb.
@@ -72,8 +81,9 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 	if o.AnswerTTL <= 0 {
 		o.AnswerTTL = 24 * time.Hour
 	}
+	o.Buckets = max(o.Buckets, 1)
 	l := &Lua{db: gdb, redis: stock.NewRedisStock(rdb, o.Prefix), w: newWriter(gdb, "lua"), single: stock.NewAtomic(gdb), reads: newFirstReads(gdb),
-		rules: rules{limit: o.PerUserLimit, window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, rebuilding: make(chan struct{}, 1),
+		rules: rules{limit: o.PerUserLimit, window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, buckets: o.Buckets, rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), fixing: make(map[string]bool)}
 	l.w.settle = l.settle
 	for _, result := range []string{"persisted", "released"} {
@@ -99,20 +109,24 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bo
 	lookedUp := false
 	var over *stock.OverLimitError
 	doubts := 0
+	route := l.route(r.SKU, r.UserID)
 	for attempt := 0; ; attempt++ {
 		epoch, err := l.epoch(ctx, r.SKU)
 		if err != nil {
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
-		terms := stock.Terms{Epoch: epoch, Limit: rules.limit, LookedUp: lookedUp, TakeOver: l.idle,
-			Keep: stock.Refusals{TTL: l.keep, SoldOut: string(refusedSoldOut), OverLimit: keptLimit(rules.limit)}}
-		id, answer, err := l.redis.Reserve(ctx, r.SKU, res, terms)
+		keep := stock.Refusals{TTL: l.keep, SoldOut: string(refusedSoldOut), OverLimit: keptLimit(rules.limit)}
+		if len(route) > 1 {
+			keep.SoldOut = "" // one bucket's sold out is not the SKU's
+		}
+		terms := stock.Terms{Epoch: epoch, Limit: rules.limit, LookedUp: lookedUp, TakeOver: l.idle, Keep: keep}
+		id, answer, err := l.redis.Reserve(ctx, route[0], res, terms)
 		switch {
 		case err == nil && id == "":
 			a := replayKept(answer, r)
 			return a.o, a.replayed, a.err
 		case err == nil:
-			o, replayed, err := l.w.submit(&pending{ctx: ctx, r: r, rules: rules, entry: id, epoch: epoch})
+			o, replayed, err := l.w.submit(&pending{ctx: ctx, r: r, rules: rules, entry: id, epoch: epoch, bucket: route[0]})
 			o, replayed, err = l.reads.checkRefusal(ctx, r, o, replayed, err)
 			return o, replayed, l.keepRefusal(ctx, r, err)
 		case errors.Is(err, stock.ErrLookup) && !lookedUp:
@@ -134,8 +148,11 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bo
 				return Order{}, false, err
 			}
 			attempt--
+		case errors.Is(err, stock.ErrSoldOut) && len(route) > 1:
+			route = route[1:] // the next bucket
+			attempt--
 		case errors.Is(err, stock.ErrSoldOut):
-			return Order{}, false, soldOut(r.SKU)
+			return Order{}, false, l.keepRefusal(ctx, r, soldOut(r.SKU))
 		case errors.As(err, &over):
 			return Order{}, false, limitReached(r.UserID, r.SKU, over.Held, rules.limit)
 		case errors.Is(err, stock.ErrInProgress):
@@ -148,6 +165,27 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bo
 	}
 }
 
+// route is the order in which a buyer tries sku's buckets: its home
+// bucket, a hash of the buyer, where its answers are kept too, then every
+// other, from a random one on. So a buyer hears sold out only once every
+// bucket was empty when tried, and buys while any bucket has stock. With
+// one bucket it is the SKU.
+func (l *Lua) route(sku, user string) []string {
+	if l.buckets < 2 {
+		return []string{sku}
+	}
+	h := fnv.New32a()
+	h.Write([]byte(user))
+	home := int(h.Sum32() % uint32(l.buckets))
+	start := rand.IntN(l.buckets - 1)
+	route := make([]string, 0, l.buckets)
+	route = append(route, stock.BucketOf(sku, home))
+	for i := range l.buckets - 1 {
+		route = append(route, stock.BucketOf(sku, (home+1+(start+i)%(l.buckets-1))%l.buckets))
+	}
+	return route
+}
+
 // keepRefusal keeps err, when it is a final refusal that no script kept,
 // as r's answer, and returns it. Should Redis fail, a retry asks again.
 func (l *Lua) keepRefusal(ctx context.Context, r PlaceRequest, err error) error {
@@ -157,7 +195,7 @@ func (l *Lua) keepRefusal(ctx context.Context, r PlaceRequest, err error) error 
 	if answer, ok := kept(placed{err: err}); ok {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
 		defer cancel()
-		_ = l.redis.Keep(ctx, r.SKU, r.UserID, r.IdempotencyKey, r.Quantity, answer, l.keep)
+		_ = l.redis.Keep(ctx, l.route(r.SKU, r.UserID)[0], r.UserID, r.IdempotencyKey, r.Quantity, answer, l.keep)
 	}
 	return err
 }
@@ -210,6 +248,7 @@ func (l *Lua) settle(sku string, batch []*pending, answers []placed) {
 	refused := false
 	for i, p := range batch {
 		s := &ss[i]
+		s.Bucket = p.bucket
 		s.Reservation = stock.Reservation{ID: p.entry, UserID: p.r.UserID, Key: p.r.IdempotencyKey, Quantity: p.r.Quantity}
 		// An order is its buyer's answer, kept with its XACK. A refusal
 		// is kept once place has checked it against the key's order.
@@ -234,11 +273,24 @@ func (l *Lua) settle(sku string, batch []*pending, answers []placed) {
 	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
 	defer cancel()
 	// Should it fail, they stay pending and are claimed and settled later.
-	_, _ = l.redis.Settle(ctx, sku, ss, l.rules.limit > 0)
+	for bucket, ss := range byBucket(sku, ss) {
+		_, _ = l.redis.Settle(ctx, bucket, ss, l.rules.limit > 0)
+	}
 	if refused {
 		// Redis granted what the database refused: its state is stale.
 		l.fix(sku)
 	}
+}
+
+// byBucket groups settlements by the bucket their reservations were
+// taken from.
+func byBucket(sku string, ss []stock.Settlement) map[string][]stock.Settlement {
+	by := make(map[string][]stock.Settlement, 1)
+	for _, s := range ss {
+		b := cmp.Or(s.Bucket, sku)
+		by[b] = append(by[b], s)
+	}
+	return by
 }
 
 // fix builds the SKU's state again in the background, once at a time.
@@ -317,6 +369,13 @@ func (l *Lua) adjust(ctx context.Context, lines []stock.Line, user string, fn fu
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
 	defer cancel()
 	for i, c := range change {
+		if l.buckets > 1 && c.Delta < 0 {
+			// Which buckets to take it from is the rebuild's to say.
+			l.fix(c.SKU)
+			continue
+		}
+		// Units that come back go to bucket 0, where the last units of a
+		// sale gather (shares).
 		if _, err := l.redis.Adjust(rctx, c.SKU, epochs[i], c.Delta, user, l.rules.limit > 0); err != nil {
 			l.fix(c.SKU) // the database has the change; Redis gets it from there
 		}
@@ -336,7 +395,12 @@ func (l *Lua) forget(ctx context.Context, sku string) error {
 	l.mu.Lock()
 	delete(l.epochs, sku)
 	l.mu.Unlock()
-	return l.redis.Forget(ctx, sku)
+	for _, name := range l.bucketNames(sku) {
+		if err := l.redis.Forget(ctx, name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // keepsKeys implements keyKeeper: Reserve claims the key, and the writer

@@ -123,13 +123,24 @@ func place(t *testing.T, sku string, n int, shops ...luaShop) (acked []int64, so
 // placeAs is place with buyers named <who>-<i>.
 func placeAs(t *testing.T, who, sku string, n int, shops ...luaShop) (acked []int64, soldOut int, others []error) {
 	t.Helper()
+	users := make([]string, n)
+	for i := range users {
+		users[i] = fmt.Sprint(who, "-", i)
+	}
+	return placeUsers(t, sku, users, shops...)
+}
+
+// placeUsers is place with one buyer of each name in users, buyer i with
+// key k-<i>.
+func placeUsers(t *testing.T, sku string, users []string, shops ...luaShop) (acked []int64, soldOut int, others []error) {
+	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
-	for i := range n {
+	for i, user := range users {
 		wg.Go(func() {
 			<-gate
-			o, _, err := shops[i%len(shops)].Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: fmt.Sprint(who, "-", i), Quantity: 1, IdempotencyKey: fmt.Sprint("k-", i)})
+			o, _, err := shops[i%len(shops)].Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: fmt.Sprint("k-", i)})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

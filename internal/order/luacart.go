@@ -43,7 +43,8 @@ func (l *Lua) placeCart(ctx context.Context, r PlaceRequest, place func(context.
 			l.endCart(c.Saga, held, err == nil && !replayed)
 			if errors.Is(err, stock.ErrSoldOut) {
 				// Redis granted what the database refused: a state is stale.
-				for _, sku := range held {
+				for _, bucket := range held {
+					sku, _ := stock.SplitBucket(bucket)
 					l.fix(sku)
 				}
 			}
@@ -87,8 +88,10 @@ func waitOutDoubt(ctx context.Context, doubts *int) error {
 
 // reserveCart reserves the cart's lines in Redis: in one script when
 // their keys share a hash slot, else as a saga, which gives back what it
-// holds when a line is refused. It returns the SKUs it holds; on error it
-// holds nothing.
+// holds when a line is refused; with buckets, always a saga, each line
+// from the first of its SKU's buckets that has it. It returns the buckets
+// that hold the lines (with one bucket, the SKUs); on error it holds
+// nothing.
 func (l *Lua) reserveCart(ctx context.Context, c stock.Cart, items []Line) ([]string, error) {
 	lines := make([]stock.CartLine, len(items))
 	skus := make([]string, len(items))
@@ -99,20 +102,20 @@ func (l *Lua) reserveCart(ctx context.Context, c stock.Cart, items []Line) ([]st
 		}
 		lines[i], skus[i] = stock.CartLine{SKU: it.SKU, Epoch: epoch, Quantity: it.Quantity}, it.SKU
 	}
-	if l.redis.SameSlot(skus) {
+	if l.buckets == 1 && l.redis.SameSlot(skus) {
 		if _, err := l.redis.ReserveCart(ctx, c, lines); err != nil {
 			return nil, err
 		}
 		return skus, nil
 	}
-	var held []string
+	var held []string // the buckets that hold a line
 	for i, line := range lines {
 		if l.betweenLines != nil {
 			l.betweenLines(i)
 		}
-		_, err := l.redis.ReserveCart(ctx, c, lines[i:i+1])
+		bucket, err := l.reserveLine(ctx, c, line)
 		if err == nil {
-			held = append(held, line.SKU)
+			held = append(held, bucket)
 			continue
 		}
 		// Give back what is held, and, unless Redis refused it, this line
@@ -121,7 +124,7 @@ func (l *Lua) reserveCart(ctx context.Context, c stock.Cart, items []Line) ([]st
 		var refused *stock.LineError
 		var short *stock.ShortError
 		if !errors.As(err, &refused) && !errors.As(err, &short) {
-			held = append(held, line.SKU)
+			held = append(held, bucket)
 		}
 		l.endCart(c.Saga, held, false)
 		if short != nil && !errors.Is(err, stock.ErrInDoubt) {
@@ -136,16 +139,54 @@ func (l *Lua) reserveCart(ctx context.Context, c stock.Cart, items []Line) ([]st
 	return held, nil
 }
 
+// reserveLine reserves one line of a saga in the first of its SKU's
+// buckets, in the buyer's route, that has the units, and returns that
+// bucket, or the one that failed. A line short in every bucket is short;
+// in doubt (stock.ErrInDoubt) if it was in doubt in any.
+func (l *Lua) reserveLine(ctx context.Context, c stock.Cart, line stock.CartLine) (string, error) {
+	sku := line.SKU
+	var doubt error
+	for _, bucket := range l.route(sku, c.UserID) {
+		line.SKU = bucket
+		_, err := l.redis.ReserveCart(ctx, c, []stock.CartLine{line})
+		var short *stock.ShortError
+		switch {
+		case errors.Is(err, stock.ErrInDoubt):
+			doubt = err
+		case !errors.As(err, &short):
+			return bucket, unbucket(err)
+		}
+	}
+	if doubt != nil {
+		return sku, fmt.Errorf("%w: %w", stock.ErrInDoubt, &stock.ShortError{SKUs: []string{sku}})
+	}
+	return sku, &stock.ShortError{SKUs: []string{sku}}
+}
+
+// unbucket names, in a refusal of one line, its SKU rather than the
+// bucket that refused it.
+func unbucket(err error) error {
+	var line *stock.LineError
+	if errors.As(err, &line) {
+		line.SKU, _ = stock.SplitBucket(line.SKU)
+	}
+	return err
+}
+
 // alsoShort names the lines that Redis has too little of for, with a
 // plain read, so that a saga's refusal names every short SKU, not only the
 // first; it reports doubt when sagas hold units that would fill one.
 func (l *Lua) alsoShort(ctx context.Context, lines []stock.CartLine) (short []string, doubt bool) {
 	for _, line := range lines {
-		s, d, err := l.redis.Lacks(ctx, line.SKU, line.Quantity)
-		if err == nil && s {
+		lacks := true
+		for _, bucket := range l.bucketNames(line.SKU) {
+			s, d, err := l.redis.Lacks(ctx, bucket, line.Quantity)
+			lacks = lacks && err == nil && s
+			doubt = doubt || d
+		}
+		if lacks {
 			short = append(short, line.SKU)
 		}
-		doubt = doubt || d
 	}
 	return short, doubt
 }

@@ -72,9 +72,9 @@ func (r Reconciled) String() string {
 }
 
 // rebuild sets sku's Redis state from the database, in a new epoch if the
-// state is missing or of another epoch, under the stock row's lock: no
-// batch commits, and no refund reads the epoch, until it is done. token
-// fences a job's run; 0 for none.
+// state, of any bucket, is missing or of another epoch, under the stock
+// row's lock: no batch commits, and no refund reads the epoch, until it is
+// done. token fences a job's run; 0 for none.
 func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled, error) {
 	rec := Reconciled{SKU: sku}
 	err := l.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -86,17 +86,20 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 		if rec.Epoch, err = stock.Epoch(tx, sku); err != nil {
 			return err
 		}
-		st, err := l.redis.State(ctx, sku)
-		if err != nil {
-			return err
+		names := l.bucketNames(sku)
+		states := make([]stock.State, len(names))
+		for i, name := range names {
+			if states[i], err = l.redis.State(ctx, name); err != nil {
+				return err
+			}
+			switch st := states[i]; {
+			case !st.Exists:
+				rec.Rebuilt = "missing"
+			case st.Epoch != rec.Epoch && rec.Rebuilt == "":
+				rec.Rebuilt = fmt.Sprintf("epoch %d, want %d", st.Epoch, rec.Epoch)
+			}
 		}
-		switch {
-		case !st.Exists:
-			rec.Rebuilt = "missing"
-		case st.Epoch != rec.Epoch:
-			rec.Rebuilt = fmt.Sprintf("epoch %d, want %d", st.Epoch, rec.Epoch)
-		}
-		load := stock.Load{Token: token, Epoch: rec.Epoch, Available: it.Available, Limited: l.rules.limit > 0}
+		load := stock.Load{Token: token, Epoch: rec.Epoch, Limited: l.rules.limit > 0, Dealt: l.buckets > 1}
 		if rec.Rebuilt != "" {
 			if rec.Epoch, err = stock.NextEpoch(tx, sku); err != nil {
 				return err
@@ -109,9 +112,6 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 			}
 			load.Lookup = &sold
 		}
-		if load.Persisted, err = persisted(tx, sku, st.Log); err != nil {
-			return err
-		}
 		if load.Limited {
 			var rows []purchase
 			if err := tx.Raw(`SELECT * FROM user_purchases WHERE sku = ?`, sku).Scan(&rows).Error; err != nil {
@@ -122,11 +122,36 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 				load.Held[p.UserID] = p.Units
 			}
 		}
-		ld, err := l.redis.Load(ctx, sku, load)
-		if err != nil {
-			return err
+		done := make([][]string, len(names)) // each bucket's log entries whose orders the database has
+		pending := make([]int, len(names))
+		for i, st := range states {
+			if done[i], err = persisted(tx, sku, st.Log); err != nil {
+				return err
+			}
+			for _, r := range st.Log {
+				if !slices.Contains(done[i], r.ID) {
+					pending[i] += r.Quantity
+				}
+			}
 		}
-		rec.Before, rec.After, rec.Pending = ld.Before, ld.After, ld.Pending
+		before := 0
+		for i, share := range shares(it.Available, pending) {
+			load.Available, load.Persisted = share, done[i]
+			ld, err := l.redis.Load(ctx, names[i], load)
+			if err != nil {
+				return err
+			}
+			if ld.Before != nil && before >= 0 {
+				before += *ld.Before
+			} else {
+				before = -1
+			}
+			rec.After += ld.After
+			rec.Pending += ld.Pending
+		}
+		if before >= 0 {
+			rec.Before = &before
+		}
 		return nil
 	})
 	if err != nil {
@@ -201,8 +226,8 @@ func (l *Lua) Reconcile(ctx context.Context, token int64) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	for _, sku := range skus {
-		epoch, claimed, err := l.redis.Claim(ctx, sku, l.idle)
+	for _, name := range skus { // a SKU, or a bucket of one
+		epoch, claimed, err := l.redis.Claim(ctx, name, l.idle)
 		if err != nil {
 			return rep, err
 		}
@@ -213,8 +238,8 @@ func (l *Lua) Reconcile(ctx context.Context, token int64) (Report, error) {
 			}
 			return r.Saga != ""
 		})
-		l.giveBackClaimed(ctx, sku, lines)
-		persisted := l.persist(ctx, sku, epoch, claimed)
+		l.giveBackClaimed(ctx, name, lines)
+		persisted := l.persist(ctx, name, epoch, claimed)
 		rep.Claimed += len(claimed)
 		rep.Persisted += persisted
 		metrics.LuaClaimed.WithLabelValues("persisted").Add(float64(persisted))
@@ -241,15 +266,17 @@ func (l *Lua) Reconcile(ctx context.Context, token int64) (Report, error) {
 	return rep, nil
 }
 
-// persist puts claimed reservations through the writer, as their buyers'
-// own would have been, and counts those now in the database.
-func (l *Lua) persist(ctx context.Context, sku string, epoch int64, claimed []stock.Reservation) int {
+// persist puts reservations claimed from bucket, a SKU or a bucket of one,
+// through the writer, as their buyers' own would have been, and counts
+// those now in the database.
+func (l *Lua) persist(ctx context.Context, bucket string, epoch int64, claimed []stock.Reservation) int {
+	sku, _ := stock.SplitBucket(bucket)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	n := 0
 	for _, r := range claimed {
 		wg.Go(func() {
-			_, replayed, err := l.w.submit(&pending{ctx: ctx, rules: l.rules, entry: r.ID, epoch: epoch,
+			_, replayed, err := l.w.submit(&pending{ctx: ctx, rules: l.rules, entry: r.ID, epoch: epoch, bucket: bucket,
 				r: PlaceRequest{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, IdempotencyKey: r.Key}})
 			if err == nil && !replayed {
 				mu.Lock()

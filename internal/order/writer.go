@@ -61,6 +61,9 @@ type pending struct {
 	// of the Redis state it was taken from; empty and 0 for batched.
 	entry string
 	epoch int64
+	// bucket names the Redis stock it was taken from: the SKU, or one of
+	// its buckets (stock.BucketOf).
+	bucket string
 }
 
 // placed is a buyer's answer.

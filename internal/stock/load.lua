@@ -1,6 +1,7 @@
 -- load.lua: KEYS = {state, holdings, log, fence}, ARGV = {consumer group,
 -- fencing token (0: none), epoch, available in the database, limited (1 or
--- 0), lookup (1 or 0 for a state built anew, "" to keep it), n, then n ids
+-- 0), lookup (1 or 0 for a state built anew, "" to keep it, "dealt" to
+-- keep it for a bucket whose share may change), n, then n ids
 -- of log entries whose orders the database has, then user, units pairs of
 -- what the database says users hold}.
 -- Sets a SKU's Redis state from the database, run while the database's
@@ -52,6 +53,9 @@ local available = tonumber(ARGV[4]) - pending
 local lookup = ARGV[6]
 if lookup == "" and before ~= "" and tonumber(before) ~= available then
 	lookup = "1"
+end
+if lookup == "dealt" then
+	lookup = "" -- a bucket's share changed by design: no sign of lost writes
 end
 redis.call("HSET", KEYS[1], "available", available, "epoch", ARGV[3], "carts", carts)
 if lookup ~= "" then

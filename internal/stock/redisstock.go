@@ -106,16 +106,46 @@ func (s *RedisStock) keys(sku string) []string {
 // "{spring}shoes", is tagged with it instead, so that the SKUs of one sale
 // share a slot, and a cart of them is one script; then the SKU,
 // hex-encoded, tells its keys apart. A SKU with other braces is
-// hex-encoded, so that they cannot end the tag early.
-func (s *RedisStock) tagged(sku string) string {
+// hex-encoded, so that they cannot end the tag early. A bucket of a SKU
+// (BucketOf) adds its number to the tag, after a byte no SKU holds, so
+// that its buckets spread over the masters too.
+func (s *RedisStock) tagged(name string) string {
+	sku, b := SplitBucket(name)
+	bucket := ""
+	if b > 0 {
+		bucket = bucketSep + strconv.Itoa(b)
+	}
 	hexed := hex.EncodeToString([]byte(sku))
 	if i := strings.IndexByte(sku, '{'); i >= 0 {
 		if j := strings.IndexByte(sku[i+1:], '}'); j > 0 {
-			return s.prefix + "lua:{" + sku[i+1:i+1+j] + "}:" + hexed + ":"
+			return s.prefix + "lua:{" + sku[i+1:i+1+j] + bucket + "}:" + hexed + ":"
 		}
-		return s.prefix + "lua:{" + hexed + "}:"
+		return s.prefix + "lua:{" + hexed + bucket + "}:"
 	}
-	return s.prefix + "lua:{" + sku + "}:"
+	return s.prefix + "lua:{" + sku + bucket + "}:"
+}
+
+// bucketSep ends a SKU in the name of one of its buckets: a byte that no
+// SKU holds (they are visible ASCII).
+const bucketSep = "\x1f"
+
+// BucketOf names bucket b of sku's stock in Redis, as RedisStock takes a
+// SKU. Bucket 0 is the SKU itself: with one bucket, nothing changes.
+func BucketOf(sku string, b int) string {
+	if b == 0 {
+		return sku
+	}
+	return sku + bucketSep + strconv.Itoa(b)
+}
+
+// SplitBucket returns the SKU and the bucket that name names.
+func SplitBucket(name string) (sku string, bucket int) {
+	sku, n, found := strings.Cut(name, bucketSep)
+	if !found {
+		return name, 0
+	}
+	bucket, _ = strconv.Atoi(n)
+	return sku, bucket
 }
 
 // answerKey is where a buyer's final answer is kept: under the SKU's hash
@@ -234,6 +264,7 @@ type Settlement struct {
 	Reservation
 	How    Settled
 	Answer string
+	Bucket string // the bucket it was taken from (BucketOf); "" for the SKU
 }
 
 // Settle ends reservations of sku whose batch has committed, each as its
@@ -325,6 +356,10 @@ type Load struct {
 	// the database before it reserves (ErrLookup). Nil keeps what the
 	// state had, unless its available was wrong: then it is set.
 	Lookup *bool
+	// Dealt says that Available is a bucket's share of the database's
+	// stock, which a rebuild may move between buckets: a change of it then
+	// is no sign that the state lost writes, and keeps Lookup as it was.
+	Dealt bool
 }
 
 // Loaded is what Load found and set.
@@ -340,8 +375,11 @@ type Loaded struct {
 // nothing.
 func (s *RedisStock) Load(ctx context.Context, sku string, l Load) (Loaded, error) {
 	lookup := ""
-	if l.Lookup != nil {
+	switch {
+	case l.Lookup != nil:
 		lookup = strconv.Itoa(flag(*l.Lookup))
+	case l.Dealt:
+		lookup = "dealt"
 	}
 	args := []any{group, l.Token, l.Epoch, l.Available, flag(l.Limited), lookup, len(l.Persisted)}
 	for _, id := range l.Persisted {

@@ -88,7 +88,7 @@ var registry = []Strategy{
 		Ceiling: SQLBatched, NoQueue: true},
 	{Name: "lua", Needs: []backend.Need{backend.Redis}, New: func(b *backend.Backends, cfg config.Config) (stock.Guard, error) {
 		return order.NewLua(b.DB, b.Redis, &order.LuaOptions{Prefix: cfg.RedisPrefix, PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
-			ClaimIdle: cfg.ClaimIdle, AnswerTTL: cfg.IdempotencyTTL}), nil
+			ClaimIdle: cfg.ClaimIdle, AnswerTTL: cfg.IdempotencyTTL, Buckets: cfg.SKUBuckets}), nil
 	}, Ceiling: RedisLua, NoQueue: true},
 	{Name: "local", Lock: func(*backend.Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil },
 		Ceiling: Serial("local")},

@@ -38,9 +38,18 @@ type server struct {
 }
 
 // servers are the servers s uses, as cfg names them: the database and
-// Redis, which every shop uses, and those of its Needs.
+// Redis, which every shop uses, and those of its Needs. The nodes of a
+// Redis Cluster are each a class of their own, "redis <addr>", so that the
+// CPU per order shows by master.
 func servers(cfg config.Config, s strategy.Strategy) []server {
-	list := []server{{"mysql", []string{dsnAddr(cfg.MySQLDSN)}}, {"redis", cfg.RedisAddrs()}}
+	list := []server{{"mysql", []string{dsnAddr(cfg.MySQLDSN)}}}
+	if addrs := cfg.RedisAddrs(); len(addrs) > 1 {
+		for _, a := range addrs {
+			list = append(list, server{"redis " + a, []string{a}})
+		}
+	} else {
+		list = append(list, server{"redis", addrs})
+	}
 	for _, n := range s.Needs {
 		switch n {
 		case backend.Redlock:
