@@ -26,7 +26,7 @@ func TestFaultCartsOnRedisCluster(t *testing.T) {
 	faultsNeedServers(t)
 	seeds := testinfra.StartRedisCluster(t)
 	s := newSale(t, "lua", strings.Join(seeds, ","))
-	skus := onMasters(t, s.rdb.(*redis.ClusterClient), 3)
+	skus := testinfra.SKUsOnMasters(t, s.rdb.(*redis.ClusterClient), "cart-line", 3)
 	for _, sku := range skus {
 		s.putStock(t, sku)
 	}
@@ -79,27 +79,4 @@ func TestFaultCartsOnRedisCluster(t *testing.T) {
 	if len(res.acked) == 0 {
 		t.Error("no cart was sold")
 	}
-}
-
-// onMasters returns n SKUs whose lua keys live on n different masters of
-// the cluster: a cart of them is a saga.
-func onMasters(t *testing.T, cc *redis.ClusterClient, n int) []string {
-	t.Helper()
-	seen := map[string]bool{}
-	var skus []string
-	for i := 0; len(skus) < n; i++ {
-		if i > 1000 {
-			t.Fatalf("no %d SKUs on %d masters", n, n)
-		}
-		sku := fmt.Sprint("cart-line-", i)
-		m, err := cc.MasterForKey(t.Context(), "{"+sku+"}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if addr := m.Options().Addr; !seen[addr] {
-			seen[addr] = true
-			skus = append(skus, sku)
-		}
-	}
-	return skus
 }

@@ -3,7 +3,6 @@ package order_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -17,33 +16,6 @@ import (
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
-
-// onMasters returns n SKUs whose keys live on n different masters of the
-// cluster that f's client speaks to: a cart of them is a saga.
-func onMasters(t *testing.T, f luaFleet, n int) []string {
-	t.Helper()
-	cc, ok := f.rdb.(*redis.ClusterClient)
-	if !ok {
-		t.Fatalf("the client is a %T, not a cluster's", f.rdb)
-	}
-	seen := map[string]bool{}
-	var skus []string
-	for i := 0; len(skus) < n; i++ {
-		if i > 1000 {
-			t.Fatalf("no %d SKUs on %d masters", n, n)
-		}
-		sku := fmt.Sprint("line-", i)
-		m, err := cc.MasterForKey(t.Context(), "{"+sku+"}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if addr := m.Options().Addr; !seen[addr] {
-			seen[addr] = true
-			skus = append(skus, sku)
-		}
-	}
-	return skus
-}
 
 // clusterFleet is a lua fleet on a Redis Cluster of three masters of its
 // own, with a claim timeout of claimIdle.
@@ -73,7 +45,7 @@ func equalAfterReconcile(t *testing.T, f luaFleet, shop luaShop, skus []string, 
 func TestCartSagaOnRedisCluster(t *testing.T) {
 	t.Parallel()
 	f := clusterFleet(t, 30*time.Second)
-	skus := onMasters(t, f, 3)
+	skus := testinfra.SKUsOnMasters(t, f.rdb.(*redis.ClusterClient), "line", 3)
 	shops := []luaShop{f.new(), f.new(), f.new()}
 	out := cartBurstOf(t, skus, 7, shops[0].Service, shops[1].Service, shops[2].Service)
 	if len(out.others) > 0 {
@@ -96,7 +68,7 @@ func TestCartSagaShopDies(t *testing.T) {
 	t.Parallel()
 	const idle = 2 * time.Second
 	f := clusterFleet(t, idle)
-	skus := onMasters(t, f, 2)
+	skus := testinfra.SKUsOnMasters(t, f.rdb.(*redis.ClusterClient), "line", 2)
 	victim, survivor := f.new(), f.new()
 	for _, sku := range skus {
 		if _, err := survivor.SetStock(t.Context(), sku, 5); err != nil {
@@ -142,7 +114,7 @@ func TestCartSagaShopDies(t *testing.T) {
 func TestCartSagaRedisRestartsEmpty(t *testing.T) {
 	t.Parallel()
 	f := clusterFleet(t, 30*time.Second)
-	skus := onMasters(t, f, 3)
+	skus := testinfra.SKUsOnMasters(t, f.rdb.(*redis.ClusterClient), "line", 3)
 	shop := f.new()
 	for _, sku := range skus {
 		if _, err := shop.SetStock(t.Context(), sku, 5); err != nil {
@@ -189,7 +161,7 @@ func TestCartOneSlotIsOneScript(t *testing.T) {
 	if !f.stock.SameSlot(skus) {
 		t.Fatalf("%v are not in one slot", skus)
 	}
-	if f.stock.SameSlot(onMasters(t, f, 2)) {
+	if f.stock.SameSlot(testinfra.SKUsOnMasters(t, f.rdb.(*redis.ClusterClient), "line", 2)) {
 		t.Fatal("SKUs on two masters are said to share a slot")
 	}
 	shop := f.new()

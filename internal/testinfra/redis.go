@@ -2,6 +2,7 @@ package testinfra
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os/exec"
 	"strings"
@@ -125,4 +126,28 @@ func StartRedisCluster(t testing.TB) []string {
 		c.Close()
 	}
 	return addrs
+}
+
+// SKUsOnMasters returns n SKUs, named <name>-<i>, whose lua keys (hash
+// tag {sku}) live on n different masters of the cluster: a cart of them
+// is a saga.
+func SKUsOnMasters(t testing.TB, cc *redis.ClusterClient, name string, n int) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	var skus []string
+	for i := 0; len(skus) < n; i++ {
+		if i > 1000 {
+			t.Fatalf("testinfra: no %d SKUs on %d masters", n, n)
+		}
+		sku := fmt.Sprint(name, "-", i)
+		m, err := cc.MasterForKey(context.Background(), "{"+sku+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr := m.Options().Addr; !seen[addr] {
+			seen[addr] = true
+			skus = append(skus, sku)
+		}
+	}
+	return skus
 }

@@ -2,7 +2,6 @@ package sale_test
 
 import (
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/strategy"
-	"github.com/stockguard/shop/internal/testinfra"
 	"github.com/stockguard/shop/loadtest"
 )
 
@@ -29,12 +27,7 @@ func TestDemoCartMix(t *testing.T) {
 // ZooKeeper and etcd, every guarded strategy.
 func TestDemoCartMixOnRealServers(t *testing.T) {
 	t.Parallel()
-	testCartMix(t, true, func(t *testing.T) map[string]string {
-		redis, etcd := testinfra.Redis(t), testinfra.Etcd(t)
-		return map[string]string{"SHOP_MYSQL_DSN": testinfra.MySQL(t), "SHOP_REDIS_ADDR": redis.Addr, "SHOP_REDIS_PREFIX": redis.Prefix,
-			"SHOP_ZK_ADDRS": strings.Join(testinfra.ZooKeeper(t).Addrs, ","), "SHOP_ETCD_ADDRS": strings.Join(etcd.Endpoints, ","),
-			"SHOP_ETCD_PREFIX": etcd.Prefix}
-	})
+	testCartMix(t, true, realServers)
 }
 
 func testCartMix(t *testing.T, servers bool, env func(t *testing.T) map[string]string) {

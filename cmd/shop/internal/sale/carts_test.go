@@ -27,12 +27,16 @@ func TestDemoAbandonedCarts(t *testing.T) {
 // ZooKeeper and etcd, every guarded strategy.
 func TestDemoAbandonedCartsOnRealServers(t *testing.T) {
 	t.Parallel()
-	testCarts(t, true, func(t *testing.T) map[string]string {
-		redis, etcd := testinfra.Redis(t), testinfra.Etcd(t)
-		return map[string]string{"SHOP_MYSQL_DSN": testinfra.MySQL(t), "SHOP_REDIS_ADDR": redis.Addr, "SHOP_REDIS_PREFIX": redis.Prefix,
-			"SHOP_ZK_ADDRS": strings.Join(testinfra.ZooKeeper(t).Addrs, ","), "SHOP_ETCD_ADDRS": strings.Join(etcd.Endpoints, ","),
-			"SHOP_ETCD_PREFIX": etcd.Prefix}
-	})
+	testCarts(t, true, realServers)
+}
+
+// realServers are the settings of a sale on MySQL, Redis, ZooKeeper and
+// etcd, each in a namespace of the test's own.
+func realServers(t *testing.T) map[string]string {
+	redis, etcd := testinfra.Redis(t), testinfra.Etcd(t)
+	return map[string]string{"SHOP_MYSQL_DSN": testinfra.MySQL(t), "SHOP_REDIS_ADDR": redis.Addr, "SHOP_REDIS_PREFIX": redis.Prefix,
+		"SHOP_ZK_ADDRS": strings.Join(testinfra.ZooKeeper(t).Addrs, ","), "SHOP_ETCD_ADDRS": strings.Join(etcd.Endpoints, ","),
+		"SHOP_ETCD_PREFIX": etcd.Prefix}
 }
 
 // testCarts runs an abandoned-cart sale of each strategy that guards the
