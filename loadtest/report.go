@@ -93,8 +93,9 @@ type Phase struct {
 	// mix, of its SKUs together; SKUs is then each SKU's audit.
 	Audit audit.Audit   `json:"audit"`
 	SKUs  []audit.Audit `json:"skus,omitempty"`
-	// API is the audit through the shop's API (Shop.Audit), where the load
-	// read it: `shop load`'s, beside the database's when it reads one.
+	// API is the audit through the shop's API (Shop.Audit) beside the
+	// database's, where a load read both: `shop load --mysql`'s. Without
+	// the database, `shop load`'s Audit is the API's.
 	API *audit.Audit `json:"api_audit,omitempty"`
 	// Problems lists the broken invariants, the failed requests, and
 	// buyers sent away busy while stock was left; any makes the verdict
@@ -402,8 +403,8 @@ func writeSKUs(w io.Writer, rows []skuRow, results []Result) {
 	tw.Flush()
 }
 
-// writeAPI writes each load's audit through the API, where one was read,
-// beside the database's figures, as the tables above show them.
+// writeAPI writes each load's audit through the API, where one was read
+// beside the database's, and the database's figures.
 func writeAPI(w io.Writer, results []Result) {
 	var rows []string
 	for _, r := range results {
@@ -426,7 +427,7 @@ func writeAPI(w io.Writer, results []Result) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\naudit through the API: each SKU's stock (GET /api/v1/stock/{sku}) and each order answered 201 read as its buyer (GET /api/v1/orders/{id}), beside the tables' audit (db: the database's with --mysql, else the API's)")
+	fmt.Fprintln(w, "\naudit through the API: each SKU's stock (GET /api/v1/stock/{sku}) and each order answered 201 read as its buyer (GET /api/v1/orders/{id}), beside the database's (db), which the tables above show")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tload  \tinitial\tavailable\tsold\torders\toversold\tundersold\tacks lost\tdb available\tdb sold\tdb orders\tdb oversold\taudit\t")
 	for _, row := range rows {

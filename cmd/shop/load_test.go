@@ -22,7 +22,8 @@ import (
 // a burst, a steady load and a closed loop, each audited clean through
 // the API and in the database, with the same figures as the database
 // holds; a second run on the same SKUs is refused before it sends a
-// buyer.
+// buyer; and without the database, the audit through the API is the
+// load's, as the database has it.
 func TestLoadAgainstServe(t *testing.T) {
 	t.Parallel()
 	testinfra.NeedsRealServers(t, "three shop processes share one MySQL and one Redis")
@@ -93,6 +94,27 @@ func TestLoadAgainstServe(t *testing.T) {
 	err = run(t.Context(), args, getenv, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "SKU flash-burst is on sale already") {
 		t.Errorf("a second run on the same SKUs: err = %v, want it refused", err)
+	}
+
+	// Without --mysql, the audit through the API is the load's.
+	args = []string{"load", "--target", strings.Join(targets, ","), "--admin-token", "admin", "--sku", "api", "--stock", "20", "--buyers", "60", "--json", jsonFile}
+	if err := run(t.Context(), args, getenv, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if data, err = os.ReadFile(jsonFile); err != nil {
+		t.Fatal(err)
+	}
+	rep = loadtest.Report{}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	ph := rep.Results[0].Burst
+	db, err := audit.SKU(t.Context(), gdb, "api-burst", ph.SoldOut, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := ph.Audit; ph.API != nil || len(ph.Problems) > 0 || a.Initial != 20 || a.Sold != db.Sold || a.Available != db.Available || a.Orders != db.Orders {
+		t.Errorf("without the database: audit %+v (API %v), problems %q; the database says %+v", a, ph.API, ph.Problems, db)
 	}
 }
 

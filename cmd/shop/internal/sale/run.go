@@ -114,8 +114,9 @@ type runner struct {
 	// it is put on sale. Else each is named after its strategy and a tag
 	// of the run's own.
 	sku string
-	// api audits each load through the shop's API too (Shop.Audit). With
-	// no db, that audit is the load's.
+	// api audits each load through the shop's API too (Shop.Audit), the
+	// phase's API beside the database's audit; with no db, the load's
+	// Audit.
 	api bool
 	// keep leaves each load's rows in the database, where forget deletes
 	// them: a deployment's record of the run.
@@ -217,9 +218,9 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 		if err != nil {
 			return nil, err
 		}
-		p.API, a, each = &api, api, apiEach
-		if r.db != nil { // the database's invariants follow
-			p.Problems = violations("through the API: ", apiEach)
+		a, each = api, apiEach
+		if r.db != nil { // the database's audit follows, the load's
+			p.API, p.Problems = &api, violations("through the API: ", apiEach)
 		}
 	}
 	if r.db != nil {
