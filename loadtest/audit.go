@@ -113,17 +113,7 @@ func (s Shop) Audit(ctx context.Context, skus []string, stats Stats) (total audi
 	if len(each) == 1 {
 		return each[0], each, nil
 	}
-	total = audit.Audit{SKU: fmt.Sprint(skus)}
-	for _, a := range each {
-		total.Initial += a.Initial
-		total.Available += a.Available
-		total.Sold += a.Sold
-		total.Oversold += a.Oversold
-		total.Undersold += a.Undersold
-		total.Drift += a.Drift
-		total.LostAcks += a.LostAcks
-		total.MissingLines += a.MissingLines
-	}
+	total = audit.Total(each)
 	for i, o := range stats.Acked {
 		if slices.ContainsFunc(o.SKUs, orders[i].holds) {
 			total.Orders++

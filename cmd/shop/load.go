@@ -85,13 +85,10 @@ func load(ctx context.Context, args []string, getenv config.Getenv, stdout, stde
 		return err
 	}
 	l.Plan = f.plan
-	progress, done, err := f.progress(ctx, stderr)
-	if err != nil {
-		return err
-	}
-	l.Progress = progress
-	rep, err := l.Run(ctx)
-	err = done(f.write(rep, err, "shop load", args, stdout))
+	rep, err := f.report(ctx, "shop load", args, stdout, stderr, func(p sale.Progress) (*loadtest.Report, error) {
+		l.Progress = p
+		return l.Run(ctx)
+	})
 	if err == nil && len(rep.Problems()) > 0 {
 		err = fmt.Errorf("the run failed: %s", strings.Join(rep.Problems(), "; "))
 	}

@@ -102,12 +102,10 @@ func demo(ctx context.Context, args []string, getenv config.Getenv, stdout, stde
 	if err != nil {
 		return err
 	}
-	progress, done, err := f.progress(ctx, stderr)
-	if err != nil {
-		return err
-	}
-	rep, err := sale.Demo{Plan: f.plan, Config: cfg, Progress: progress}.Run(ctx)
-	return done(f.write(rep, err, "shop demo", args, stdout))
+	_, err = f.report(ctx, "shop demo", args, stdout, stderr, func(p sale.Progress) (*loadtest.Report, error) {
+		return sale.Demo{Plan: f.plan, Config: cfg, Progress: p}.Run(ctx)
+	})
+	return err
 }
 
 const benchUsage = `usage: shop bench [flags]
@@ -132,13 +130,22 @@ func bench(ctx context.Context, args []string, getenv config.Getenv, stdout, std
 		return err
 	}
 	b.Plan = f.plan
+	_, err = f.report(ctx, "shop bench", args, stdout, stderr, func(p sale.Progress) (*loadtest.Report, error) {
+		b.Progress = p
+		return b.Run(ctx)
+	})
+	return err
+}
+
+// report runs a load, which the progress bar and the live view hear, then
+// prints its report and writes the files asked for.
+func (f *loadFlags) report(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer, run func(sale.Progress) (*loadtest.Report, error)) (*loadtest.Report, error) {
 	progress, done, err := f.progress(ctx, stderr)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	b.Progress = progress
-	rep, err := b.Run(ctx)
-	return done(f.write(rep, err, "shop bench", args, stdout))
+	rep, err := run(progress)
+	return rep, done(f.write(rep, err, cmd, args, stdout))
 }
 
 // write prints the report and writes the files asked for, even when the run
