@@ -145,7 +145,7 @@ func (s *cartSale) buyer(ctx context.Context, t *tally, i int) {
 		sent := time.Now()
 		out, id, short, err := b.buy(ctx, s.client, skus)
 		t.record(sent, out, err)
-		t.told(skus, out, id, short)
+		t.told(user, skus, out, id, short)
 		if s.progress != nil {
 			s.progress(Answer{Outcome: out, Latency: time.Since(sent)})
 		}

@@ -3,7 +3,7 @@
 // steady rate or in closed loops, each buyer ordering one SKU or, with a
 // cart mix, a cart of several; classifies their answers, keeps their
 // latencies in HDR histograms, and renders what a run measured as text,
-// JSON and one offline HTML page. It knows the shop only by its HTTP API;
-// what was sold is read from the database by package audit. See
-// docs/benchmark.md.
+// JSON and one offline HTML page. It knows the shop only by its HTTP API,
+// through which it can audit a load too (Shop.Audit); what was sold is
+// read from the database by package audit. See docs/benchmark.md.
 package loadtest

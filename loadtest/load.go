@@ -62,6 +62,32 @@ type Shop struct {
 	// PaymentSecret is the shop's SHOP_PAYMENT_SECRET, with which an
 	// abandoned-cart sale signs its payments as the payment provider does.
 	PaymentSecret []byte
+	// Buyers, if set, names the buyers of a burst, a steady load and a
+	// closed loop, and gives each the bearer token that says who it is,
+	// for a shop whose buyers authenticate (SHOP_BUYER_AUTH=jwt). Nil
+	// names buyer i of a load buyer-<run>-<i>, with no token.
+	Buyers Buyers
+}
+
+// Buyers says who buys, and proves it.
+type Buyers interface {
+	// Buyer returns who buyer i of the load run is.
+	Buyer(run string, i int) string
+	// Token returns the bearer token of a user that Buyer named.
+	Token(user string) (string, error)
+}
+
+// buyer returns buyer i of the load run, with a fresh Idempotency-Key, and
+// the instance it sends to, round robin.
+func (s Shop) buyer(run string, i int) (buyer, error) {
+	b := buyer{user: fmt.Sprintf("buyer-%s-%d", run, i), key: rand.Text(), url: s.URLs[i%len(s.URLs)]}
+	if s.Buyers == nil {
+		return b, nil
+	}
+	b.user = s.Buyers.Buyer(run, i)
+	var err error
+	b.token, err = s.Buyers.Token(b.user)
+	return b, err
 }
 
 // Burst releases Buyers buyers at once through a start gate, each with its
@@ -104,8 +130,10 @@ type Stats struct {
 	Seconds      float64 `json:"seconds"`        // from release to the last answer
 	Throughput   float64 `json:"throughput_rps"` // answers per second
 	Latency      Latency `json:"latency_ms"`
-	// Acked is the orders answered with 201: their ids and SKUs.
-	Acked []audit.Acked `json:"-"`
+	// Acked is the orders answered with 201: their ids and SKUs, and
+	// Owners the user who placed each, by id.
+	Acked  []audit.Acked    `json:"-"`
+	Owners map[int64]string `json:"-"`
 	// SoldOutSKUs counts the sold-out answers by the SKUs they named
 	// short; one to an order of one SKU names it.
 	SoldOutSKUs map[string]int `json:"sold_out_skus,omitempty"`
@@ -164,6 +192,7 @@ func (s Steady) Run(ctx context.Context, shop Shop, sku string, progress func(An
 type tally struct {
 	counts  [len(outcomeNames)]int
 	acked   []audit.Acked
+	owners  map[int64]string
 	soldOut map[string]int // by SKU named short
 	busy    [][]string     // the SKUs of the orders answered busy
 	err     string
@@ -195,11 +224,14 @@ func fire(ctx context.Context, shop Shop, sku string, cart, n, workers int, due 
 				return false
 			}
 		}
-		b := buyer{user: fmt.Sprintf("buyer-%s-%d", run, i), key: rand.Text(), url: shop.URLs[i%len(shop.URLs)]}
 		skus := cartOf(i)
-		out, id, short, err := b.buy(ctx, client, skus)
+		b, err := shop.buyer(run, i)
+		out, id, short := Failed, int64(0), []string(nil)
+		if err == nil {
+			out, id, short, err = b.buy(ctx, client, skus)
+		}
 		t.record(sent, out, err)
-		t.told(skus, out, id, short)
+		t.told(b.user, skus, out, id, short)
 		if progress != nil {
 			progress(Answer{Outcome: out, Latency: time.Since(sent)})
 		}
@@ -264,12 +296,17 @@ func (t *tally) record(sent time.Time, out Outcome, err error) {
 	}
 }
 
-// told keeps what an order of skus was answered: the order, if placed,
-// the SKUs named short, if sold out, and the order's SKUs, if busy.
-func (t *tally) told(skus []string, out Outcome, id int64, short []string) {
+// told keeps what user's order of skus was answered: the order and its
+// owner, if placed, the SKUs named short, if sold out, and the order's
+// SKUs, if busy.
+func (t *tally) told(user string, skus []string, out Outcome, id int64, short []string) {
 	switch out {
 	case Ordered:
 		t.acked = append(t.acked, audit.Acked{ID: id, SKUs: skus})
+		if t.owners == nil {
+			t.owners = make(map[int64]string)
+		}
+		t.owners[id] = user
 	case Busy:
 		t.busy = append(t.busy, skus)
 	case SoldOut:
@@ -291,6 +328,12 @@ func merge(tallies []tally, elapsed time.Duration) Stats {
 			counts[o] += c
 		}
 		s.Acked, s.BusyOrders = append(s.Acked, t.acked...), append(s.BusyOrders, t.busy...)
+		for id, user := range t.owners {
+			if s.Owners == nil {
+				s.Owners = make(map[int64]string)
+			}
+			s.Owners[id] = user
+		}
 		for sku, n := range t.soldOut {
 			if s.SoldOutSKUs == nil {
 				s.SoldOutSKUs = make(map[string]int)
@@ -335,7 +378,9 @@ func newClient(workers int) *http.Client {
 	return &http.Client{Transport: t, Timeout: time.Minute}
 }
 
-type buyer struct{ user, key, url string }
+// buyer is one buyer's request: who, under which Idempotency-Key, to
+// which instance, and the bearer token that proves who, if any.
+type buyer struct{ user, key, url, token string }
 
 // line is one line of a cart, as the API takes it.
 type line struct {
@@ -366,6 +411,9 @@ func (b buyer) buy(ctx context.Context, client *http.Client, skus []string) (out
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", b.key)
+	if b.token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.token)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return Failed, 0, nil, err
@@ -423,20 +471,31 @@ func WaitReady(ctx context.Context, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
-		if err != nil {
+		err := Ready(ctx, url)
+		if err == nil || !sleepUntil(ctx, time.Now().Add(50*time.Millisecond)) {
 			return err
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("%s", resp.Status)
-		}
-		if !sleepUntil(ctx, time.Now().Add(50*time.Millisecond)) {
-			return fmt.Errorf("loadtest: %s not ready: %w", url, err)
-		}
 	}
+}
+
+// Ready asks url's /readyz once, for at most 5 seconds, and returns an
+// error that names url and what it answered, its status and body or the
+// connection's error, unless it answered 200.
+func Ready(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
+	if err != nil {
+		return fmt.Errorf("loadtest: %s: %w", url, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("loadtest: %s is not ready: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+		return fmt.Errorf("loadtest: %s is not ready: GET /readyz answered %s: %s", url, resp.Status, bytes.TrimSpace(data))
+	}
+	return nil
 }

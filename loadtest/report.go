@@ -93,6 +93,10 @@ type Phase struct {
 	// mix, of its SKUs together; SKUs is then each SKU's audit.
 	Audit audit.Audit   `json:"audit"`
 	SKUs  []audit.Audit `json:"skus,omitempty"`
+	// API is the audit through the shop's API (Shop.Audit) beside the
+	// database's, where a load read both: `shop load --mysql`'s. Without
+	// the database, `shop load`'s Audit is the API's.
+	API *audit.Audit `json:"api_audit,omitempty"`
 	// Problems lists the broken invariants, the failed requests, and
 	// buyers sent away busy while stock was left; any makes the verdict
 	// FAIL.
@@ -219,9 +223,23 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "\ncarts: each order one unit of each of %s SKUs, in random order, all or nothing; each SKU from the database, its audit FAIL if it broke an invariant; sold out counts the answers that named it short\n", cartLines(p.Burst.Cart))
 		writeSKUs(w, rows, r.Results)
 	}
+	writeAPI(w, r.Results)
 	if rows := r.cpuRows(); len(rows) > 0 {
 		writeCPU(w, rows)
 	}
+	if problems := r.Problems(); len(problems) > 0 {
+		fmt.Fprintln(w, "\nwhy FAIL (from the database audit and the answers):")
+		for _, pr := range problems {
+			fmt.Fprintln(w, "  "+pr)
+		}
+	}
+	fmt.Fprintf(w, "\ntook %.1fs\n", r.Seconds)
+	return nil
+}
+
+// Problems lists why each strategy that failed failed, by name: the
+// problems of its loads, and the error that stopped it.
+func (r *Report) Problems() []string {
 	var problems []string
 	for _, res := range r.Results {
 		for _, ph := range []*Phase{res.Burst, res.Steady, res.Closed} {
@@ -235,14 +253,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			problems = append(problems, res.Strategy+": "+res.Error)
 		}
 	}
-	if len(problems) > 0 {
-		fmt.Fprintln(w, "\nwhy FAIL (from the database audit and the answers):")
-		for _, pr := range problems {
-			fmt.Fprintln(w, "  "+pr)
-		}
-	}
-	fmt.Fprintf(w, "\ntook %.1fs\n", r.Seconds)
-	return nil
+	return problems
 }
 
 func writeBursts(w io.Writer, results []Result) {
@@ -388,6 +399,39 @@ func writeSKUs(w io.Writer, rows []skuRow, results []Result) {
 		a := r.Audit
 		fmt.Fprintf(tw, "%s\t%-6s\t%-*s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", leftAlign(r.Strategy, results), r.Load, width, a.SKU,
 			a.Initial, a.Orders, a.Sold, a.Oversold, a.Undersold, a.Available, r.SoldOut, a.Partial, a.MissingLines, r.Verdict)
+	}
+	tw.Flush()
+}
+
+// writeAPI writes each load's audit through the API, where one was read
+// beside the database's, and the database's figures.
+func writeAPI(w io.Writer, results []Result) {
+	var rows []string
+	for _, r := range results {
+		for _, load := range []struct {
+			name string
+			p    *Phase
+		}{{"burst", r.Burst}, {"steady", r.Steady}, {"closed", r.Closed}} {
+			if load.p == nil || load.p.API == nil {
+				continue
+			}
+			a, db := load.p.API, load.p.Audit
+			verdict := "PASS"
+			if len(a.Violations()) > 0 {
+				verdict = "FAIL"
+			}
+			rows = append(rows, fmt.Sprintf("%s\t%-6s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", leftAlign(r.Strategy, results), load.name,
+				a.Initial, a.Available, a.Sold, a.Orders, a.Oversold, a.Undersold, a.LostAcks+a.MissingLines, db.Available, db.Sold, db.Orders, db.Oversold, verdict))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\naudit through the API: each SKU's stock (GET /api/v1/stock/{sku}) and each order answered 201 read as its buyer (GET /api/v1/orders/{id}), beside the database's (db), which the tables above show")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tload  \tinitial\tavailable\tsold\torders\toversold\tundersold\tacks lost\tdb available\tdb sold\tdb orders\tdb oversold\taudit\t")
+	for _, row := range rows {
+		fmt.Fprint(tw, row)
 	}
 	tw.Flush()
 }

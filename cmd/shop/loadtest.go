@@ -21,7 +21,8 @@ import (
 	"github.com/stockguard/shop/loadtest"
 )
 
-// loadFlags are the flags demo and bench share.
+// loadFlags are the flags demo and bench share, and those of them that
+// load takes (newPlanFlags).
 type loadFlags struct {
 	plan               loadtest.Plan
 	strategies         string
@@ -32,18 +33,24 @@ type loadFlags struct {
 }
 
 func newLoadFlags(name string, getenv config.Getenv, stderr io.Writer, usage string) *loadFlags {
-	f := &loadFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
-	fs := f.fs
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
-	}
-	p := &f.plan
+	f := newPlanFlags(name, stderr, usage)
+	fs, p := f.fs, &f.plan
+	fs.IntVar(&p.Instances, "instances", 3, "shop instances per strategy (K), requests go round robin")
+	fs.Float64Var(&p.Unpaid, "unpaid", 0, "with --payment-window, the burst is an abandoned-cart sale: this share of the first --stock winners, at least 0 and below 1, never pay; their units come back when the window ends and sell to buyers still trying, who pay, as every later winner does, until every unit is paid")
+	fs.StringVar(&f.strategies, "strategies", "", "comma-separated strategies to run; empty runs all: "+strings.Join(strategy.Names(), ", "))
+	f.config = config.Flags(fs, getenv, strategy.Names(), config.ForLoad)
+	fs.StringVar(&f.serve, "serve", "", "serve a live view of the run at this address, host:port, and keep serving it after the run until interrupted")
+	return f
+}
+
+// newPlanFlags returns the flags of the loads and the report, which demo,
+// bench and load share.
+func newPlanFlags(name string, stderr io.Writer, usage string) *loadFlags {
+	f := &loadFlags{fs: newFlags(name, usage, stderr)}
+	fs, p := f.fs, &f.plan
 	fs.IntVar(&p.Stock, "stock", 100, "units on sale in a burst (S)")
 	fs.IntVar(&p.Burst.Buyers, "buyers", 2000, "buyers in a burst, one unit each (D)")
 	fs.IntVar(&p.Burst.Concurrency, "concurrency", 0, "requests in flight at most; 0 sends every buyer of a burst at once")
-	fs.IntVar(&p.Instances, "instances", 3, "shop instances per strategy (K), requests go round robin")
 	fs.Float64Var(&p.Steady.Rate, "rate", 0, "after each burst, buyers per second at a steady rate; 0 skips it")
 	fs.DurationVar(&p.Steady.Duration, "duration", 10*time.Second, "how long the steady rate runs")
 	fs.DurationVar(&p.Closed.Duration, "closed", 0, "after each burst, a closed loop for this long (each step of its search, see --closed-max-buyers), stock for every buyer: the most orders/s sustained; 0 skips it")
@@ -51,29 +58,33 @@ func newLoadFlags(name string, getenv config.Getenv, stderr io.Writer, usage str
 	fs.IntVar(&p.Closed.MaxBuyers, "closed-max-buyers", 1024, "run the closed loop again with twice the buyers, up to this many, until orders/s grow by less than 5% twice in a row or p99 passes --closed-p99, and report the best; at most --closed-buyers runs it once")
 	fs.DurationVar(&p.Closed.P99, "closed-p99", 500*time.Millisecond, "the p99 latency a step of the closed loop's search must stay within; 0 for none")
 	fs.IntVar(&p.Burst.Cart, "cart", 0, "a cart mix: every order of every load is a cart of one unit of each of 2 to this many distinct SKUs, in random order, drawn from max(N, 3) SKUs each with the load's stock (the load's SKU, then <sku>-2, <sku>-3, …), all or nothing; at most 20; 0 or 1: every order one unit of one SKU")
-	fs.Float64Var(&p.Unpaid, "unpaid", 0, "with --payment-window, the burst is an abandoned-cart sale: this share of the first --stock winners, at least 0 and below 1, never pay; their units come back when the window ends and sell to buyers still trying, who pay, as every later winner does, until every unit is paid")
-	fs.StringVar(&f.strategies, "strategies", "", "comma-separated strategies to run; empty runs all: "+strings.Join(strategy.Names(), ", "))
-	f.config = config.Flags(fs, getenv, strategy.Names(), config.ForLoad)
 	fs.StringVar(&f.jsonFile, "json", "", "also write every figure as JSON to this file")
 	fs.StringVar(&f.htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
-	fs.StringVar(&f.serve, "serve", "", "serve a live view of the run at this address, host:port, and keep serving it after the run until interrupted")
 	return f
 }
 
 // parse parses args and returns the shop's configuration.
 func (f *loadFlags) parse(args []string) (config.Config, error) {
-	if err := f.fs.Parse(args); err != nil {
+	if err := f.parsePlan(args); err != nil {
 		return config.Config{}, err
 	}
-	if f.fs.NArg() > 0 {
-		return config.Config{}, fmt.Errorf("unexpected argument %q", f.fs.Arg(0))
-	}
 	f.plan.Strategies = config.List(f.strategies)
-	f.plan.Steady.Concurrency = f.plan.Burst.Concurrency
-	f.plan.Steady.Cart, f.plan.Closed.Cart = f.plan.Burst.Cart, f.plan.Burst.Cart
 	cfg, err := f.config()
 	f.plan.PaymentWindow = cfg.PaymentWindow
 	return cfg, err
+}
+
+// parsePlan parses args, flags only, into the plan.
+func (f *loadFlags) parsePlan(args []string) error {
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", f.fs.Arg(0))
+	}
+	f.plan.Steady.Concurrency = f.plan.Burst.Concurrency
+	f.plan.Steady.Cart, f.plan.Closed.Cart = f.plan.Burst.Cart, f.plan.Burst.Cart
+	return nil
 }
 
 const demoUsage = `usage: shop demo [flags]
@@ -91,12 +102,10 @@ func demo(ctx context.Context, args []string, getenv config.Getenv, stdout, stde
 	if err != nil {
 		return err
 	}
-	progress, done, err := f.progress(ctx, stderr)
-	if err != nil {
-		return err
-	}
-	rep, err := sale.Demo{Plan: f.plan, Config: cfg, Progress: progress}.Run(ctx)
-	return done(f.write(rep, err, "shop demo", args, stdout))
+	_, err = f.report(ctx, "shop demo", args, stdout, stderr, func(p sale.Progress) (*loadtest.Report, error) {
+		return sale.Demo{Plan: f.plan, Config: cfg, Progress: p}.Run(ctx)
+	})
+	return err
 }
 
 const benchUsage = `usage: shop bench [flags]
@@ -121,13 +130,22 @@ func bench(ctx context.Context, args []string, getenv config.Getenv, stdout, std
 		return err
 	}
 	b.Plan = f.plan
+	_, err = f.report(ctx, "shop bench", args, stdout, stderr, func(p sale.Progress) (*loadtest.Report, error) {
+		b.Progress = p
+		return b.Run(ctx)
+	})
+	return err
+}
+
+// report runs a load, which the progress bar and the live view hear, then
+// prints its report and writes the files asked for.
+func (f *loadFlags) report(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer, run func(sale.Progress) (*loadtest.Report, error)) (*loadtest.Report, error) {
 	progress, done, err := f.progress(ctx, stderr)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	b.Progress = progress
-	rep, err := b.Run(ctx)
-	return done(f.write(rep, err, "shop bench", args, stdout))
+	rep, err := run(progress)
+	return rep, done(f.write(rep, err, cmd, args, stdout))
 }
 
 // write prints the report and writes the files asked for, even when the run

@@ -4,6 +4,7 @@
 //	shop migrate   create the database schema and exit
 //	shop demo      show every strategy under a flash sale, with nothing installed
 //	shop bench     measure every strategy against real servers
+//	shop load      send the bench's loads to a running deployment, and audit it
 //	shop echo      serve the HTTP stack alone, the bench's http-echo ceiling
 //	shop reconcile set lua's Redis stock from the database once, and say what it fixed
 //	shop token     print a buyer token signed with SHOP_JWT_SECRET
@@ -33,7 +34,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stockguard/shop/internal/app"
-	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/httpapi"
@@ -48,6 +48,8 @@ commands:
   migrate   create the database schema and exit
   demo      show every strategy under a flash sale, with nothing installed
   bench     measure every strategy against real servers, with a report
+  load      send the bench's loads to a running deployment, audited through
+            its API and with --mysql its database: shop load --target URL,...
   echo      serve the shop's HTTP stack with no backends (the bench's
             http-echo ceiling: the most any strategy can answer here)
   reconcile run lua's reconciliation once: persist the reservations that
@@ -89,6 +91,8 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		return demo(ctx, args, getenv, stdout, stderr)
 	case "bench":
 		return bench(ctx, args, getenv, stdout, stderr)
+	case "load":
+		return load(ctx, args, getenv, stdout, stderr)
 	case "echo":
 		return echo(ctx, args, getenv, stderr)
 	case "reconcile":
@@ -272,7 +276,7 @@ func token(args []string, getenv config.Getenv, stdout, stderr io.Writer) error 
 		return errors.New("shop token signs with SHOP_JWT_SECRET (or --jwt-secret), which is not set; " +
 			"with SHOP_JWT_PUBLIC_KEY, tokens come from whoever holds the private key")
 	}
-	t, err := buyer.Mint([]byte(cfg.JWTSecret), buyer.Token{Subject: user, TTL: *ttl, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience})
+	t, err := mint(cfg, user, *ttl)
 	if err != nil {
 		return fmt.Errorf("SHOP_JWT_SECRET: %w", err)
 	}

@@ -133,8 +133,21 @@ func SKUs(ctx context.Context, db *gorm.DB, skus []string, soldOut map[string]in
 	if len(each) == 1 {
 		return each[0], each, nil
 	}
-	total = Audit{SKU: strings.Join(skus, ",")}
+	total = Total(each)
+	if total.Orders, total.Partial, err = r.orders(skus); err != nil {
+		return Audit{}, nil, err
+	}
+	return total, each, nil
+}
+
+// Total sums the audits of several SKUs, named together, but for Orders
+// and Partial, which must count an order once however many of the SKUs
+// it holds: they are left zero, for the caller.
+func Total(each []Audit) Audit {
+	var total Audit
+	var skus []string
 	for _, a := range each {
+		skus = append(skus, a.SKU)
 		total.Initial += a.Initial
 		total.Available += a.Available
 		total.Sold += a.Sold
@@ -149,10 +162,8 @@ func SKUs(ctx context.Context, db *gorm.DB, skus []string, soldOut map[string]in
 		total.BadPayments += a.BadPayments
 		total.StrayOrphans += a.StrayOrphans
 	}
-	if total.Orders, total.Partial, err = r.orders(skus); err != nil {
-		return Audit{}, nil, err
-	}
-	return total, each, nil
+	total.SKU = strings.Join(skus, ",")
+	return total
 }
 
 // reader runs the audit's queries in one context.

@@ -54,7 +54,7 @@ func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
 		return nil, err
 	}
 	rep := loadtest.NewReport("bench", b.Plan)
-	gdb, dbNote, err := openDB(ctx, cfg.MySQLDSN)
+	gdb, dbNote, err := openDB(ctx, cfg.MySQLDSN, true)
 	if err != nil {
 		return nil, err
 	}

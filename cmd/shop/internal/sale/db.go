@@ -11,9 +11,9 @@ import (
 	"github.com/stockguard/shop/internal/db"
 )
 
-// openDB opens and migrates the shop's database, for the audit, and names
-// its server and version.
-func openDB(ctx context.Context, dsn string) (gdb *gorm.DB, what string, err error) {
+// openDB opens the shop's database, for the audit, migrates it if asked,
+// and names its server and version.
+func openDB(ctx context.Context, dsn string, migrate bool) (gdb *gorm.DB, what string, err error) {
 	if gdb, err = db.Open(ctx, dsn); err != nil {
 		return nil, "", err
 	}
@@ -25,7 +25,7 @@ func openDB(ctx context.Context, dsn string) (gdb *gorm.DB, what string, err err
 		err = gdb.WithContext(ctx).Raw(`SELECT VERSION()`).Row().Scan(&version)
 		what = "MySQL " + version
 	}
-	if err == nil {
+	if err == nil && migrate {
 		err = db.Migrate(ctx, gdb)
 	}
 	if err != nil {

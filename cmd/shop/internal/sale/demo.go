@@ -93,7 +93,7 @@ func (d Demo) Run(ctx context.Context) (*loadtest.Report, error) {
 	}
 
 	rep := loadtest.NewReport("demo", d.Plan)
-	gdb, dbNote, err := openDB(ctx, cfg.MySQLDSN)
+	gdb, dbNote, err := openDB(ctx, cfg.MySQLDSN, true)
 	if err != nil {
 		return nil, err
 	}

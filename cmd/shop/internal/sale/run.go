@@ -109,6 +109,18 @@ type runner struct {
 	meter func(s strategy.Strategy, shops []int) meter
 	// paymentSecret is the shops', with which the load signs payments.
 	paymentSecret []byte
+	// sku, if set, names the loads' SKUs: <sku>-burst, <sku>-steady and
+	// <sku>-closed-<buyers>, each checked fresh (not on sale yet) before
+	// it is put on sale. Else each is named after its strategy and a tag
+	// of the run's own.
+	sku string
+	// api audits each load through the shop's API too (Shop.Audit), the
+	// phase's API beside the database's audit; with no db, the load's
+	// Audit.
+	api bool
+	// keep leaves each load's rows in the database, where forget deletes
+	// them: a deployment's record of the run.
+	keep bool
 }
 
 // run starts the strategy's fleet, sends the load, audits the database and
@@ -133,16 +145,22 @@ func (r runner) run(ctx context.Context, s strategy.Strategy) (res loadtest.Resu
 		m = r.meter(s, fleet.PIDs)
 	}
 	tag := strings.ToLower(rand.Text()[:6])
-	res.Burst, err = r.phase(ctx, fleet.Shop, s.Name, "burst", "sale-"+s.Name+"-"+tag, r.plan.Burst.Cart, r.plan.Stock, r.burst(), m)
+	name := func(prefix, phase string) string {
+		if r.sku != "" {
+			return r.sku + "-" + phase
+		}
+		return prefix + "-" + s.Name + "-" + tag
+	}
+	res.Burst, err = r.phase(ctx, fleet.Shop, s.Name, "burst", name("sale", "burst"), r.plan.Burst.Cart, r.plan.Stock, r.burst(), m)
 	if err == nil && r.plan.Steady.Rate > 0 {
-		res.Steady, err = r.phase(ctx, fleet.Shop, s.Name, "steady", "steady-"+s.Name+"-"+tag, r.plan.Steady.Cart, r.plan.Steady.Buyers(), r.plan.Steady.Run, m)
+		res.Steady, err = r.phase(ctx, fleet.Shop, s.Name, "steady", name("steady", "steady"), r.plan.Steady.Cart, r.plan.Steady.Buyers(), r.plan.Steady.Run, m)
 	}
 	if err == nil && r.plan.Closed.Duration > 0 {
 		phases := make(map[int]*loadtest.Phase)
 		res.ClosedBuyers, res.ClosedSteps, err = r.plan.Closed.Search(func(buyers int) (loadtest.ClosedStep, bool, error) {
 			loop := loadtest.Closed{Buyers: buyers, Duration: r.plan.Closed.Duration, Cart: r.plan.Closed.Cart}
 			kind := fmt.Sprintf("closed, %d buyers", buyers) // a card of its own in the live view
-			p, err := r.phase(ctx, fleet.Shop, s.Name, kind, fmt.Sprintf("closed-%s-%s-%d", s.Name, tag, buyers), loop.Cart, closedStock, loop.Run, m)
+			p, err := r.phase(ctx, fleet.Shop, s.Name, kind, fmt.Sprintf("%s-%d", name("closed", "closed"), buyers), loop.Cart, closedStock, loop.Run, m)
 			if err != nil {
 				return loadtest.ClosedStep{}, false, err
 			}
@@ -171,6 +189,11 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 		}
 	}
 	skus := loadtest.HotSKUs(sku, cart)
+	if r.sku != "" {
+		if err := shop.Fresh(ctx, skus); err != nil {
+			return nil, err
+		}
+	}
 	for _, sku := range skus {
 		if err := shop.SetStock(ctx, sku, stock); err != nil {
 			return nil, err
@@ -187,22 +210,30 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 		return nil, err
 	}
 	after := m.read()
-	a, each, err := audit.SKUs(ctx, r.db, skus, stats.SoldOutSKUs, stats.Acked)
-	if err != nil {
-		return nil, err
+	p := &loadtest.Phase{Stats: stats}
+	var a audit.Audit
+	var each []audit.Audit
+	if r.api {
+		api, apiEach, err := shop.Audit(ctx, skus, stats)
+		if err != nil {
+			return nil, err
+		}
+		a, each = api, apiEach
+		if r.db != nil { // the database's audit follows, the load's
+			p.API, p.Problems = &api, violations("through the API: ", apiEach)
+		}
 	}
-	p := &loadtest.Phase{Stats: stats, Audit: a}
+	if r.db != nil {
+		var err error
+		if a, each, err = audit.SKUs(ctx, r.db, skus, stats.SoldOutSKUs, stats.Acked); err != nil {
+			return nil, err
+		}
+	}
+	p.Audit = a
 	if len(skus) > 1 {
 		p.SKUs = each
 	}
-	for _, a := range each {
-		for _, v := range a.Violations() {
-			if len(skus) > 1 { // each SKU's invariants, by name
-				v = a.SKU + ": " + v
-			}
-			p.Problems = append(p.Problems, v)
-		}
-	}
+	p.Problems = append(p.Problems, violations("", each)...)
 	if m != nil {
 		p.CPU = m.perOrder(before, after, a.Orders)
 	}
@@ -231,11 +262,35 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 		r.progress.Audited(name, kind, p)
 	}
 	for _, sku := range skus {
-		if err := forget(ctx, r.db, sku); err != nil {
+		if err := r.forget(ctx, sku); err != nil {
 			return p, err
 		}
 	}
 	return p, nil
+}
+
+// forget deletes sku's rows from the database, unless the runner keeps
+// them.
+func (r runner) forget(ctx context.Context, sku string) error {
+	if r.keep {
+		return nil
+	}
+	return forget(ctx, r.db, sku)
+}
+
+// violations lists the broken invariants of each audit of a load's SKUs,
+// after prefix; of several SKUs, each SKU's by name.
+func violations(prefix string, each []audit.Audit) []string {
+	var v []string
+	for _, a := range each {
+		for _, broken := range a.Violations() {
+			if len(each) > 1 {
+				broken = a.SKU + ": " + broken
+			}
+			v = append(v, prefix+broken)
+		}
+	}
+	return v
 }
 
 // runAll runs the strategies one after the other and returns their results,
