@@ -9,7 +9,9 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/stockguard/shop/internal/backoff"
 	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/stock"
 )
 
 // Payments come from the payment provider's callback, under the provider's
@@ -67,6 +69,21 @@ func (s *Service) Pay(ctx context.Context, id int64, paymentID string) (o Order,
 // reports replayed when a callback with the same payment id paid the order
 // meanwhile.
 func (s *Service) pay(ctx context.Context, id int64, paymentID string) (o Order, replayed bool, err error) {
+	for attempt := 0; ; attempt++ {
+		o, replayed, err = s.payOnce(ctx, id, paymentID)
+		// A deadlock with a transition of a neighbouring order (their
+		// rows' entries in the status index lie side by side) rolled it
+		// back: it runs again, as every stock transaction does.
+		if !db.IsRetryable(err) {
+			return o, replayed, err
+		}
+		if backoff.Wait(ctx, attempt) != nil {
+			return Order{}, false, fmt.Errorf("order: pay: %w: %w", stock.ErrBusy, err)
+		}
+	}
+}
+
+func (s *Service) payOnce(ctx context.Context, id int64, paymentID string) (o Order, replayed bool, err error) {
 	var answer error
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		now, err := db.Now(tx)
