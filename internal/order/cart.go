@@ -21,13 +21,11 @@ import (
 // the order's, it carries the Idempotency-Key and counts the lines
 // (line_count); every other line's row points to it (cart_id). All the
 // rows are inserted in one transaction, with the stock of every line, and
-// every transition moves them together, in one UPDATE. See
-// docs/orders.md#carts.
+// every transition moves them all in one transaction: the head by its
+// primary key, then the other lines (move). See docs/orders.md#carts.
 
-// Limits of a cart.
-const (
-	MaxLines = 20
-)
+// MaxLines is the most lines a cart may have.
+const MaxLines = 20
 
 // Line is one line of an order: a SKU and how many units of it.
 type Line struct {
@@ -98,7 +96,7 @@ func (o Order) lines() []Line {
 	return []Line{{SKU: o.SKU, Quantity: o.Quantity}}
 }
 
-// stock returns o's lines as the strategy takes them, each by sign times
+// stockLines returns lines as the strategy takes them, each by sign times
 // its quantity.
 func stockLines(lines []Line, sign int) []stock.Line {
 	s := make([]stock.Line, len(lines))
