@@ -31,7 +31,8 @@ type App struct {
 	stopJobs func() // stops the background jobs and waits for them
 }
 
-// New opens the backends, migrates the schema and builds the handler.
+// New opens the backends, migrates the schema (or with SHOP_MIGRATE=off
+// checks it) and builds the handler.
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error) {
 	s, err := strategy.Lookup(cfg.Strategy)
 	if err != nil {
@@ -45,7 +46,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		return nil, err
 	}
 	a := &App{backends: b, stopJobs: func() {}}
-	if err := db.Migrate(ctx, b.DB); err != nil {
+	if err := db.PrepareSchema(ctx, b.DB, cfg.Migrate); err != nil {
 		return nil, errors.Join(err, a.Close())
 	}
 	guard, err := s.Guard(b, cfg)
@@ -176,7 +177,7 @@ func Reconcile(ctx context.Context, cfg config.Config, log *slog.Logger) (order.
 		return order.Report{}, err
 	}
 	defer b.Close()
-	if err := db.Migrate(ctx, b.DB); err != nil {
+	if err := db.PrepareSchema(ctx, b.DB, cfg.Migrate); err != nil {
 		return order.Report{}, err
 	}
 	guard, err := s.Guard(b, cfg)
