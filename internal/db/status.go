@@ -121,7 +121,7 @@ func (s Status) String() string {
 	var b strings.Builder
 	switch {
 	case s.Legacy:
-		b.WriteString("schema: made before versioned migrations, no version yet (`shop migrate up` adopts it at version "+fmt.Sprint(baselineVersion)+")\n")
+		b.WriteString("schema: made before versioned migrations, no version yet (`shop migrate up` adopts it at version " + fmt.Sprint(baselineVersion) + ")\n")
 	case s.Version < 0:
 		b.WriteString("schema: empty, no version\n")
 	case s.Dirty:
