@@ -29,11 +29,12 @@ var baseline = map[string][]string{
 	"locks":          {"token", "name", "owner", "expires_at"},
 }
 
-// adopt records baselineVersion on a database made before versioned
-// migrations, once its tables are checked to be the baseline's. It holds
-// the migration lock, so that it never sees another instance's
-// half-made schema.
-func adopt(ctx context.Context, gdb *gorm.DB, drv database.Driver) (err error) {
+// settle reads the version under the migration lock, where no other
+// instance is halfway through a migration, into st. It refuses a dirty
+// schema and one this release does not know, and adopts a database made
+// before versioned migrations: once its tables are checked to be the
+// baseline's, it records baselineVersion.
+func settle(ctx context.Context, gdb *gorm.DB, drv database.Driver, st *Status) (err error) {
 	if err := drv.Lock(); err != nil {
 		return err
 	}
@@ -42,8 +43,10 @@ func adopt(ctx context.Context, gdb *gorm.DB, drv database.Driver) (err error) {
 			err = uerr
 		}
 	}()
-	v, _, err := drv.Version()
-	if err != nil || v != database.NilVersion {
+	if st.Version, st.Dirty, err = drv.Version(); err != nil {
+		return err
+	}
+	if err := st.refuse(); err != nil || st.Version != database.NilVersion {
 		return err
 	}
 	tables, err := readTables(ctx, gdb)

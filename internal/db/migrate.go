@@ -60,15 +60,13 @@ const lockWait = 5 * time.Minute
 // applies what is missing. Several instances may run it at once; one
 // migrates, the others wait for it and then find nothing to do.
 func Migrate(ctx context.Context, gdb *gorm.DB) error {
-	st, err := ReadStatus(ctx, gdb)
+	versions, err := Versions(gdb)
 	if err != nil {
 		return err
 	}
-	if err := st.refuse(); err != nil {
-		return err
-	}
 	return withLock(ctx, gdb, func(m *migrate.Migrate, drv database.Driver) error {
-		if err := adopt(ctx, gdb, drv); err != nil {
+		st := Status{Versions: versions}
+		if err := settle(ctx, gdb, drv, &st); err != nil {
 			return err
 		}
 		if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
