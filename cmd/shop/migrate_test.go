@@ -28,16 +28,6 @@ func shopEnv(t *testing.T, dsn string, env ...string) []string {
 	return append([]string{"SHOP_MYSQL_DSN=" + dsn, "SHOP_REDIS_ADDR=" + r.Addr, "SHOP_REDIS_PREFIX=" + r.Prefix, "SHOP_ADMIN_TOKEN=secret"}, env...)
 }
 
-func openDB(t *testing.T, dsn string) *gorm.DB {
-	t.Helper()
-	gdb, err := db.Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close(gdb) })
-	return gdb
-}
-
 // loadLegacy fills the database dsn with internal/db/testdata's dump of a
 // database made before versioned migrations.
 func loadLegacy(t *testing.T, dsn string) {
@@ -87,7 +77,7 @@ func TestServeAdoptsLegacyDatabase(t *testing.T) {
 	testinfra.NeedsRealServers(t, "the fixture is a MariaDB dump")
 	dsn := testinfra.MySQL(t)
 	loadLegacy(t, dsn)
-	gdb := openDB(t, dsn)
+	gdb := testinfra.OpenDB(t, dsn)
 	before := counts(t, gdb)
 	if before["orders"] < 8 || before["payments"] < 2 || before["order_events"] < 10 {
 		t.Fatalf("the fixture holds %v, fewer rows than it was made with", before)
@@ -162,7 +152,7 @@ func TestServeThreeAtOnce(t *testing.T) {
 			for _, addr := range addrs {
 				bases = append(bases, "http://"+listening(t, addr, 1)[0])
 			}
-			st, err := db.ReadStatus(t.Context(), openDB(t, dsn))
+			st, err := db.ReadStatus(t.Context(), testinfra.OpenDB(t, dsn))
 			if err != nil || st.Version != st.Latest() || st.Dirty {
 				t.Fatalf("after three started at once: %+v, %v", st, err)
 			}
@@ -200,7 +190,7 @@ func serveFails(t *testing.T, env []string) string {
 func TestServeRefusesSchema(t *testing.T) {
 	t.Parallel()
 	dsn := testinfra.MySQL(t)
-	gdb := openDB(t, dsn)
+	gdb := testinfra.OpenDB(t, dsn)
 	env := shopEnv(t, dsn)
 	if out := serveFails(t, append(env, "SHOP_MIGRATE=off")); !strings.Contains(out, "lacks version 1; run `shop migrate up`") {
 		t.Errorf("behind, SHOP_MIGRATE=off: %s", out)

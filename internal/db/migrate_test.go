@@ -25,16 +25,6 @@ func dialects(t *testing.T) map[string]string {
 	return dsns
 }
 
-func open(t *testing.T, dsn string) *gorm.DB {
-	t.Helper()
-	gdb, err := db.Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close(gdb) })
-	return gdb
-}
-
 func status(t *testing.T, gdb *gorm.DB) db.Status {
 	t.Helper()
 	st, err := db.ReadStatus(t.Context(), gdb)
@@ -50,7 +40,7 @@ func TestBaselineIsTheAdoptedSchema(t *testing.T) {
 	t.Parallel()
 	for name, dsn := range dialects(t) {
 		t.Run(name, func(t *testing.T) {
-			gdb := open(t, dsn)
+			gdb := testinfra.OpenDB(t, dsn)
 			if err := db.Migrate(t.Context(), gdb); err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +64,7 @@ func TestMigrateThreeAtOnce(t *testing.T) {
 	t.Parallel()
 	for name, dsn := range dialects(t) {
 		t.Run(name, func(t *testing.T) {
-			dbs := []*gorm.DB{open(t, dsn), open(t, dsn), open(t, dsn)}
+			dbs := []*gorm.DB{testinfra.OpenDB(t, dsn), testinfra.OpenDB(t, dsn), testinfra.OpenDB(t, dsn)}
 			start := make(chan struct{})
 			var wg sync.WaitGroup
 			for _, gdb := range dbs {
@@ -100,7 +90,7 @@ func TestSchemaRefusals(t *testing.T) {
 	t.Parallel()
 	for name, dsn := range dialects(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx, gdb := t.Context(), open(t, dsn)
+			ctx, gdb := t.Context(), testinfra.OpenDB(t, dsn)
 			err := db.PrepareSchema(ctx, gdb, false)
 			if !errors.Is(err, db.ErrSchemaBehind) || !strings.Contains(err.Error(), "lacks version 1") {
 				t.Errorf("an empty schema, not migrating: %v; want %v naming version 1", err, db.ErrSchemaBehind)
@@ -149,7 +139,7 @@ func TestMigrateDownAndUp(t *testing.T) {
 	t.Parallel()
 	for name, dsn := range dialects(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx, gdb := t.Context(), open(t, dsn)
+			ctx, gdb := t.Context(), testinfra.OpenDB(t, dsn)
 			if err := db.Migrate(ctx, gdb); err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +165,7 @@ func TestAdoptRefusesAnotherSchema(t *testing.T) {
 	t.Parallel()
 	for name, dsn := range dialects(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx, gdb := t.Context(), open(t, dsn)
+			ctx, gdb := t.Context(), testinfra.OpenDB(t, dsn)
 			if err := gdb.Exec(`CREATE TABLE orders (id BIGINT NOT NULL PRIMARY KEY, sku VARCHAR(64) NOT NULL)`).Error; err != nil {
 				t.Fatal(err)
 			}

@@ -49,3 +49,4 @@ kill "$pid"; wait "$pid" || true
 mariadb-dump -h127.0.0.1 -ushop -pshop --skip-dump-date --skip-comments --no-tablespaces "$dbname" \
   >internal/db/testdata/legacy-mysql.sql
 "${mysql[@]}" -e "DROP DATABASE $dbname"
+redis-cli -h 127.0.0.1 --scan --pattern 'legacyfixture:*' | xargs -r redis-cli -h 127.0.0.1 del >/dev/null
