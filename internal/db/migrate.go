@@ -29,9 +29,8 @@ import (
 //go:embed migrations
 var migrations embed.FS
 
-// Sources holds the migrations of each dialect, by dialect name; a test
-// may put in a set of its own.
-var Sources = map[string]fs.FS{
+// sources holds the migrations of each dialect, by dialect name.
+var sources = map[string]fs.FS{
 	"mysql":  sub(migrations, "migrations/mysql"),
 	"sqlite": sub(migrations, "migrations/sqlite"),
 }
@@ -60,11 +59,15 @@ const lockWait = 5 * time.Minute
 // applies what is missing. Several instances may run it at once; one
 // migrates, the others wait for it and then find nothing to do.
 func Migrate(ctx context.Context, gdb *gorm.DB) error {
-	versions, err := Versions(gdb)
+	return migrateUp(ctx, gdb, sources[dialect(gdb)])
+}
+
+func migrateUp(ctx context.Context, gdb *gorm.DB, src fs.FS) error {
+	versions, err := versionsIn(src)
 	if err != nil {
 		return err
 	}
-	return withLock(ctx, gdb, func(m *migrate.Migrate, drv database.Driver) error {
+	return withLock(ctx, gdb, src, func(m *migrate.Migrate, drv database.Driver) error {
 		st := Status{Versions: versions}
 		if err := settle(ctx, gdb, drv, &st); err != nil {
 			return err
@@ -81,7 +84,7 @@ func MigrateDown(ctx context.Context, gdb *gorm.DB, n int) error {
 	if n < 1 {
 		return fmt.Errorf("db: migrate down: %d is not a number of migrations, 1 or more", n)
 	}
-	return withLock(ctx, gdb, func(m *migrate.Migrate, _ database.Driver) error {
+	return withLock(ctx, gdb, sources[dialect(gdb)], func(m *migrate.Migrate, _ database.Driver) error {
 		return m.Steps(-n)
 	})
 }
@@ -89,7 +92,7 @@ func MigrateDown(ctx context.Context, gdb *gorm.DB, n int) error {
 // MigrateForce records version v, clean, and runs nothing: after a failed
 // migration was repaired by hand. -1 records no version.
 func MigrateForce(ctx context.Context, gdb *gorm.DB, v int) error {
-	return withLock(ctx, gdb, func(m *migrate.Migrate, _ database.Driver) error {
+	return withLock(ctx, gdb, sources[dialect(gdb)], func(m *migrate.Migrate, _ database.Driver) error {
 		return m.Force(v)
 	})
 }
@@ -97,11 +100,11 @@ func MigrateForce(ctx context.Context, gdb *gorm.DB, v int) error {
 // withLock runs f with a golang-migrate instance on gdb's database, and
 // runs it again, on a new instance, while another instance holds the
 // migration lock, until lockWait or ctx ends.
-func withLock(ctx context.Context, gdb *gorm.DB, f func(*migrate.Migrate, database.Driver) error) error {
+func withLock(ctx context.Context, gdb *gorm.DB, src fs.FS, f func(*migrate.Migrate, database.Driver) error) error {
 	ctx, cancel := context.WithTimeout(ctx, lockWait)
 	defer cancel()
 	for {
-		err := withMigrate(ctx, gdb, f)
+		err := withMigrate(ctx, gdb, src, f)
 		if !errors.Is(err, database.ErrLocked) && !errors.Is(err, migrate.ErrLocked) && !errors.Is(err, migrate.ErrLockTimeout) {
 			return err
 		}
@@ -113,9 +116,9 @@ func withLock(ctx context.Context, gdb *gorm.DB, f func(*migrate.Migrate, databa
 	}
 }
 
-func withMigrate(ctx context.Context, gdb *gorm.DB, f func(*migrate.Migrate, database.Driver) error) error {
+func withMigrate(ctx context.Context, gdb *gorm.DB, files fs.FS, f func(*migrate.Migrate, database.Driver) error) error {
 	name := dialect(gdb)
-	src, err := iofs.New(Sources[name], ".")
+	src, err := iofs.New(files, ".")
 	if err != nil {
 		return fmt.Errorf("db: migrations: %w", err)
 	}
@@ -169,8 +172,10 @@ func dialect(gdb *gorm.DB) string {
 
 // Versions lists the versions of the migrations this release has for
 // gdb's dialect, in order. Numbers may have gaps.
-func Versions(gdb *gorm.DB) ([]int, error) {
-	entries, err := fs.ReadDir(Sources[dialect(gdb)], ".")
+func Versions(gdb *gorm.DB) ([]int, error) { return versionsIn(sources[dialect(gdb)]) }
+
+func versionsIn(src fs.FS) ([]int, error) {
+	entries, err := fs.ReadDir(src, ".")
 	if err != nil {
 		return nil, err
 	}

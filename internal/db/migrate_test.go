@@ -2,11 +2,13 @@ package db_test
 
 import (
 	"errors"
+	"io/fs"
 	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 
 	"gorm.io/gorm"
 
@@ -209,5 +211,47 @@ func TestStatusWithGaps(t *testing.T) {
 	err := db.Status{Version: 10, Dirty: true, Versions: versions}.Check()
 	if !errors.Is(err, db.ErrSchemaDirty) || !strings.Contains(err.Error(), "`shop migrate force 10`") || !strings.Contains(err.Error(), "`shop migrate force 2`") {
 		t.Errorf("dirty at 10: %v; want the force commands for 10 and 2", err)
+	}
+}
+
+// A migration that fails partway leaves the schema dirty at its version,
+// and the next Migrate refuses it with the command that fixes it. On
+// SQLite the migration ran in a savepoint, and none of it is left; on
+// MySQL its statements before the failing one stay.
+func TestFailedMigrationIsDirty(t *testing.T) {
+	t.Parallel()
+	for name, dsn := range dialects(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx, gdb := t.Context(), testinfra.OpenDB(t, dsn)
+			src := fstest.MapFS{
+				"000002_broken.up.sql":   {Data: []byte("CREATE TABLE half (id INTEGER);\nCREATE TABLE half (id INTEGER);")},
+				"000002_broken.down.sql": {Data: []byte("DROP TABLE half;")},
+			}
+			for _, f := range []string{"000001_baseline.up.sql", "000001_baseline.down.sql"} {
+				b, err := fs.ReadFile(db.Sources(gdb), f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				src[f] = &fstest.MapFile{Data: b}
+			}
+			if err := db.MigrateFrom(ctx, gdb, src); err == nil {
+				t.Fatal("a failing migration: no error")
+			}
+			st := status(t, gdb)
+			if st.Version != 2 || !st.Dirty {
+				t.Errorf("after the failure: version %d, dirty %t; want 2, dirty", st.Version, st.Dirty)
+			}
+			tables, err := db.ReadTables(ctx, gdb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, left := tables["half"]; left != (name == "mysql") {
+				t.Errorf("%s: the failed migration's first table is left: %t", name, left)
+			}
+			err = db.MigrateFrom(ctx, gdb, src)
+			if !errors.Is(err, db.ErrSchemaDirty) || !strings.Contains(err.Error(), "`shop migrate force 2`") || !strings.Contains(err.Error(), "`shop migrate force 1`") {
+				t.Errorf("migrating a dirty schema: %v; want %v with the force commands", err, db.ErrSchemaDirty)
+			}
+		})
 	}
 }
