@@ -1,7 +1,7 @@
 // Command shop is the stockguard flash-sale shop.
 //
 //	shop serve     run the HTTP API
-//	shop migrate   create the database schema and exit
+//	shop migrate   migrate the database schema: up, down N, status, force V
 //	shop demo      show every strategy under a flash sale, with nothing installed
 //	shop bench     measure every strategy against real servers
 //	shop load      send the bench's loads to a running deployment, and audit it
@@ -35,7 +35,6 @@ import (
 
 	"github.com/stockguard/shop/internal/app"
 	"github.com/stockguard/shop/internal/config"
-	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/strategy"
@@ -45,7 +44,8 @@ const usage = `usage: shop <command> [flags]
 
 commands:
   serve     run the HTTP API
-  migrate   create the database schema and exit
+  migrate   migrate the database schema, with serve's settings:
+            shop migrate up | down N | status | force V
   demo      show every strategy under a flash sale, with nothing installed
   bench     measure every strategy against real servers, with a report
   load      send the bench's loads to a running deployment, audited through
@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 	case "serve":
 		return serve(ctx, args, getenv, stderr)
 	case "migrate":
-		return migrate(ctx, args, getenv, stderr)
+		return migrate(ctx, args, getenv, stdout, stderr)
 	case "demo":
 		return demo(ctx, args, getenv, stdout, stderr)
 	case "bench":
@@ -112,19 +112,6 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}
-}
-
-func migrate(ctx context.Context, args []string, getenv config.Getenv, stderr io.Writer) error {
-	cfg, err := config.Load(args, getenv, strategy.Names(), stderr)
-	if err != nil {
-		return err
-	}
-	gdb, err := db.Open(ctx, cfg.MySQLDSN)
-	if err != nil {
-		return err
-	}
-	defer db.Close(gdb)
-	return db.Migrate(ctx, gdb)
 }
 
 // reconcile runs lua's reconciliation once and prints its report. It waits

@@ -77,6 +77,18 @@ func startShop(t *testing.T, env ...string) (string, *exec.Cmd) {
 // addresses it listens on, public first, once it listens on all of them.
 func runShop(t *testing.T, debug string, env []string) ([]string, *exec.Cmd) {
 	t.Helper()
+	cmd, addr := spawnShop(t, debug, env)
+	want := 1
+	if debug != "--debug=" {
+		want = 2
+	}
+	return listening(t, addr, want), cmd
+}
+
+// spawnShop starts `shop serve` and returns at once, with the channel of
+// the addresses it will listen on.
+func spawnShop(t *testing.T, debug string, env []string) (*exec.Cmd, <-chan string) {
+	t.Helper()
 	cmd := exec.Command(shopBin(t), "serve", debug)
 	cmd.Env = append(os.Environ(), "SHOP_HTTP_ADDR=127.0.0.1:0")
 	cmd.Env = append(cmd.Env, env...)
@@ -88,12 +100,7 @@ func runShop(t *testing.T, debug string, env []string) ([]string, *exec.Cmd) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-
-	want := 1
-	if debug != "--debug=" {
-		want = 2
-	}
-	addr := make(chan string, want)
+	addr := make(chan string, 2)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -103,6 +110,12 @@ func runShop(t *testing.T, debug string, env []string) ([]string, *exec.Cmd) {
 			t.Log(sc.Text())
 		}
 	}()
+	return cmd, addr
+}
+
+// listening waits for want addresses on addr, at most 30 s.
+func listening(t *testing.T, addr <-chan string, want int) []string {
+	t.Helper()
 	var addrs []string
 	timeout := time.After(30 * time.Second)
 	for len(addrs) < want {
@@ -113,7 +126,7 @@ func runShop(t *testing.T, debug string, env []string) ([]string, *exec.Cmd) {
 			t.Fatalf("shop listened on %v within 30s, want %d addresses", addrs, want)
 		}
 	}
-	return addrs, cmd
+	return addrs
 }
 
 func send(t *testing.T, method, url, body string, header ...string) (int, string) {

@@ -31,7 +31,8 @@ type App struct {
 	stopJobs func() // stops the background jobs and waits for them
 }
 
-// New opens the backends, migrates the schema and builds the handler.
+// New opens the backends, migrates the schema (or with SHOP_MIGRATE=off
+// checks it) and builds the handler.
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error) {
 	s, err := strategy.Lookup(cfg.Strategy)
 	if err != nil {
@@ -45,7 +46,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		return nil, err
 	}
 	a := &App{backends: b, stopJobs: func() {}}
-	if err := db.Migrate(ctx, b.DB); err != nil {
+	if err := db.PrepareSchema(ctx, b.DB, cfg.Migrate); err != nil {
 		return nil, errors.Join(err, a.Close())
 	}
 	guard, err := s.Guard(b, cfg)
@@ -61,7 +62,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		rate = buyer.NewLimiter(b.Redis, cfg.BuyerRate.N, cfg.BuyerRate.Period, cfg.RedisPrefix, log)
 	}
 	orders := order.NewService(b.DB, guard, &order.Options{PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
-		Keys: &order.KeyOptions{Redis: b.Redis, Prefix: cfg.RedisPrefix, TTL: cfg.IdempotencyTTL}})
+		Keys:         &order.KeyOptions{Redis: b.Redis, Prefix: cfg.RedisPrefix, TTL: cfg.IdempotencyTTL},
+		StreamMaxLen: cfg.StreamMaxLen})
 	a.startJobs(ctx, b, cfg, log, orders, guard)
 	a.Handler = httpapi.New(httpapi.Config{
 		Strategy: cfg.Strategy,
@@ -104,12 +106,18 @@ func (a *App) Close() error {
 }
 
 // The jobs that run on one instance at a time: lua's reconciliation, the
-// expiry of pending orders, and the relay of the order events.
+// expiry of pending orders, the relay of the order events and their
+// retention.
 const (
 	reconcileName = "reconcile"
 	expiryName    = "expiry"
 	relayName     = "relay"
+	retentionName = "events-retention"
 )
+
+// retentionEvery is how often one instance forgets the events published
+// before SHOP_EVENTS_RETENTION.
+const retentionEvery = time.Minute
 
 // startJobs runs the jobs this shop has, each on whichever instance takes
 // its lock first, until Close.
@@ -139,6 +147,10 @@ func (a *App) startJobs(ctx context.Context, b *backend.Backends, cfg config.Con
 	}
 	every(relayName, cfg.RelayEvery, func(ctx context.Context, _ int64) error {
 		_, err := orders.Relay(ctx, b.Redis, cfg.Events())
+		return err
+	})
+	every(retentionName, retentionEvery, func(ctx context.Context, _ int64) error {
+		_, err := orders.PurgeEvents(ctx, b.Redis, cfg.Events(), time.Now().Add(-cfg.Retention))
 		return err
 	})
 	a.stopJobs = func() { cancel(); wg.Wait() }
@@ -176,7 +188,7 @@ func Reconcile(ctx context.Context, cfg config.Config, log *slog.Logger) (order.
 		return order.Report{}, err
 	}
 	defer b.Close()
-	if err := db.Migrate(ctx, b.DB); err != nil {
+	if err := db.PrepareSchema(ctx, b.DB, cfg.Migrate); err != nil {
 		return order.Report{}, err
 	}
 	guard, err := s.Guard(b, cfg)

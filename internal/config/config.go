@@ -54,6 +54,9 @@ type Config struct {
 	ExpiryEvery    time.Duration // SHOP_EXPIRY_INTERVAL
 	EventsStream   string        // SHOP_EVENTS_STREAM, the Redis stream of the order events; see Events
 	RelayEvery     time.Duration // SHOP_RELAY_INTERVAL
+	Retention      time.Duration // SHOP_EVENTS_RETENTION: published events older than it are deleted
+	StreamMaxLen   int64         // SHOP_EVENTS_MAXLEN: the events stream's cap, about; 0 means none
+	Migrate        bool          // SHOP_MIGRATE: on, serve migrates the schema at start; off, it refuses a schema behind
 	BuyerAuth      string        // SHOP_BUYER_AUTH: AuthNone or AuthJWT
 	JWTSecret      string        // SHOP_JWT_SECRET, the HS256 secret
 	JWTPublicKey   string        // SHOP_JWT_PUBLIC_KEY, a PEM file: RS256 or ES256
@@ -193,6 +196,24 @@ var settings = [...]setting{
 	pay(str("SHOP_PAYMENT_SECRET", "payment-secret", "", "secret of the payment callbacks' Shop-Signature (HMAC-SHA256), at least 32 bytes; empty refuses every callback", func(c *Config) *string { return &c.PaymentSecret })),
 	dur("SHOP_EXPIRY_INTERVAL", "expiry-interval", "1s", 10*time.Millisecond, "how often one instance cancels the pending orders past their deadline", func(c *Config) *time.Duration { return &c.ExpiryEvery }),
 	events(str("SHOP_EVENTS_STREAM", "events-stream", "", "the Redis stream the order events are published to; empty: SHOP_REDIS_PREFIX followed by events, shop:events by default", func(c *Config) *string { return &c.EventsStream })),
+	dur("SHOP_EVENTS_RETENTION", "events-retention", "168h", time.Minute, "how long published order events are kept, in the stream and in the database; one instance deletes older ones", func(c *Config) *time.Duration { return &c.Retention }),
+	{env: "SHOP_EVENTS_MAXLEN", flag: "events-maxlen", def: "1000000", usage: "the events stream's length cap, about (XADD MAXLEN ~); 0 means no cap",
+		set: func(c *Config, v string) (err error) {
+			if c.StreamMaxLen, err = strconv.ParseInt(v, 10, 64); err != nil || c.StreamMaxLen < 0 {
+				return fmt.Errorf("%q is not a number of entries, 0 or more", v)
+			}
+			return nil
+		},
+		get: func(c Config) string { return strconv.FormatInt(c.StreamMaxLen, 10) }},
+	{env: "SHOP_MIGRATE", flag: "migrate", def: "on", usage: "on: serve migrates the schema up at start; off: it refuses to start on a schema behind, for deployments that run shop migrate up as a step of their own",
+		set: func(c *Config, v string) error {
+			if v != "on" && v != "off" {
+				return fmt.Errorf("%q is neither on nor off", v)
+			}
+			c.Migrate = v == "on"
+			return nil
+		},
+		get: func(c Config) string { return map[bool]string{true: "on", false: "off"}[c.Migrate] }},
 	dur("SHOP_RELAY_INTERVAL", "relay-interval", "200ms", 10*time.Millisecond, "how often one instance publishes the order events not published yet", func(c *Config) *time.Duration { return &c.RelayEvery }),
 	{env: "SHOP_BUYER_AUTH", flag: "buyer-auth", def: AuthNone, usage: "who the buyer is: jwt (a bearer token's sub) or none (the request's user_id, anyone can act as anyone)",
 		set: func(c *Config, v string) error {

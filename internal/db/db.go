@@ -1,5 +1,6 @@
-// Package db opens the shop's database, creates its schema, and classifies
-// driver errors so that the stores above can translate them.
+// Package db opens the shop's database, migrates its schema (versioned SQL
+// files, see migrate.go), and classifies driver errors so that the stores
+// above can translate them.
 //
 // Two dialects are supported. MySQL (or MariaDB) is the real one. SQLite,
 // named by a DSN that starts with "sqlite:", is embedded and needs no
@@ -55,56 +56,6 @@ func Close(gdb *gorm.DB) error {
 		return errors.Join(p.reads.Close(), sqlDB.Close())
 	}
 	return sqlDB.Close()
-}
-
-// Migrate creates the schema if it is missing. Several instances may run it
-// at once.
-func Migrate(ctx context.Context, gdb *gorm.DB) error {
-	schema, columns := mysqlSchema, mysqlColumns
-	if IsSQLite(gdb) {
-		schema, columns = sqliteSchema, sqliteColumns
-	}
-	gdb = gdb.WithContext(ctx)
-	for _, stmt := range schema {
-		if err := gdb.Exec(stmt).Error; err != nil {
-			return fmt.Errorf("db: migrate: %w", err)
-		}
-	}
-	for _, c := range columns {
-		if err := c.add(gdb); err != nil {
-			return fmt.Errorf("db: migrate: %s.%s: %w", c.table, c.name, err)
-		}
-	}
-	return nil
-}
-
-// column is a column, or with a name "KEY <name>" an index, that Migrate
-// adds to a table made before it.
-type column struct{ table, name, def string }
-
-func (c column) add(gdb *gorm.DB) error {
-	key, isKey := strings.CutPrefix(c.name, "KEY ")
-	sqlite := IsSQLite(gdb)
-	var exists bool
-	var q, stmt string
-	switch {
-	case sqlite && isKey:
-		q, stmt = `SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'index' AND name = ?`, "CREATE INDEX IF NOT EXISTS "+key+" ON "+c.table+" "+c.def
-	case sqlite:
-		q, stmt = `SELECT COUNT(*) > 0 FROM pragma_table_info('`+c.table+`') WHERE name = ?`, "ALTER TABLE "+c.table+" ADD COLUMN "+c.name+" "+c.def
-	case isKey:
-		q, stmt = `SELECT COUNT(*) > 0 FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = '`+c.table+`' AND index_name = ?`, "ALTER TABLE "+c.table+" ADD KEY "+key+" "+c.def
-	default:
-		q, stmt = `SELECT COUNT(*) > 0 FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = '`+c.table+`' AND column_name = ?`, "ALTER TABLE "+c.table+" ADD COLUMN "+c.name+" "+c.def
-	}
-	if err := gdb.Raw(q, key).Row().Scan(&exists); err != nil || exists {
-		return err
-	}
-	// Another instance's Migrate may add it first.
-	if err := gdb.Exec(stmt).Error; err != nil && !mysqlDuplicateColumn(err) && !strings.Contains(err.Error(), "duplicate column name") {
-		return err
-	}
-	return nil
 }
 
 // Now reads the database's clock, in UTC: the payment window's deadlines

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -250,49 +249,6 @@ func TestMySQLStatementsAreNotPrepared(t *testing.T) {
 		if got := prepares() > before; got != tc.prepared {
 			t.Errorf("%s: prepared on the server: %v, want %v", tc.dsn, got, tc.prepared)
 		}
-	}
-}
-
-// TestMigrateAddsColumns: an orders table made before the payment window
-// and carts gets their columns and indexes when three instances migrate
-// at once, on MySQL and on SQLite.
-func TestMigrateAddsColumns(t *testing.T) {
-	t.Parallel()
-	for _, name := range []string{"mysql", "sqlite"} {
-		t.Run(name, func(t *testing.T) {
-			dsn := db.SQLitePrefix + filepath.Join(t.TempDir(), "old.db")
-			if name == "mysql" {
-				testinfra.NeedsRealServers(t, "its case is MySQL")
-				dsn = testinfra.MySQL(t)
-			}
-			gdb, err := db.Open(t.Context(), dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close(gdb) })
-			if err := gdb.Exec(`CREATE TABLE orders (id BIGINT NOT NULL PRIMARY KEY, sku VARCHAR(64) NOT NULL, user_id VARCHAR(64) NOT NULL,
-				quantity INT NOT NULL, status VARCHAR(16) NOT NULL, idempotency_key VARCHAR(255) NULL, created_at DATETIME NOT NULL,
-				refunded_at DATETIME NULL, refund_key VARCHAR(255) NULL)`).Error; err != nil {
-				t.Fatal(err)
-			}
-			var wg sync.WaitGroup
-			for range 3 {
-				wg.Go(func() {
-					if err := db.Migrate(t.Context(), gdb); err != nil {
-						t.Error(err)
-					}
-				})
-			}
-			wg.Wait()
-			for _, c := range []string{"expires_at", "paid_at", "payment_id", "cancelled_at", "cancel_key", "cart_id", "line_count"} {
-				if !gdb.Migrator().HasColumn("orders", c) {
-					t.Errorf("orders has no %s", c)
-				}
-			}
-			if !gdb.Migrator().HasIndex("orders", "orders_expiry") {
-				t.Error("orders has no orders_expiry index")
-			}
-		})
 	}
 }
 

@@ -89,6 +89,15 @@ var (
 	// changed, by reason: missing, epoch (another epoch's) or drift.
 	LuaCorrections = counter("shop_lua_reconcile_corrections_total", "SKU states in Redis that reconcile set anew, by reason.", "reason")
 
+	// EventsPurged counts the published order events that the retention
+	// job deleted from the database.
+	EventsPurged = register(prometheus.NewCounter(prometheus.CounterOpts{Name: "shop_events_purged_total",
+		Help: "Published order events deleted from the database past SHOP_EVENTS_RETENTION."}))
+	// EventsStreamLength is the events stream's length after the retention
+	// job's last trim: read it with max() across instances.
+	EventsStreamLength = register(prometheus.NewGauge(prometheus.GaugeOpts{Name: "shop_events_stream_length",
+		Help: "Entries in the order events stream, after the retention job's last trim."}))
+
 	// BatchSize is how many buyers one group-commit transaction answered.
 	BatchSize = histogram("shop_batch_size", "Buyers answered by one group-commit transaction.",
 		prometheus.ExponentialBuckets(1, 2, 8), "strategy")

@@ -73,7 +73,7 @@ func record(tx *gorm.DB, kind string, orders ...Order) error {
 const relayBatch = 500
 
 // Relay publishes the events not published yet to the Redis stream, in id
-// order, each with its fields id, order, type and payload (the order as
+// order, capping it at about Options.StreamMaxLen entries, each with its fields id, order, type and payload (the order as
 // JSON), and marks them published. It returns how many it published. A
 // relay that dies between the two publishes them again: consumers drop
 // the ids they have seen.
@@ -91,7 +91,7 @@ func (s *Service) Relay(ctx context.Context, rdb redis.UniversalClient, stream s
 		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, e := range batch {
 				ids[i] = e.ID
-				p.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{
+				p.XAdd(ctx, &redis.XAddArgs{Stream: stream, MaxLen: s.maxLen, Approx: true, Values: []any{
 					"id", strconv.FormatInt(e.ID, 10), "order", strconv.FormatInt(e.OrderID, 10), "type", e.Type, "payload", e.Payload}})
 			}
 			return nil

@@ -86,6 +86,9 @@ type Options struct {
 	// Keys, when set, has the service keep its buyers' Idempotency-Keys
 	// for orders (KeepsKeys, kept.go).
 	Keys *KeyOptions
+	// StreamMaxLen caps the events stream at about this many entries as
+	// Relay adds to it (XADD MAXLEN ~); 0 means no cap.
+	StreamMaxLen int64
 }
 
 // Service places, refunds and reads orders.
@@ -96,13 +99,14 @@ type Service struct {
 	window time.Duration
 	reads  *firstReads
 	keys   *keys // nil: the caller keeps them
+	maxLen int64 // of the events stream; 0: none
 }
 
 // NewService returns a Service whose stock changes go through guard.
 func NewService(gdb *gorm.DB, guard stock.Guard, opts *Options) *Service {
 	s := &Service{db: gdb, guard: guard, reads: newFirstReads(gdb)}
 	if opts != nil {
-		s.limit, s.window = opts.PerUserLimit, opts.PaymentWindow
+		s.limit, s.window, s.maxLen = opts.PerUserLimit, opts.PaymentWindow, opts.StreamMaxLen
 		if opts.Keys != nil {
 			s.keys = newKeys(opts.Keys)
 		}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// shopEnv is the environment of a shop on dsn and a Redis of its own.
+func shopEnv(t *testing.T, dsn string, env ...string) []string {
+	t.Helper()
+	r := testinfra.Redis(t)
+	return append([]string{"SHOP_MYSQL_DSN=" + dsn, "SHOP_REDIS_ADDR=" + r.Addr, "SHOP_REDIS_PREFIX=" + r.Prefix, "SHOP_ADMIN_TOKEN=secret"}, env...)
+}
+
+// loadLegacy fills the database dsn with internal/db/testdata's dump of a
+// database made before versioned migrations.
+func loadLegacy(t *testing.T, dsn string) {
+	t.Helper()
+	dump, err := os.ReadFile("../../internal/db/testdata/legacy-mysql.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MultiStatements = true
+	sdb, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdb.Close()
+	if _, err := sdb.ExecContext(t.Context(), string(dump)); err != nil {
+		t.Fatalf("loading the legacy dump: %v", err)
+	}
+}
+
+// legacyTables are the fixture's tables with rows, and how they are read.
+var legacyTables = []string{"stock_items", "orders", "payments", "order_events", "user_purchases"}
+
+func counts(t *testing.T, gdb *gorm.DB) map[string]int64 {
+	t.Helper()
+	n := map[string]int64{}
+	for _, table := range legacyTables {
+		var c int64
+		if err := gdb.Table(table).Count(&c).Error; err != nil {
+			t.Fatal(err)
+		}
+		n[table] = c
+	}
+	return n
+}
+
+// TestServeAdoptsLegacyDatabase: the new `shop serve`, with no step by
+// hand, serves a database that the release before versioned migrations
+// made, with orders, carts, payments and events in it: adopted at version
+// 1, every row still there, and every order served by the API as it is
+// stored.
+func TestServeAdoptsLegacyDatabase(t *testing.T) {
+	t.Parallel()
+	testinfra.NeedsRealServers(t, "the fixture is a MariaDB dump")
+	dsn := testinfra.MySQL(t)
+	loadLegacy(t, dsn)
+	gdb := testinfra.OpenDB(t, dsn)
+	before := counts(t, gdb)
+	if before["orders"] < 8 || before["payments"] < 2 || before["order_events"] < 10 {
+		t.Fatalf("the fixture holds %v, fewer rows than it was made with", before)
+	}
+	base, _ := startShop(t, shopEnv(t, dsn, "SHOP_PAYMENT_WINDOW=15m", "SHOP_EVENTS_RETENTION=87600h")...)
+
+	if st, err := db.ReadStatus(t.Context(), gdb); err != nil || st.Version != 1 || st.Dirty {
+		t.Errorf("after serve: %+v, %v; want version 1, clean", st, err)
+	}
+	if after := counts(t, gdb); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("rows before %v, after %v", before, after)
+	}
+	var heads []struct {
+		ID     int64
+		Status string
+		Lines  int `gorm:"column:line_count"`
+	}
+	if err := gdb.Raw(`SELECT id, status, line_count FROM orders WHERE cart_id IS NULL ORDER BY id`).Scan(&heads).Error; err != nil {
+		t.Fatal(err)
+	}
+	carts := 0
+	for _, h := range heads {
+		code, body := send(t, "GET", fmt.Sprintf("%s/api/v1/orders/%d", base, h.ID), "")
+		var o struct {
+			Status string
+			Items  []struct{ SKU string }
+		}
+		if err := json.Unmarshal([]byte(body), &o); code != http.StatusOK || err != nil || o.Status != h.Status || len(o.Items) != h.Lines {
+			t.Errorf("order %d: %d %s; want 200, %s, %d lines", h.ID, code, body, h.Status, h.Lines)
+		}
+		if h.Lines > 1 {
+			carts++
+		}
+	}
+	if carts < 2 {
+		t.Errorf("%d carts of several lines in the fixture, want 2", carts)
+	}
+	var stock []struct {
+		SKU       string
+		Available int
+	}
+	if err := gdb.Raw(`SELECT sku, available FROM stock_items`).Scan(&stock).Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stock {
+		code, body := send(t, "GET", base+"/api/v1/stock/"+s.SKU, "")
+		if code != http.StatusOK || !strings.Contains(body, fmt.Sprintf(`"available":%d`, s.Available)) {
+			t.Errorf("stock %s: %d %s; want %d available", s.SKU, code, body, s.Available)
+		}
+	}
+}
+
+// TestServeThreeAtOnce: three `shop serve` start at once on one empty
+// database, on MySQL and on one SQLite file: all three serve, the schema
+// is at the latest version, and an order placed through one is read
+// through another.
+func TestServeThreeAtOnce(t *testing.T) {
+	t.Parallel()
+	dsns := map[string]string{"sqlite": db.SQLitePrefix + filepath.Join(t.TempDir(), "shop.db")}
+	if !testinfra.Embedded() {
+		dsns["mysql"] = testinfra.MySQL(t)
+	}
+	for name, dsn := range dsns {
+		t.Run(name, func(t *testing.T) {
+			env := shopEnv(t, dsn)
+			var addrs []<-chan string
+			for range 3 {
+				_, addr := spawnShop(t, "--debug=", env)
+				addrs = append(addrs, addr)
+			}
+			var bases []string
+			for _, addr := range addrs {
+				bases = append(bases, "http://"+listening(t, addr, 1)[0])
+			}
+			st, err := db.ReadStatus(t.Context(), testinfra.OpenDB(t, dsn))
+			if err != nil || st.Version != st.Latest() || st.Dirty {
+				t.Fatalf("after three started at once: %+v, %v", st, err)
+			}
+			if code, body := send(t, "PUT", bases[0]+"/api/v1/stock/k3", `{"quantity":3}`, "Authorization", "Bearer secret"); code != http.StatusOK {
+				t.Fatalf("put stock: %d %s", code, body)
+			}
+			code, body := send(t, "POST", bases[1]+"/api/v1/orders", `{"sku":"k3","user_id":"ann","quantity":1}`, "Idempotency-Key", "k3")
+			if code != http.StatusCreated {
+				t.Fatalf("order: %d %s", code, body)
+			}
+			if code, body := send(t, "GET", bases[2]+"/api/v1/stock/k3", ""); !strings.Contains(body, `"available":2`) {
+				t.Errorf("stock through the third: %d %s; want 2 available", code, body)
+			}
+		})
+	}
+}
+
+// serveFails runs `shop serve` with env, expects it to exit with an
+// error, and returns what it printed.
+func serveFails(t *testing.T, env []string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, shopBin(t), "serve", "--debug=")
+	cmd.Env = append(append(os.Environ(), "SHOP_HTTP_ADDR=127.0.0.1:0"), env...)
+	out, err := cmd.CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("shop serve did not refuse to start: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// TestServeRefusesSchema: `shop serve` refuses a schema behind (with
+// SHOP_MIGRATE=off), ahead, or dirty, and says what to do.
+func TestServeRefusesSchema(t *testing.T) {
+	t.Parallel()
+	dsn := testinfra.MySQL(t)
+	gdb := testinfra.OpenDB(t, dsn)
+	env := shopEnv(t, dsn)
+	if out := serveFails(t, append(env, "SHOP_MIGRATE=off")); !strings.Contains(out, "lacks version 1; run `shop migrate up`") {
+		t.Errorf("behind, SHOP_MIGRATE=off: %s", out)
+	}
+	if err := db.MigrateForce(t.Context(), gdb, 99); err != nil {
+		t.Fatal(err)
+	}
+	if out := serveFails(t, env); !strings.Contains(out, "schema ahead of this release: it is at version 99") {
+		t.Errorf("ahead: %s", out)
+	}
+	if err := gdb.Exec(`UPDATE schema_migrations SET version = 1, dirty = ?`, true).Error; err != nil {
+		t.Fatal(err)
+	}
+	if out := serveFails(t, env); !strings.Contains(out, "`shop migrate force 1`") {
+		t.Errorf("dirty: %s", out)
+	}
+}
+
+// TestMigrateCommand: status on an empty database prints that state;
+// after up, it shows the latest version.
+func TestMigrateCommand(t *testing.T) {
+	t.Parallel()
+	dsn := testinfra.MySQL(t)
+	getenv := func(k string) string { return map[string]string{"SHOP_MYSQL_DSN": dsn}[k] }
+	migrate := func(args ...string) (string, error) {
+		var out, errs bytes.Buffer
+		err := run(t.Context(), append([]string{"migrate"}, args...), getenv, &out, &errs)
+		return out.String(), err
+	}
+	steps := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status"}, "schema: empty, no version\nlatest: version 1\n       1  pending\n"},
+		{[]string{"up"}, "schema: version 1\nlatest: version 1\n       1  applied\n"},
+		{[]string{"status"}, "schema: version 1\n"},
+		{[]string{"down", "1"}, "schema: empty, no version\n"},
+		{[]string{"force", "1"}, "schema: version 1\n"},
+	}
+	for _, s := range steps {
+		if out, err := migrate(s.args...); err != nil || !strings.HasPrefix(out, s.want) {
+			t.Errorf("shop migrate %v: %v\n%s\nwant it to start with\n%s", s.args, err, out, s.want)
+		}
+	}
+	for _, bad := range [][]string{{}, {"sideways"}, {"down"}, {"down", "x"}, {"force", "1", "2"}} {
+		if _, err := migrate(bad...); err == nil {
+			t.Errorf("shop migrate %v: no error", bad)
+		}
+	}
+}
