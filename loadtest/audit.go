@@ -18,7 +18,8 @@ import (
 type Stock struct {
 	Initial   int `json:"initial"`
 	Available int `json:"available"`
-	Sold      int `json:"sold"` // units of live orders
+	Sold      int `json:"sold"`     // units of live orders
+	Received  int `json:"received"` // the sum of the SKU's movements
 }
 
 // errNotFound is the shop's 404: no such SKU, or no such order.
@@ -74,8 +75,8 @@ func (o apiOrder) holds(sku string) bool {
 const auditReaders = 16
 
 // Audit audits a load on skus through the shop's API alone, for a shop
-// whose database it cannot read: each SKU's initial, available and sold
-// units (GET /api/v1/stock/{sku}), and every order answered 201, read as
+// whose database it cannot read: each SKU's initial, available, sold and
+// received units (GET /api/v1/stock/{sku}), and every order answered 201, read as
 // its buyer (GET /api/v1/orders/{id}, round robin): it must exist and be
 // live with a line of each of its SKUs, or it counts in LostAcks (an
 // order of one SKU) or MissingLines (a cart). Orders counts the
@@ -92,8 +93,8 @@ func (s Shop) Audit(ctx context.Context, skus []string, stats Stats) (total audi
 		if err != nil {
 			return audit.Audit{}, nil, err
 		}
-		a := audit.Audit{SKU: sku, Initial: st.Initial, Available: st.Available, Sold: st.Sold,
-			Oversold: max(0, st.Sold-st.Initial), Drift: st.Available + st.Sold - st.Initial}
+		a := audit.Audit{SKU: sku, Initial: st.Initial, Available: st.Available, Sold: st.Sold, Received: st.Received,
+			Oversold: max(0, st.Sold-st.Received), Drift: st.Available + st.Sold - st.Received}
 		if stats.SoldOutSKUs[sku] > 0 {
 			a.Undersold = max(0, st.Available)
 		}

@@ -7,6 +7,7 @@
 //	shop load      send the bench's loads to a running deployment, and audit it
 //	shop echo      serve the HTTP stack alone, the bench's http-echo ceiling
 //	shop reconcile set lua's Redis stock from the database once, and say what it fixed
+//	shop audit     check SKUs' invariants in the database
 //	shop token     print a buyer token signed with SHOP_JWT_SECRET
 //	shop pay       send a payment callback signed with SHOP_PAYMENT_SECRET
 //	shop events    follow the order events as JSON lines
@@ -55,6 +56,8 @@ commands:
   reconcile run lua's reconciliation once: persist the reservations that
             dead instances left pending, set Redis's stock from the
             database, and print what it found and fixed
+  audit     check SKUs' invariants in the database, every unit explained by
+            its movements and orders: shop audit SKU... [--mysql DSN]
   token     print a buyer token signed with SHOP_JWT_SECRET: shop token USER [--ttl D]
   pay       send the payment provider's callback for an order, signed with
             SHOP_PAYMENT_SECRET: shop pay ORDER_ID PAYMENT_ID [--url URL]
@@ -97,6 +100,8 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		return echo(ctx, args, getenv, stderr)
 	case "reconcile":
 		return reconcile(ctx, args, getenv, stdout, stderr)
+	case "audit":
+		return auditCmd(ctx, args, getenv, stdout, stderr)
 	case "token":
 		return token(args, getenv, stdout, stderr)
 	case "lesson":

@@ -183,7 +183,7 @@ func TestServe(t *testing.T) {
 	if created != 3 {
 		t.Errorf("created %d orders, want 3", created)
 	}
-	if code, body := send(t, "GET", base+"/api/v1/stock/e2e", ""); code != http.StatusOK || body != `{"sku":"e2e","initial":3,"available":0,"sold":3}` {
+	if code, body := send(t, "GET", base+"/api/v1/stock/e2e", ""); code != http.StatusOK || body != `{"sku":"e2e","initial":3,"available":0,"sold":3,"pending":0,"received":3}` {
 		t.Errorf("stock: %d %s", code, body)
 	}
 

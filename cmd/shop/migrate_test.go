@@ -84,8 +84,8 @@ func TestServeAdoptsLegacyDatabase(t *testing.T) {
 	}
 	base, _ := startShop(t, shopEnv(t, dsn, "SHOP_PAYMENT_WINDOW=15m", "SHOP_EVENTS_RETENTION=87600h")...)
 
-	if st, err := db.ReadStatus(t.Context(), gdb); err != nil || st.Version != 1 || st.Dirty {
-		t.Errorf("after serve: %+v, %v; want version 1, clean", st, err)
+	if st, err := db.ReadStatus(t.Context(), gdb); err != nil || st.Version != st.Latest() || st.Dirty {
+		t.Errorf("after serve: %+v, %v; want the latest version, clean", st, err)
 	}
 	if after := counts(t, gdb); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("rows before %v, after %v", before, after)
@@ -192,7 +192,8 @@ func TestServeRefusesSchema(t *testing.T) {
 	dsn := testinfra.MySQL(t)
 	gdb := testinfra.OpenDB(t, dsn)
 	env := shopEnv(t, dsn)
-	if out := serveFails(t, append(env, "SHOP_MIGRATE=off")); !strings.Contains(out, "lacks version 1; run `shop migrate up`") {
+	latest := latestVersion(t, gdb)
+	if out := serveFails(t, append(env, "SHOP_MIGRATE=off")); !strings.Contains(out, "lacks versions 1, ") || !strings.Contains(out, fmt.Sprintf("%d; run `shop migrate up`", latest)) {
 		t.Errorf("behind, SHOP_MIGRATE=off: %s", out)
 	}
 	if err := db.MigrateForce(t.Context(), gdb, 99); err != nil {
@@ -201,12 +202,22 @@ func TestServeRefusesSchema(t *testing.T) {
 	if out := serveFails(t, env); !strings.Contains(out, "schema ahead of this release: it is at version 99") {
 		t.Errorf("ahead: %s", out)
 	}
-	if err := gdb.Exec(`UPDATE schema_migrations SET version = 1, dirty = ?`, true).Error; err != nil {
+	if err := gdb.Exec(`UPDATE schema_migrations SET version = ?, dirty = ?`, latest, true).Error; err != nil {
 		t.Fatal(err)
 	}
-	if out := serveFails(t, env); !strings.Contains(out, "`shop migrate force 1`") {
+	if out := serveFails(t, env); !strings.Contains(out, fmt.Sprintf("`shop migrate force %d`", latest)) {
 		t.Errorf("dirty: %s", out)
 	}
+}
+
+// latestVersion is the newest migration this release has for gdb's dialect.
+func latestVersion(t *testing.T, gdb *gorm.DB) int {
+	t.Helper()
+	vs, err := db.Versions(gdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vs[len(vs)-1]
 }
 
 // TestMigrateCommand: status on an empty database prints that state;
@@ -220,14 +231,17 @@ func TestMigrateCommand(t *testing.T) {
 		err := run(t.Context(), append([]string{"migrate"}, args...), getenv, &out, &errs)
 		return out.String(), err
 	}
+	gdb := testinfra.OpenDB(t, dsn)
+	vs, _ := db.Versions(gdb)
+	latest := fmt.Sprintf("version %d\n", latestVersion(t, gdb))
 	steps := []struct {
 		args []string
 		want string
 	}{
-		{[]string{"status"}, "schema: empty, no version\nlatest: version 1\n       1  pending\n"},
-		{[]string{"up"}, "schema: version 1\nlatest: version 1\n       1  applied\n"},
-		{[]string{"status"}, "schema: version 1\n"},
-		{[]string{"down", "1"}, "schema: empty, no version\n"},
+		{[]string{"status"}, "schema: empty, no version\nlatest: " + latest + "       1  pending\n"},
+		{[]string{"up"}, "schema: " + latest + "latest: " + latest + "       1  applied\n"},
+		{[]string{"status"}, "schema: " + latest},
+		{[]string{"down", fmt.Sprint(len(vs))}, "schema: empty, no version\n"},
 		{[]string{"force", "1"}, "schema: version 1\n"},
 	}
 	for _, s := range steps {

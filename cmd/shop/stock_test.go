@@ -211,7 +211,7 @@ func TestDeleteStockNeedsAllowReset(t *testing.T) {
 	left := func() (rows map[string]int, keys []string) {
 		t.Helper()
 		rows = map[string]int{}
-		for _, table := range []string{"stock_items", "orders", "user_purchases"} {
+		for _, table := range []string{"stock_items", "stock_movements", "orders", "user_purchases"} {
 			var n int
 			if err := s.db.Raw(`SELECT COUNT(*) FROM `+table+` WHERE sku = ?`, sku).Row().Scan(&n); err != nil {
 				t.Fatal(err)
@@ -247,7 +247,7 @@ func TestDeleteStockNeedsAllowReset(t *testing.T) {
 	if code, body := send(t, "DELETE", allowing+"/api/v1/stock/"+sku, "", "Authorization", "Bearer secret"); code != http.StatusNoContent {
 		t.Fatalf("DELETE with SHOP_ALLOW_RESET=true: %d %s", code, body)
 	}
-	if rows, keys := left(); rows["stock_items"]+rows["orders"]+rows["user_purchases"] != 0 || len(keys) != 0 || epoch(t, s.db, sku) <= before {
+	if rows, keys := left(); rows["stock_items"]+rows["stock_movements"]+rows["orders"]+rows["user_purchases"] != 0 || len(keys) != 0 || epoch(t, s.db, sku) <= before {
 		t.Errorf("after the DELETE: %v, Redis %v, epoch %d; want nothing left, and an epoch past %d", rows, keys, epoch(t, s.db, sku), before)
 	}
 	if code, body := send(t, "GET", s.base+"/api/v1/stock/"+sku, ""); code != http.StatusNotFound {

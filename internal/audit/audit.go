@@ -1,5 +1,6 @@
 // Package audit reads the shop's invariants from the database: stock
-// conserved, never negative, not oversold, not undersold, no duplicate
+// conserved (every unit explained by the SKU's movements and orders),
+// never negative, not oversold, not undersold, no duplicate
 // order for one Idempotency-Key, a row for every acknowledged order and
 // for every line of an acknowledged cart, no partial order (rows of one
 // order in different statuses), and with a payment window no order both
@@ -27,20 +28,25 @@ import (
 )
 
 // Audit is what the database says about one SKU after a run. Every figure
-// is read from stock_items and orders, never from client counters.
+// is read from stock_items, stock_movements and orders, never from client
+// counters.
 type Audit struct {
 	SKU       string `json:"sku"`
 	Initial   int    `json:"initial"`
 	Available int    `json:"available"`
-	Orders    int    `json:"orders"`  // live orders (created, pending or paid) with a line of the SKU
-	Sold      int    `json:"sold"`    // units of live orders
-	Pending   int    `json:"pending"` // units of pending orders, held until paid or cancelled
-	// Oversold is the units sold beyond the initial stock.
+	// Received is the sum of the SKU's movements: its initial stock,
+	// restocks, corrections (stock_movements).
+	Received int `json:"received"`
+	Orders   int `json:"orders"`  // live orders (created, pending or paid) with a line of the SKU
+	Sold     int `json:"sold"`    // units of live orders
+	Pending  int `json:"pending"` // units of pending orders, held until paid or cancelled
+	// Oversold is the units sold beyond what the SKU received.
 	Oversold int `json:"oversold"`
 	// Undersold is the stock left over although buyers were turned away as
 	// sold out.
 	Undersold int `json:"undersold"`
-	// Drift is available + sold - initial: zero when stock is conserved.
+	// Drift is available + sold - received: zero when every unit is
+	// explained.
 	Drift int `json:"drift"`
 	// Duplicates counts orders beyond the first per (user, idempotency key).
 	Duplicates int `json:"duplicates"`
@@ -75,9 +81,9 @@ func (a Audit) Violations() []string {
 			v = append(v, fmt.Sprintf(format, args...))
 		}
 	}
-	add(a.Oversold > 0, "oversold %d units: %d sold of %d", a.Oversold, a.Sold, a.Initial)
+	add(a.Oversold > 0, "oversold %d units: %d sold of %d received", a.Oversold, a.Sold, a.Received)
 	add(a.Undersold > 0, "undersold %d units: buyers turned away with stock left", a.Undersold)
-	add(a.Drift != 0, "stock not conserved: available %d + sold %d != initial %d", a.Available, a.Sold, a.Initial)
+	add(a.Drift != 0, "stock not conserved: available %d + sold %d != received %d", a.Available, a.Sold, a.Received)
 	add(a.Available < 0, "available is negative: %d", a.Available)
 	add(a.Duplicates > 0, "%d duplicate orders for one idempotency key", a.Duplicates)
 	add(a.LostAcks > 0, "%d acknowledged orders have no row", a.LostAcks)
@@ -150,6 +156,7 @@ func Total(each []Audit) Audit {
 		skus = append(skus, a.SKU)
 		total.Initial += a.Initial
 		total.Available += a.Available
+		total.Received += a.Received
 		total.Sold += a.Sold
 		total.Pending += a.Pending
 		total.Oversold += a.Oversold
@@ -176,7 +183,8 @@ func (r reader) row(query string, args ...any) *sql.Row { return r.db.Raw(query,
 // sku reads one SKU's audit.
 func (r reader) sku(sku string, soldOut int, acked []Acked) (Audit, error) {
 	a := Audit{SKU: sku}
-	err := r.row(`SELECT initial, available FROM stock_items WHERE sku = ?`, sku).Scan(&a.Initial, &a.Available)
+	err := r.row(`SELECT initial, available, (SELECT COALESCE(SUM(delta), 0) FROM stock_movements WHERE sku = ?)
+		FROM stock_items WHERE sku = ?`, sku, sku).Scan(&a.Initial, &a.Available, &a.Received)
 	if err != nil {
 		return Audit{}, fmt.Errorf("audit: stock of %s: %w", sku, err)
 	}
@@ -197,11 +205,11 @@ func (r reader) sku(sku string, soldOut int, acked []Acked) (Audit, error) {
 	if err := r.acked(sku, acked, &a); err != nil {
 		return Audit{}, err
 	}
-	a.Oversold = max(0, a.Sold-a.Initial)
+	a.Oversold = max(0, a.Sold-a.Received)
 	if soldOut > 0 {
 		a.Undersold = max(0, a.Available)
 	}
-	a.Drift = a.Available + a.Sold - a.Initial
+	a.Drift = a.Available + a.Sold - a.Received
 	return a, nil
 }
 

@@ -28,11 +28,15 @@ func TestSKU(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A SKU made before the ledger gets its initial movement.
+	if err := db.Migrate(t.Context(), gdb); err != nil {
+		t.Fatal(err)
+	}
 	a, err := audit.SKU(t.Context(), gdb, "phone", 4, []int64{1, 2, 3, 3, 99})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := audit.Audit{SKU: "phone", Initial: 5, Available: 2, Orders: 3, Sold: 3, Undersold: 2, LostAcks: 1}
+	want := audit.Audit{SKU: "phone", Initial: 5, Available: 2, Received: 5, Orders: 3, Sold: 3, Undersold: 2, LostAcks: 1}
 	if a != want {
 		t.Errorf("audit %+v\nwant  %+v", a, want)
 	}
@@ -41,6 +45,23 @@ func TestSKU(t *testing.T) {
 		if !strings.Contains(v, broken) {
 			t.Errorf("violations %q lack %q", v, broken)
 		}
+	}
+	if strings.Contains(v, "not conserved") {
+		t.Errorf("violations %q: the initial movement explains every unit", v)
+	}
+
+	// A restock recorded but whose units never reached available: 3
+	// units not explained.
+	err = gdb.Exec(`INSERT INTO stock_movements (sku, delta, reason, reference, actor, created_at)
+		VALUES ('phone', 3, 'restock', 'PO-1', 'admin', CURRENT_TIMESTAMP)`).Error
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err = audit.SKU(t.Context(), gdb, "phone", 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if v := strings.Join(a.Violations(), "; "); a.Received != 8 || a.Drift != -3 || !strings.Contains(v, "available 2 + sold 3 != received 8") {
+		t.Errorf("received %d, drift %d, violations %q; want 8, -3, not conserved", a.Received, a.Drift, v)
 	}
 }
 
@@ -65,13 +86,19 @@ func TestSKUsCarts(t *testing.T) {
 			}
 		}
 	}
+	stocked := func(values string) {
+		t.Helper()
+		exec(`INSERT INTO stock_items (sku, initial, available, updated_at) VALUES ` + values)
+		if err := db.Migrate(t.Context(), gdb); err != nil { // their initial movements
+			t.Fatal(err)
+		}
+	}
 	const columns = `INSERT INTO orders (id, cart_id, sku, user_id, quantity, status, idempotency_key, created_at) VALUES `
 
 	t.Run("whole", func(t *testing.T) {
 		// Order 1 is a cart of a, b and c; order 4 is b alone.
-		exec(`INSERT INTO stock_items (sku, initial, available, updated_at) VALUES
-				('w-a', 5, 4, CURRENT_TIMESTAMP), ('w-b', 5, 3, CURRENT_TIMESTAMP), ('w-c', 5, 4, CURRENT_TIMESTAMP)`,
-			columns+`(1, NULL, 'w-a', 'u', 1, 'created', 'k1', CURRENT_TIMESTAMP),
+		stocked(`('w-a', 5, 4, CURRENT_TIMESTAMP), ('w-b', 5, 3, CURRENT_TIMESTAMP), ('w-c', 5, 4, CURRENT_TIMESTAMP)`)
+		exec(columns + `(1, NULL, 'w-a', 'u', 1, 'created', 'k1', CURRENT_TIMESTAMP),
 				(2, 1, 'w-b', 'u', 1, 'created', NULL, CURRENT_TIMESTAMP),
 				(3, 1, 'w-c', 'u', 1, 'created', NULL, CURRENT_TIMESTAMP),
 				(4, NULL, 'w-b', 'v', 1, 'created', 'k4', CURRENT_TIMESTAMP)`)
@@ -93,9 +120,8 @@ func TestSKUsCarts(t *testing.T) {
 	t.Run("partial", func(t *testing.T) {
 		// Order 10 was refunded but for its line of b; order 20, a cart of
 		// a and c acknowledged, has no row for c.
-		exec(`INSERT INTO stock_items (sku, initial, available, updated_at) VALUES
-				('p-a', 5, 4, CURRENT_TIMESTAMP), ('p-b', 5, 4, CURRENT_TIMESTAMP), ('p-c', 5, 5, CURRENT_TIMESTAMP)`,
-			columns+`(10, NULL, 'p-a', 'u', 1, 'refunded', 'k10', CURRENT_TIMESTAMP),
+		stocked(`('p-a', 5, 4, CURRENT_TIMESTAMP), ('p-b', 5, 4, CURRENT_TIMESTAMP), ('p-c', 5, 5, CURRENT_TIMESTAMP)`)
+		exec(columns + `(10, NULL, 'p-a', 'u', 1, 'refunded', 'k10', CURRENT_TIMESTAMP),
 				(11, 10, 'p-b', 'u', 1, 'created', NULL, CURRENT_TIMESTAMP),
 				(20, NULL, 'p-a', 'v', 1, 'created', 'k20', CURRENT_TIMESTAMP)`)
 		skus := []string{"p-a", "p-b", "p-c"}
@@ -105,9 +131,9 @@ func TestSKUsCarts(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []audit.Audit{
-			{SKU: "p-a", Initial: 5, Available: 4, Orders: 1, Sold: 1, Partial: 1},
-			{SKU: "p-b", Initial: 5, Available: 4, Orders: 1, Sold: 1, Partial: 1},
-			{SKU: "p-c", Initial: 5, Available: 5, MissingLines: 1},
+			{SKU: "p-a", Initial: 5, Available: 4, Received: 5, Orders: 1, Sold: 1, Partial: 1},
+			{SKU: "p-b", Initial: 5, Available: 4, Received: 5, Orders: 1, Sold: 1, Partial: 1},
+			{SKU: "p-c", Initial: 5, Available: 5, Received: 5, MissingLines: 1},
 		}
 		for i := range want {
 			if each[i] != want[i] {

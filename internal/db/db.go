@@ -63,14 +63,23 @@ func Close(gdb *gorm.DB) error {
 func Now(tx *gorm.DB) (time.Time, error) {
 	if IsSQLite(tx) {
 		var s string
-		if err := tx.Raw(`SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')`).Row().Scan(&s); err != nil {
+		if err := tx.Raw(`SELECT ` + NowSQL(tx)).Row().Scan(&s); err != nil {
 			return time.Time{}, err
 		}
 		return time.ParseInLocation("2006-01-02 15:04:05.000", s, time.UTC)
 	}
 	var t time.Time
-	err := tx.Raw(`SELECT UTC_TIMESTAMP(6)`).Row().Scan(&t)
+	err := tx.Raw(`SELECT ` + NowSQL(tx)).Row().Scan(&t)
 	return t.UTC(), err
+}
+
+// NowSQL is the database's clock, in UTC, as an SQL expression for a
+// statement to write.
+func NowSQL(tx *gorm.DB) string {
+	if IsSQLite(tx) {
+		return `strftime('%Y-%m-%d %H:%M:%f', 'now')`
+	}
+	return `UTC_TIMESTAMP(6)`
 }
 
 // IsRetryable reports whether err means the transaction was rolled back for

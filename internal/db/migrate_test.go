@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"path/filepath"
@@ -43,7 +44,7 @@ func TestBaselineIsTheAdoptedSchema(t *testing.T) {
 	for name, dsn := range dialects(t) {
 		t.Run(name, func(t *testing.T) {
 			gdb := testinfra.OpenDB(t, dsn)
-			if err := db.Migrate(t.Context(), gdb); err != nil {
+			if err := db.MigrateFrom(t.Context(), gdb, baselineOnly(t, gdb)); err != nil {
 				t.Fatal(err)
 			}
 			tables, err := db.ReadTables(t.Context(), gdb)
@@ -94,8 +95,8 @@ func TestSchemaRefusals(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, gdb := t.Context(), testinfra.OpenDB(t, dsn)
 			err := db.PrepareSchema(ctx, gdb, false)
-			if !errors.Is(err, db.ErrSchemaBehind) || !strings.Contains(err.Error(), "lacks version 1") {
-				t.Errorf("an empty schema, not migrating: %v; want %v naming version 1", err, db.ErrSchemaBehind)
+			if !errors.Is(err, db.ErrSchemaBehind) || !strings.Contains(err.Error(), "lacks versions 1, ") {
+				t.Errorf("an empty schema, not migrating: %v; want %v naming every version", err, db.ErrSchemaBehind)
 			}
 			if tables, _ := db.ReadTables(ctx, gdb); len(tables) > 0 {
 				t.Errorf("the check made tables: %v", tables)
@@ -117,26 +118,29 @@ func TestSchemaRefusals(t *testing.T) {
 				}
 			}
 
-			if err := gdb.Exec("UPDATE schema_migrations SET version = 1, dirty = ?", true).Error; err != nil {
+			latest := status(t, gdb).Latest()
+			if err := gdb.Exec("UPDATE schema_migrations SET version = ?, dirty = ?", latest, true).Error; err != nil {
 				t.Fatal(err)
 			}
+			force := fmt.Sprintf("`shop migrate force %d`", latest)
 			for _, migrate := range []bool{true, false} {
 				err := db.PrepareSchema(ctx, gdb, migrate)
-				if !errors.Is(err, db.ErrSchemaDirty) || !strings.Contains(err.Error(), "`shop migrate force 1`") {
-					t.Errorf("a dirty schema, migrate %t: %v; want %v with shop migrate force 1", migrate, err, db.ErrSchemaDirty)
+				if !errors.Is(err, db.ErrSchemaDirty) || !strings.Contains(err.Error(), force) {
+					t.Errorf("a dirty schema, migrate %t: %v; want %v with %s", migrate, err, db.ErrSchemaDirty, force)
 				}
 			}
-			if err := db.MigrateForce(ctx, gdb, 1); err != nil {
+			if err := db.MigrateForce(ctx, gdb, latest); err != nil {
 				t.Fatal(err)
 			}
 			if err := db.PrepareSchema(ctx, gdb, false); err != nil {
-				t.Errorf("after shop migrate force 1: %v", err)
+				t.Errorf("after %s: %v", force, err)
 			}
 		})
 	}
 }
 
-// Down rolls the baseline back to an empty database, and up makes it again.
+// Down, by every version, rolls the schema back to an empty database, and
+// up makes it again.
 func TestMigrateDownAndUp(t *testing.T) {
 	t.Parallel()
 	for name, dsn := range dialects(t) {
@@ -145,17 +149,18 @@ func TestMigrateDownAndUp(t *testing.T) {
 			if err := db.Migrate(ctx, gdb); err != nil {
 				t.Fatal(err)
 			}
-			if err := db.MigrateDown(ctx, gdb, 1); err != nil {
+			n := len(status(t, gdb).Versions)
+			if err := db.MigrateDown(ctx, gdb, n); err != nil {
 				t.Fatal(err)
 			}
 			if st := status(t, gdb); st.Version != -1 || st.Legacy {
-				t.Errorf("after down 1: %+v, want no version and no tables", st)
+				t.Errorf("after down %d: %+v, want no version and no tables", n, st)
 			}
 			if err := db.Migrate(ctx, gdb); err != nil {
 				t.Fatal(err)
 			}
-			if st := status(t, gdb); st.Version != 1 {
-				t.Errorf("after up: %+v, want version 1", st)
+			if st := status(t, gdb); st.Version != st.Latest() {
+				t.Errorf("after up: %+v, want the latest version", st)
 			}
 		})
 	}
@@ -223,17 +228,9 @@ func TestFailedMigrationIsDirty(t *testing.T) {
 	for name, dsn := range dialects(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx, gdb := t.Context(), testinfra.OpenDB(t, dsn)
-			src := fstest.MapFS{
-				"000002_broken.up.sql":   {Data: []byte("CREATE TABLE half (id INTEGER);\nCREATE TABLE half (id INTEGER);")},
-				"000002_broken.down.sql": {Data: []byte("DROP TABLE half;")},
-			}
-			for _, f := range []string{"000001_baseline.up.sql", "000001_baseline.down.sql"} {
-				b, err := fs.ReadFile(db.Sources(gdb), f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				src[f] = &fstest.MapFile{Data: b}
-			}
+			src := baselineOnly(t, gdb)
+			src["000002_broken.up.sql"] = &fstest.MapFile{Data: []byte("CREATE TABLE half (id INTEGER);\nCREATE TABLE half (id INTEGER);")}
+			src["000002_broken.down.sql"] = &fstest.MapFile{Data: []byte("DROP TABLE half;")}
 			if err := db.MigrateFrom(ctx, gdb, src); err == nil {
 				t.Fatal("a failing migration: no error")
 			}
@@ -254,4 +251,19 @@ func TestFailedMigrationIsDirty(t *testing.T) {
 			}
 		})
 	}
+}
+
+// baselineOnly is the shop's migrations of gdb's dialect cut to version 1,
+// the schema that a database made before versioned migrations has.
+func baselineOnly(t *testing.T, gdb *gorm.DB) fstest.MapFS {
+	t.Helper()
+	src := fstest.MapFS{}
+	for _, f := range []string{"000001_baseline.up.sql", "000001_baseline.down.sql"} {
+		b, err := fs.ReadFile(db.Sources(gdb), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src[f] = &fstest.MapFile{Data: b}
+	}
+	return src
 }

@@ -14,6 +14,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,6 +100,8 @@ func New(cfg Config) *gin.Engine {
 	v1.PUT("/stock/:sku", a.admin, a.putStock)
 	v1.DELETE("/stock/:sku", a.admin, a.deleteStock)
 	v1.GET("/stock/:sku", a.getStock)
+	v1.POST("/stock/:sku/adjustments", a.admin, a.adjustmentKeys(), a.postAdjustment)
+	v1.GET("/stock/:sku/movements", a.admin, a.listMovements)
 	v1.POST("/orders", append(orders, a.postOrder)...)
 	v1.GET("/orders", a.authenticate, a.listOrders)
 	v1.GET("/orders/:id", a.authenticate, a.getOrder)
@@ -196,58 +199,6 @@ func (a *api) admin(c *gin.Context) {
 		return
 	}
 	c.Next()
-}
-
-type stockBody struct {
-	Quantity *int `json:"quantity"`
-}
-
-func (a *api) putStock(c *gin.Context) {
-	sku := c.Param("sku")
-	var b stockBody
-	if !bind(c, &b) || !validID(c, "sku", sku) {
-		return
-	}
-	if b.Quantity == nil || *b.Quantity < 0 || *b.Quantity > 1_000_000_000 {
-		problem(c, "invalid-request", "quantity must be an integer from 0 to 1000000000")
-		return
-	}
-	s, err := a.Orders.SetStock(c.Request.Context(), sku, *b.Quantity)
-	if err != nil {
-		a.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, s)
-}
-
-func (a *api) deleteStock(c *gin.Context) {
-	if !a.AllowReset {
-		problem(c, "forbidden", "deleting a SKU deletes its orders and what its buyers hold, which this shop does not allow: "+
-			"it runs without SHOP_ALLOW_RESET=true. PUT /api/v1/stock/{sku} changes the stock and keeps them")
-		return
-	}
-	sku := c.Param("sku")
-	if !validID(c, "sku", sku) {
-		return
-	}
-	if err := a.Orders.DeleteStock(c.Request.Context(), sku); err != nil {
-		a.fail(c, err)
-		return
-	}
-	c.Status(http.StatusNoContent)
-}
-
-func (a *api) getStock(c *gin.Context) {
-	sku := c.Param("sku")
-	if !validID(c, "sku", sku) {
-		return
-	}
-	s, err := a.Orders.Stock(c.Request.Context(), sku)
-	if err != nil {
-		a.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, s)
 }
 
 type orderBody struct {
@@ -409,16 +360,13 @@ const (
 )
 
 func (a *api) listOrders(c *gin.Context) {
-	for k := range c.Request.URL.Query() {
-		if k != "user_id" && k != "sku" && k != "after" && k != "limit" {
-			problem(c, "invalid-request", fmt.Sprintf("unknown query parameter %q", k))
-			return
-		}
+	p, ok := pageQuery(c, []string{"user_id", "sku"})
+	if !ok {
+		return
 	}
-	r := order.ListRequest{SKU: c.Query("sku"), Limit: defaultPage}
+	r := order.ListRequest{SKU: c.Query("sku"), After: p.after, Limit: p.limit}
 	named := c.Query("user_id")
-	if !optionalID(c, "user_id", named, a.Buyers != nil) || (r.SKU != "" && !validID(c, "sku", r.SKU)) ||
-		!intParam(c, "after", 0, math.MaxInt64, &r.After) {
+	if !optionalID(c, "user_id", named, a.Buyers != nil) || (r.SKU != "" && !validID(c, "sku", r.SKU)) {
 		return
 	}
 	var err error
@@ -426,11 +374,6 @@ func (a *api) listOrders(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	var limit int64 = defaultPage
-	if !intParam(c, "limit", 1, maxPage, &limit) {
-		return
-	}
-	r.Limit = int(limit)
 	orders, err := a.Orders.List(c.Request.Context(), r)
 	if err != nil {
 		a.fail(c, err)
@@ -444,10 +387,40 @@ func (a *api) listOrders(c *gin.Context) {
 	if page.Orders == nil {
 		page.Orders = []order.Order{}
 	}
-	if len(orders) == r.Limit {
-		page.Next = &orders[len(orders)-1].ID
-	}
+	page.Next = nextAfter(orders, r.Limit, func(o order.Order) int64 { return o.ID })
 	c.JSON(http.StatusOK, page)
+}
+
+// nextAfter is the after of the page that follows items, a page of at
+// most limit, or nil when items is the last page.
+func nextAfter[T any](items []T, limit int, id func(T) int64) *int64 {
+	if len(items) < limit {
+		return nil
+	}
+	n := id(items[len(items)-1])
+	return &n
+}
+
+// page is a list's page: the items with an id above after, at most limit.
+type page struct {
+	after int64
+	limit int
+}
+
+// pageQuery reads a list's after and limit, refusing a query parameter
+// that is neither those nor one of others.
+func pageQuery(c *gin.Context, others []string) (page, bool) {
+	for k := range c.Request.URL.Query() {
+		if k != "after" && k != "limit" && !slices.Contains(others, k) {
+			problem(c, "invalid-request", fmt.Sprintf("unknown query parameter %q", k))
+			return page{}, false
+		}
+	}
+	var limit int64 = defaultPage
+	p := page{}
+	ok := intParam(c, "after", 0, math.MaxInt64, &p.after) && intParam(c, "limit", 1, maxPage, &limit)
+	p.limit = int(limit)
+	return p, ok
 }
 
 // intParam reads an optional integer query parameter within [lo, hi].

@@ -304,7 +304,7 @@ func TestOrderFlow(t *testing.T) {
 	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), `"sold-out"`) {
 		t.Errorf("order past the stock: %d %s", resp.StatusCode, body)
 	}
-	if s := stockOf(t, srv); s != (order.Stock{SKU: "sku-1", Initial: 2, Available: 0, Sold: 2}) {
+	if s := stockOf(t, srv); s != (order.Stock{SKU: "sku-1", Initial: 2, Available: 0, Sold: 2, Received: 2}) {
 		t.Errorf("stock %+v", s)
 	}
 	resp, body = do(t, srv, call{method: "GET", path: "/readyz"})

@@ -29,6 +29,8 @@ type Problem struct {
 	// SKUs are, in a sold-out problem, the SKUs that were short: of a
 	// cart, every one of them.
 	SKUs []string `json:"skus,omitempty"`
+	// Available is, in a stale problem, the SKU's current available.
+	Available *int `json:"available,omitempty"`
 }
 
 // The problem types, by slug: the table in docs/api.md#errors.
@@ -50,6 +52,8 @@ var problems = map[string]struct {
 	"already-paid":            {http.StatusConflict, "The order is already paid"},
 	"not-paid":                {http.StatusConflict, "The order is not paid yet: cancel it instead"},
 	"limit-reached":           {http.StatusConflict, "Per-user limit reached"},
+	"stale":                   {http.StatusConflict, "expected_available is not the current available"},
+	"insufficient-stock":      {http.StatusConflict, "The adjustment would take available below 0"},
 	"idempotency-key-reused":  {http.StatusUnprocessableEntity, "Idempotency-Key reused with a different request"},
 	"rate-limited":            {http.StatusTooManyRequests, "Too many requests from this buyer"},
 	"busy":                    {http.StatusServiceUnavailable, "Busy, try again"},
@@ -67,9 +71,9 @@ const retryAfter = "1"
 // problem writes the problem of type slug and aborts the request.
 func problem(c *gin.Context, slug, detail string) { problemOf(c, slug, detail, nil) }
 
-// problemOf is problem, for a sold-out problem with the SKUs that were
-// short.
-func problemOf(c *gin.Context, slug, detail string, skus []string) {
+// problemOf is problem, with what more its type tells, such as a sold-out
+// problem's SKUs, set by with.
+func problemOf(c *gin.Context, slug, detail string, with func(*Problem)) {
 	p, ok := problems[slug]
 	if !ok {
 		panic("httpapi: unknown problem type " + slug)
@@ -88,13 +92,18 @@ func problemOf(c *gin.Context, slug, detail string, skus []string) {
 	}
 	c.Header("Content-Type", "application/problem+json")
 	c.Set(problemKey, slug)
-	c.AbortWithStatusJSON(p.status, Problem{Type: slug, Title: p.title, Status: p.status, Detail: detail, Instance: c.Request.URL.Path, SKUs: skus})
+	pr := Problem{Type: slug, Title: p.title, Status: p.status, Detail: detail, Instance: c.Request.URL.Path}
+	if with != nil {
+		with(&pr)
+	}
+	c.AbortWithStatusJSON(p.status, pr)
 }
 
 // fail maps an error from the layers below to its problem: the one place
 // where domain errors meet HTTP.
 func (a *api) fail(c *gin.Context, err error) {
 	var limited *buyer.LimitedError
+	var notExpected *stock.NotExpectedError
 	switch {
 	case errors.Is(err, buyer.ErrUnauthorized), errors.Is(err, payment.ErrSignature):
 		problem(c, "unauthorized", err.Error())
@@ -121,7 +130,11 @@ func (a *api) fail(c *gin.Context, err error) {
 		if short != nil {
 			skus = short.Short()
 		}
-		problemOf(c, "sold-out", err.Error(), skus)
+		problemOf(c, "sold-out", err.Error(), func(p *Problem) { p.SKUs = skus })
+	case errors.As(err, &notExpected):
+		problemOf(c, "stale", err.Error(), func(p *Problem) { p.Available = &notExpected.Available })
+	case errors.Is(err, stock.ErrInsufficient):
+		problem(c, "insufficient-stock", err.Error())
 	case errors.Is(err, order.ErrLimitReached):
 		problem(c, "limit-reached", err.Error())
 	case errors.Is(err, order.ErrAlreadyRefunded):

@@ -84,13 +84,9 @@ func oversell(ctx context.Context, env *Env, sale, name string, sell sell) (Tria
 	if err != nil {
 		return Trial{}, err
 	}
-	reads := make([]int, 20)
-	for i := range reads {
-		it, err := stock.Get(ctx, env.DB, sku)
-		if err != nil {
-			return Trial{}, err
-		}
-		reads[i] = it.Available
+	reads, err := readStock(ctx, env, sku, 20)
+	if err != nil {
+		return Trial{}, err
 	}
 	for i, read := range reads {
 		if err := sell(ctx, env.DB, sku, fmt.Sprint("buyer-", i), read); err != nil && !errors.Is(err, stock.ErrSoldOut) {
@@ -102,6 +98,20 @@ func oversell(ctx context.Context, env *Env, sale, name string, sell sell) (Tria
 		return Trial{}, err
 	}
 	return auditTrial(name, a), nil
+}
+
+// readStock reads sku's available n times, as n concurrent requests read
+// it before any of them writes.
+func readStock(ctx context.Context, env *Env, sku string, n int) ([]int, error) {
+	reads := make([]int, n)
+	for i := range reads {
+		it, err := stock.Get(ctx, env.DB, sku)
+		if err != nil {
+			return nil, err
+		}
+		reads[i] = it.Available
+	}
+	return reads, nil
 }
 
 // localLocks sells under a sync.Mutex per instance.

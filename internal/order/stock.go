@@ -18,34 +18,44 @@ type Stock struct {
 	// Sold counts the units of live orders. Read from the orders rather
 	// than derived from available, it shows an oversell as sold > initial.
 	Sold int `json:"sold"`
+	// Pending counts the units that pending orders hold, of Sold.
+	Pending int `json:"pending"`
+	// Received is the sum of the SKU's movements: available + sold, when
+	// every unit is explained.
+	Received int `json:"received"`
 }
 
-// Stock reads sku's stock and the units sold.
+// Stock reads sku's stock, the units sold and pending, and the sum of its
+// movements.
 func (s *Service) Stock(ctx context.Context, sku string) (Stock, error) {
 	it, err := stock.Get(ctx, s.db, sku)
 	if err != nil {
 		return Stock{}, err
 	}
-	var sold int
+	st := Stock{SKU: it.SKU, Initial: it.Initial, Available: it.Available}
 	err = s.db.WithContext(ctx).Model(&Order{}).Where("sku = ? AND status IN ?", sku, live).
-		Select("COALESCE(SUM(quantity), 0)").Scan(&sold).Error
+		Select("COALESCE(SUM(quantity), 0), COALESCE(SUM(CASE WHEN status = ? THEN quantity ELSE 0 END), 0)", StatusPending).
+		Row().Scan(&st.Sold, &st.Pending)
 	if err != nil {
 		return Stock{}, fmt.Errorf("order: sold: %w", err)
 	}
-	return Stock{SKU: it.SKU, Initial: it.Initial, Available: it.Available, Sold: sold}, nil
+	if st.Received, err = stock.Received(ctx, s.db, sku); err != nil {
+		return Stock{}, fmt.Errorf("order: received: %w", err)
+	}
+	return st, nil
 }
 
 // SetStock puts available units of sku on sale now, and returns its stock
-// after the change. A new SKU is set up with that many. An existing one
-// keeps every order and holding, and its initial moves as much as its
-// available. The change goes through the strategy's guard, as a purchase
-// does, so it is safe while buyers are served. See
+// after the change. A new SKU is set up with that many, and its initial
+// movement. An existing one keeps every order and holding, and its change
+// is recorded as a set movement. The change goes through the strategy's
+// guard, as a purchase does, so it is safe while buyers are served. See
 // docs/api.md#stock-changes.
 func (s *Service) SetStock(ctx context.Context, sku string, available int) (Stock, error) {
 	for attempt := 1; ; attempt++ {
 		created, err := s.create(ctx, sku, available)
 		if err == nil && !created {
-			err = s.change(ctx, sku, available)
+			err = s.change(ctx, sku, available, nil)
 		}
 		switch {
 		case errors.Is(err, stock.ErrNotFound) && attempt < 3:
@@ -55,6 +65,16 @@ func (s *Service) SetStock(ctx context.Context, sku string, available int) (Stoc
 		}
 		return s.Stock(ctx, sku)
 	}
+}
+
+// SetStockExpected is SetStock of an existing SKU, compare-and-set: it
+// changes nothing unless sku's available is expected now
+// (stock.NotExpectedError, with the current value).
+func (s *Service) SetStockExpected(ctx context.Context, sku string, available, expected int) (Stock, error) {
+	if err := s.change(ctx, sku, available, &expected); err != nil {
+		return Stock{}, fmt.Errorf("order: set stock: %w", err)
+	}
+	return s.Stock(ctx, sku)
 }
 
 // create sets sku up with available units, unless it exists, and reports
@@ -76,10 +96,10 @@ func (s *Service) create(ctx context.Context, sku string, available int) (create
 	return created, err
 }
 
-// change sets an existing sku's available, keeping its orders (see
-// SetStock).
-func (s *Service) change(ctx context.Context, sku string, available int) error {
-	set := func(tx *gorm.DB) (int, error) { return stock.Set(tx, sku, available) }
+// change sets an existing sku's available, keeping its orders, if it is
+// expected, or expected is nil (see SetStock).
+func (s *Service) change(ctx context.Context, sku string, available int, expected *int) error {
+	set := func(tx *gorm.DB) (int, error) { return stock.Set(tx, sku, available, expected) }
 	if r, ok := s.guard.(restocker); ok {
 		return r.restock(ctx, sku, set)
 	}
@@ -91,7 +111,8 @@ func (s *Service) change(ctx context.Context, sku string, available int) error {
 	})
 }
 
-// DeleteStock deletes sku and everything that points to it: its orders,
+// DeleteStock deletes sku and everything that points to it: its orders
+// and movements,
 // their payments and events, holdings, and what the strategy keeps of it
 // elsewhere; its epoch moves on, so that a SKU set up again starts a new
 // sale. A cart with a line of sku goes whole: its other lines' units go
@@ -109,6 +130,9 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 		}
 		if res.RowsAffected == 0 {
 			return fmt.Errorf("%w: %s", stock.ErrNotFound, sku)
+		}
+		if err := stock.Forget(tx, sku); err != nil {
+			return err
 		}
 		// Whole orders go: a cart with a line of sku, with its other
 		// lines, whose live units go back to their SKUs and holdings.

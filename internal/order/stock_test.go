@@ -93,7 +93,7 @@ func TestDeleteStock(t *testing.T) {
 			t.Errorf("delete %s: %v, want not found", sku, err)
 		}
 	}
-	if s, err := svc.SetStock(ctx, "gone", 3); err != nil || s != (order.Stock{SKU: "gone", Initial: 3, Available: 3}) {
+	if s, err := svc.SetStock(ctx, "gone", 3); err != nil || s != (order.Stock{SKU: "gone", Initial: 3, Available: 3, Received: 3}) {
 		t.Errorf("set up again: %+v %v", s, err)
 	}
 }
@@ -127,7 +127,7 @@ func TestLuaStockChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s != (order.Stock{SKU: sku, Initial: 70, Available: 40, Sold: 30}) {
+	if s != (order.Stock{SKU: sku, Initial: 70, Available: 40, Sold: 30, Received: 70}) {
 		t.Errorf("stock after the change %+v, want 70 initial, 40 available, 30 sold", s)
 	}
 	if got := f.redisAvailable(t, sku); got != 40 || epoch() != before {
@@ -171,4 +171,39 @@ func TestLuaStockChange(t *testing.T) {
 		t.Errorf("set up again: %d sold of the 4 left (%v) in epoch %d; want a new epoch past %d", len(again), others, epoch(), deleted)
 	}
 	f.settled(t, a, sku, 5, append(again, o.ID))
+}
+
+// TestLuaAdjustments: under lua, an adjustment commits in the database and
+// then reaches Redis at once, in the same epoch; one below 0 changes
+// neither, and a replay reaches Redis no second time.
+func TestLuaAdjustments(t *testing.T) {
+	t.Parallel()
+	f := newLuaFleet(t, nil)
+	a, b := f.new(), f.new()
+	const sku = "adjusted"
+	if _, err := a.SetStock(t.Context(), sku, 10); err != nil {
+		t.Fatal(err)
+	}
+	// A sale builds the SKU's Redis state: 9 left.
+	if sold, _, others := place(t, sku, 1, a); len(sold) != 1 || len(others) > 0 {
+		t.Fatalf("first sale: %v %v", sold, others)
+	}
+	adjust := func(shop luaShop, key string, delta, want int, wantErr error) {
+		t.Helper()
+		_, _, err := shop.Adjust(t.Context(), stock.Movement{SKU: sku, Delta: delta, Reason: stock.ReasonCorrection, Key: &key})
+		if !errors.Is(err, wantErr) {
+			t.Fatalf("adjust %s by %d: %v, want %v", key, delta, err, wantErr)
+		}
+		st, err := shop.Stock(t.Context(), sku)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.redisAvailable(t, sku); got != want || st.Available != want || st.Received != want+st.Sold {
+			t.Errorf("after %s by %d: redis %d, database %+v; want %d available in both, received %d", key, delta, got, st, want, want+st.Sold)
+		}
+	}
+	adjust(a, "up", 5, 14, nil)
+	adjust(b, "up", 5, 14, nil) // a replay, on another instance
+	adjust(b, "down", -3, 11, nil)
+	adjust(a, "too-many", -12, 11, stock.ErrInsufficient)
 }

@@ -70,38 +70,58 @@ func Get(ctx context.Context, tx *gorm.DB, sku string) (Item, error) {
 }
 
 // Reset sets sku's stock to quantity, creating the row if needed. It starts
-// a new sale: the version and the fence start again from zero, so it must
-// not run while buyers are still being served.
+// a new sale: the version and the fence start again from zero, and the
+// movements from one initial movement, so it must not run while buyers are
+// still being served.
 func Reset(ctx context.Context, tx *gorm.DB, sku string, quantity int) error {
 	it := Item{SKU: sku, Initial: quantity, Available: quantity, UpdatedAt: now()}
-	return tx.WithContext(ctx).Clauses(clause.OnConflict{
-		Columns:   []clause.Column{{Name: "sku"}},
-		DoUpdates: clause.AssignmentColumns([]string{"initial", "available", "version", "fence", "updated_at"}),
-	}).Create(&it).Error
+	return tx.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		err := tx.Clauses(clause.OnConflict{
+			Columns:   []clause.Column{{Name: "sku"}},
+			DoUpdates: clause.AssignmentColumns([]string{"initial", "available", "version", "fence", "updated_at"}),
+		}).Create(&it).Error
+		if err != nil {
+			return err
+		}
+		if err := Forget(tx, sku); err != nil {
+			return err
+		}
+		return recordInitial(tx, sku, quantity)
+	})
 }
 
-// Create sets sku up with quantity units, unless it exists, and reports
-// whether it did.
+// Create sets sku up with quantity units, and its initial movement, unless
+// it exists, and reports whether it did. tx should be a transaction.
 func Create(tx *gorm.DB, sku string, quantity int) (created bool, err error) {
 	it := Item{SKU: sku, Initial: quantity, Available: quantity, UpdatedAt: now()}
 	res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&it)
-	return res.RowsAffected == 1, res.Error
+	if res.Error != nil || res.RowsAffected != 1 {
+		return false, res.Error
+	}
+	return true, recordInitial(tx, sku, quantity)
 }
 
-// Set makes sku's available n, and moves initial by as much, so that what
-// the orders hold, initial less available, stays what it was. It returns
-// the change. It runs in a guard's Fn: the guard has just written the row in
-// tx, so it holds the row, and whatever the strategy guards it with (lock,
-// fence, turn), until tx ends; no purchase commits between the read and the
+// Set makes sku's available n, and records the change as a set movement,
+// which moves initial by as much, so that what the orders hold, initial
+// less available, stays what it was. With expected, it changes nothing
+// unless available is *expected (NotExpectedError). It returns the change. It
+// runs in a guard's Fn: the guard has just written the row in tx, so it
+// holds the row, and whatever the strategy guards it with (lock, fence,
+// turn), until tx ends; no purchase commits between the read and the
 // write, and the read sees the guard's own write.
-func Set(tx *gorm.DB, sku string, n int) (delta int, err error) {
+func Set(tx *gorm.DB, sku string, n int, expected *int) (delta int, err error) {
 	var available int
 	if err := tx.Raw(`SELECT available FROM stock_items WHERE sku = ?`, sku).Row().Scan(&available); err != nil {
 		return 0, err
 	}
+	if expected != nil && *expected != available {
+		return 0, &NotExpectedError{SKU: sku, Available: available}
+	}
 	delta = n - available
-	err = tx.Exec(`UPDATE stock_items SET initial = initial + ?, available = ?, updated_at = ? WHERE sku = ?`, delta, n, now(), sku).Error
-	return delta, err
+	if err := tx.Exec(`UPDATE stock_items SET available = ?, updated_at = ? WHERE sku = ?`, n, now(), sku).Error; err != nil {
+		return 0, err
+	}
+	return delta, Record(tx, Movement{SKU: sku, Delta: delta, Reason: ReasonSet, Actor: ActorAdmin})
 }
 
 func now() time.Time { return time.Now().UTC() }

@@ -35,7 +35,7 @@ func openDB(ctx context.Context, dsn string, migrate bool) (gdb *gorm.DB, what s
 }
 
 // forget deletes sku's orders, with their payments and events, and its
-// stock, so that the next load starts from the same table sizes.
+// stock and movements, so that the next load starts from the same table sizes.
 func forget(ctx context.Context, gdb *gorm.DB, sku string) error {
 	gdb = gdb.WithContext(ctx)
 	for _, table := range []string{"payments", "order_events"} {
@@ -46,8 +46,10 @@ func forget(ctx context.Context, gdb *gorm.DB, sku string) error {
 	if err := gdb.Exec(`DELETE FROM orders WHERE sku = ?`, sku).Error; err != nil {
 		return fmt.Errorf("sale: clean up %s: %w", sku, err)
 	}
-	if err := gdb.Exec(`DELETE FROM stock_items WHERE sku = ?`, sku).Error; err != nil {
-		return fmt.Errorf("sale: clean up %s: %w", sku, err)
+	for _, table := range []string{"stock_movements", "stock_items"} {
+		if err := gdb.Exec(`DELETE FROM `+table+` WHERE sku = ?`, sku).Error; err != nil {
+			return fmt.Errorf("sale: clean up %s: %w", sku, err)
+		}
 	}
 	return nil
 }
