@@ -2,7 +2,7 @@ package testinfra
 
 import (
 	"context"
-		"os/exec"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
