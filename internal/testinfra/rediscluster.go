@@ -138,6 +138,21 @@ func (c *RedisCluster) Kill(master string) (promoted string) {
 	return replica
 }
 
+// Lag makes master's replica fall behind from now on, as a replica whose
+// link is slow or broken: the master drops the replica's connection
+// whenever it has anything to send it (a client-output-buffer-limit of
+// one byte), so the replica keeps what it has and misses the writes that
+// follow, until Restore. Replication on loopback is too quick for a kill
+// alone to lose the last writes reliably.
+func (c *RedisCluster) Lag(master string) {
+	c.t.Helper()
+	n := redis.NewClient(&redis.Options{Addr: master})
+	defer n.Close()
+	if err := n.ConfigSet(c.t.Context(), "client-output-buffer-limit", "replica 1 1 0").Err(); err != nil {
+		c.t.Fatalf("testinfra: lag the replica of %s: %v", master, err)
+	}
+}
+
 // Failover hands master's slots to its replica (CLUSTER FAILOVER on the
 // replica, which waits for the master's last writes), and returns the
 // replica's address once it is master and the cluster is ok.
@@ -154,12 +169,19 @@ func (c *RedisCluster) Failover(master string) (promoted string) {
 }
 
 // Restore starts every killed node again, which rejoins as the replica of
-// the master that took its slots, and waits until it is in sync.
+// the master that took its slots, ends a Lag, and waits until every
+// replica is in sync.
 func (c *RedisCluster) Restore() {
 	c.t.Helper()
 	for _, s := range c.nodes {
 		if s.Pid() == 0 {
 			s.Start()
+		}
+		n := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		err := n.ConfigSet(c.t.Context(), "client-output-buffer-limit", "replica 268435456 67108864 60").Err() // the default
+		n.Close()
+		if err != nil {
+			c.t.Fatalf("testinfra: %s: %v", s.Addr(), err)
 		}
 	}
 	c.AwaitSynced()
