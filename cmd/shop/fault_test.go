@@ -193,10 +193,10 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	var (
-		mu      sync.Mutex
-		res     = told{buyers: make(map[int64]int), short: make(map[string]int)}
-		once    sync.Once
-		wg      sync.WaitGroup
+		mu   sync.Mutex
+		res  = told{buyers: make(map[int64]int), short: make(map[string]int)}
+		once sync.Once
+		wg   sync.WaitGroup
 	)
 	client := &http.Client{Timeout: 5 * time.Second}
 	for i := range shape.buyers {
