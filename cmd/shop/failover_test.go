@@ -25,13 +25,13 @@ import (
 // the same processes sell a new SKU exactly.
 
 // failoverShape is a failover test's burst: many buyers for few units,
-// nearly at once, so that many reservations and settlements are in flight
-// when the fault lands, once a third of the units are sold.
-var failoverShape = burstShape{units: 50, buyers: 600, arrival: 50 * time.Microsecond}
+// over a second, with the fault once a tenth of the units are sold, so
+// that most of the sale is sold after it, from the promoted replica.
+var failoverShape = burstShape{units: 50, buyers: 600, arrival: 2 * time.Millisecond, faultAt: 5}
 
 // failoverLag is how long the replica falls behind before its master is
 // killed: the writes it misses, which its master had acknowledged.
-const failoverLag = 100 * time.Millisecond
+const failoverLag = 50 * time.Millisecond
 
 // failoverClaimIdle is SHOP_CLAIM_IDLE in the fault tests' shops.
 const failoverClaimIdle = 3 * time.Second

@@ -74,6 +74,7 @@ type faultSale struct {
 type burstShape struct {
 	units, buyers int
 	arrival       time.Duration // between two buyers' arrivals
+	faultAt       int           // the fault runs once this many orders are acknowledged
 }
 
 type faultShop struct {
@@ -182,7 +183,7 @@ func (s *faultSale) burstShape() burstShape {
 	if s.shape != nil {
 		return *s.shape
 	}
-	return burstShape{units: faultStock, buyers: faultBuyers, arrival: faultArrival}
+	return burstShape{units: faultStock, buyers: faultBuyers, arrival: faultArrival, faultAt: faultStock / 3}
 }
 
 // buy is burst's buyers, buyer i with request i's key and body.
@@ -216,7 +217,7 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 					res.acked = append(res.acked, r.ID)
 					res.buyers[r.ID] = i
 					mu.Unlock()
-					if created.Add(1) == int64(shape.units/3) && fault != nil {
+					if created.Add(1) == int64(shape.faultAt) && fault != nil {
 						once.Do(func() { go fault() })
 					}
 					return
@@ -250,7 +251,7 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 		})
 	}
 	wg.Wait()
-	if created.Load() < int64(shape.units/3) && fault != nil {
+	if created.Load() < int64(shape.faultAt) && fault != nil {
 		t.Fatalf("only %d orders acknowledged; the fault never ran", created.Load())
 	}
 	return res
