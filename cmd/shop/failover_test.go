@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,7 +81,10 @@ func (s *faultSale) failOver(t *testing.T, c *testinfra.RedisCluster, sku, how s
 		if how == "kill" {
 			c.Lag(master)
 			time.Sleep(failoverLag)
-			c.Kill(master)
+			unready := s.watchReady(t, func() { c.Kill(master) })
+			if !unready {
+				t.Errorf("/readyz answered 200 throughout the outage")
+			}
 		} else {
 			c.Failover(master)
 		}
@@ -108,6 +112,44 @@ func (s *faultSale) failOver(t *testing.T, c *testinfra.RedisCluster, sku, how s
 	if a.Orders != len(res.acked) || a.Available != 0 {
 		t.Errorf("%d orders, %d acknowledged, %d units left; want every unit sold and acknowledged", a.Orders, len(res.acked), a.Available)
 	}
+}
+
+// watchReady runs outage while it asks the first shop's /readyz every 50
+// ms, and reports whether it was ever answered other than 200. Once
+// outage returns, /readyz must answer 200 again within 5 seconds.
+func (s *faultSale) watchReady(t *testing.T, outage func()) (unready bool) {
+	t.Helper()
+	ready := func() bool {
+		r, err := http.Get(s.shops[0].base + "/readyz")
+		if err != nil {
+			return false
+		}
+		r.Body.Close()
+		return r.StatusCode == http.StatusOK
+	}
+	done := make(chan struct{})
+	var seen atomic.Bool
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+				if !ready() {
+					seen.Store(true)
+				}
+			}
+		}
+	}()
+	outage()
+	close(done)
+	for end := time.Now().Add(5 * time.Second); !ready(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Errorf("/readyz not 200 within 5s of the cluster being ok again")
+			break
+		}
+	}
+	return seen.Load()
 }
 
 // replayBy retries every acknowledged order's request with its key, as a
