@@ -3,8 +3,10 @@ package stock
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -62,3 +64,95 @@ func BenchmarkReserveWait(b *testing.B) {
 }
 
 func inc(n *int64) int64 { return atomic.AddInt64(n, 1) }
+
+// BenchmarkReserveFailover measures what WAIT saves: 16 buyers reserve as
+// fast as they can on a master, which is killed (SIGKILL) 300 ms in; once
+// its replica is promoted, it counts the reservations answered ok (and,
+// with WAIT, acknowledged by the replica) that the promoted replica's log
+// lacks. Run it with -benchtime 1x: each run starts a cluster.
+func BenchmarkReserveFailover(b *testing.B) {
+	for _, wait := range []int{0, 1} {
+		b.Run(fmt.Sprintf("wait=%d", wait), func(b *testing.B) {
+			for range b.N {
+				acked, lost := reserveThroughKill(b, wait)
+				b.ReportMetric(float64(acked), "acked")
+				b.ReportMetric(float64(lost), "lost")
+			}
+		})
+	}
+}
+
+// reserveThroughKill is one run of BenchmarkReserveFailover.
+func reserveThroughKill(b *testing.B, wait int) (acked, lost int) {
+	c := testinfra.StartReplicatedRedisCluster(b)
+	const sku = "failover"
+	s := NewRedisStock(nil, "bench:")
+	k := s.keys(sku)
+	master := c.MasterOf(k[kState])
+	m := redis.NewClient(&redis.Options{Addr: master, MaxRetries: -1})
+	defer m.Close()
+	ctx := context.Background()
+	if err := m.HSet(ctx, k[kState], "epoch", 1, "available", 1<<40).Err(); err != nil {
+		b.Fatal(err)
+	}
+	if err := m.XGroupCreateMkStream(ctx, k[kLog], group, "$").Err(); err != nil {
+		b.Fatal(err)
+	}
+	if err := reserveScript.Load(ctx, m).Err(); err != nil {
+		b.Fatal(err)
+	}
+	c.AwaitSynced()
+	var mu sync.Mutex
+	var ids []string
+	var n int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			conn := m.Conn()
+			defer conn.Close()
+			for {
+				i := inc(&n)
+				user, key := fmt.Sprint("u", i), fmt.Sprint("k", i)
+				var res *redis.Cmd
+				var w *redis.Cmd
+				_, err := conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+					res = reserveScript.EvalSha(ctx, p, []string{k[kState], k[kHoldings], k[kLog], k[kKeys], s.answerKey(sku, user, key)},
+						1, user, key, 1, 0, "bench", 0, 30000, group, 0, "", "")
+					if wait > 0 {
+						w = p.Do(ctx, "WAIT", wait, 1000)
+					}
+					return nil
+				})
+				if err != nil {
+					return // the master is gone
+				}
+				v, _ := res.StringSlice()
+				if w != nil && w.Val() != int64(wait) {
+					continue // not on the replica in time: not acknowledged
+				}
+				mu.Lock()
+				ids = append(ids, v[1])
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	promoted := c.Kill(master)
+	wg.Wait()
+	r := redis.NewClient(&redis.Options{Addr: promoted})
+	defer r.Close()
+	msgs, err := r.XRange(ctx, k[kLog], "-", "+").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	have := make(map[string]bool, len(msgs))
+	for _, msg := range msgs {
+		have[msg.ID] = true
+	}
+	for _, id := range ids {
+		if !have[id] {
+			lost++
+		}
+	}
+	return len(ids), lost
+}
