@@ -27,15 +27,7 @@ func BenchmarkReserveWait(b *testing.B) {
 	m := redis.NewClient(&redis.Options{Addr: c.MasterOf(k[kState])})
 	b.Cleanup(func() { m.Close() })
 	ctx := context.Background()
-	if err := m.HSet(ctx, k[kState], "epoch", 1, "available", 1<<40).Err(); err != nil {
-		b.Fatal(err)
-	}
-	if err := m.XGroupCreateMkStream(ctx, k[kLog], group, "$").Err(); err != nil {
-		b.Fatal(err)
-	}
-	if err := reserveScript.Load(ctx, m).Err(); err != nil { // EVALSHA in a pipeline does not fall back
-		b.Fatal(err)
-	}
+	putOnSale(b, m, k)
 	for _, wait := range []int{0, 1} {
 		b.Run(fmt.Sprintf("wait=%d", wait), func(b *testing.B) {
 			var n int64
@@ -45,15 +37,7 @@ func BenchmarkReserveWait(b *testing.B) {
 				for pb.Next() {
 					i := inc(&n)
 					user, key := fmt.Sprint("u", i), fmt.Sprint("k", i)
-					_, err := conn.Pipelined(ctx, func(p redis.Pipeliner) error {
-						reserveScript.Run(ctx, p, []string{k[kState], k[kHoldings], k[kLog], k[kKeys], s.answerKey(sku, user, key)},
-							1, user, key, 1, 0, "bench", 0, 30000, group, 0, "", "")
-						if wait > 0 {
-							p.Do(ctx, "WAIT", wait, 1000)
-						}
-						return nil
-					})
-					if err != nil {
+					if _, _, err := reserveAndWait(ctx, conn, s, sku, user, key, wait); err != nil {
 						b.Error(err)
 						return
 					}
@@ -92,15 +76,7 @@ func reserveThroughKill(b *testing.B, wait int) (acked, lost int) {
 	m := redis.NewClient(&redis.Options{Addr: master, MaxRetries: -1})
 	defer m.Close()
 	ctx := context.Background()
-	if err := m.HSet(ctx, k[kState], "epoch", 1, "available", 1<<40).Err(); err != nil {
-		b.Fatal(err)
-	}
-	if err := m.XGroupCreateMkStream(ctx, k[kLog], group, "$").Err(); err != nil {
-		b.Fatal(err)
-	}
-	if err := reserveScript.Load(ctx, m).Err(); err != nil {
-		b.Fatal(err)
-	}
+	putOnSale(b, m, k)
 	c.AwaitSynced()
 	var mu sync.Mutex
 	var ids []string
@@ -113,16 +89,7 @@ func reserveThroughKill(b *testing.B, wait int) (acked, lost int) {
 			for {
 				i := inc(&n)
 				user, key := fmt.Sprint("u", i), fmt.Sprint("k", i)
-				var res *redis.Cmd
-				var w *redis.Cmd
-				_, err := conn.Pipelined(ctx, func(p redis.Pipeliner) error {
-					res = reserveScript.EvalSha(ctx, p, []string{k[kState], k[kHoldings], k[kLog], k[kKeys], s.answerKey(sku, user, key)},
-						1, user, key, 1, 0, "bench", 0, 30000, group, 0, "", "")
-					if wait > 0 {
-						w = p.Do(ctx, "WAIT", wait, 1000)
-					}
-					return nil
-				})
+				res, w, err := reserveAndWait(ctx, conn, s, sku, user, key, wait)
 				if err != nil {
 					return // the master is gone
 				}
@@ -155,4 +122,35 @@ func reserveThroughKill(b *testing.B, wait int) (acked, lost int) {
 		}
 	}
 	return len(ids), lost
+}
+
+// putOnSale gives sku's state on master m as good as endless stock, and
+// loads reserve.lua: EVALSHA in a pipeline does not fall back to EVAL.
+func putOnSale(b *testing.B, m *redis.Client, k []string) {
+	ctx := context.Background()
+	if err := m.HSet(ctx, k[kState], "epoch", 1, "available", 1<<40).Err(); err != nil {
+		b.Fatal(err)
+	}
+	if err := m.XGroupCreateMkStream(ctx, k[kLog], group, "$").Err(); err != nil {
+		b.Fatal(err)
+	}
+	if err := reserveScript.Load(ctx, m).Err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// reserveAndWait reserves a unit of sku for user and key on conn, then,
+// if wait > 0, sends WAIT wait 1000 in the same pipeline, on the same
+// connection. w is nil without WAIT.
+func reserveAndWait(ctx context.Context, conn *redis.Conn, s *RedisStock, sku, user, key string, wait int) (res, w *redis.Cmd, err error) {
+	k := s.keys(sku)
+	_, err = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+		res = reserveScript.EvalSha(ctx, p, []string{k[kState], k[kHoldings], k[kLog], k[kKeys], s.answerKey(sku, user, key)},
+			1, user, key, 1, 0, "bench", 0, 30000, group, 0, "", "")
+		if wait > 0 {
+			w = p.Do(ctx, "WAIT", wait, 1000)
+		}
+		return nil
+	})
+	return res, w, err
 }
