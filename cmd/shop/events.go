@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
 )
 
@@ -43,7 +44,7 @@ func events(ctx context.Context, args []string, getenv config.Getenv, stdout, st
 	if len(cfg.RedisAddrs()) == 0 {
 		return errors.New("shop events needs SHOP_REDIS_ADDR (--redis)")
 	}
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: cfg.RedisAddrs()})
+	rdb := backend.NewRedis(&redis.UniversalOptions{Addrs: cfg.RedisAddrs()})
 	defer rdb.Close()
 	return follow(ctx, rdb, cfg.Events(), *fromStart, stdout, stderr)
 }

@@ -25,6 +25,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
@@ -64,6 +65,16 @@ type faultSale struct {
 	prefix    string
 	proxy     *testinfra.Proxy
 	shops     []*faultShop
+	// shape, when set, is the burst's instead of faultStock units for
+	// faultBuyers buyers.
+	shape *burstShape
+}
+
+// burstShape is a burst's size, and when its fault runs.
+type burstShape struct {
+	units, buyers int
+	arrival       time.Duration // between two buyers' arrivals
+	faultAt       int           // the fault runs once this many orders are acknowledged
 }
 
 type faultShop struct {
@@ -113,7 +124,7 @@ func newSale(t *testing.T, strategy, redisAddr string, env ...string) *faultSale
 func startSale(t *testing.T, strategy, dsn string, gdb *gorm.DB, redisAddr string, env []string) *faultSale {
 	t.Helper()
 	s := &faultSale{dsn: dsn, gdb: gdb, redisAddr: redisAddr, strategy: strategy, prefix: "shop:" + strategy + ":"}
-	s.rdb = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: strings.Split(redisAddr, ",")})
+	s.rdb = backend.NewRedis(&redis.UniversalOptions{Addrs: strings.Split(redisAddr, ",")})
 	t.Cleanup(func() { s.rdb.Close() })
 	env = append([]string{"SHOP_MYSQL_DSN=" + s.dsn, "SHOP_REDIS_ADDR=" + redisAddr, "SHOP_REDIS_PREFIX=" + s.prefix,
 		"SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=" + strategy, "SHOP_REQUEST_TIMEOUT=2s", "SHOP_CLAIM_IDLE=3s",
@@ -146,6 +157,7 @@ type told struct {
 	// unavailable counts the answers 502 to 504, which a buyer retries;
 	// a 500 fails the test at once: it is left for bugs.
 	unavailable int
+	gateway     int // of them, those other than 503
 }
 
 // burst sells sku to faultBuyers buyers arriving over about two seconds,
@@ -161,27 +173,36 @@ func (s *faultSale) burst(t *testing.T, sku string, fault func()) told {
 // putStock puts faultStock units of sku on sale.
 func (s *faultSale) putStock(t *testing.T, sku string) {
 	t.Helper()
-	if code, body := send(t, "PUT", s.shops[0].base+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, faultStock), "Authorization", "Bearer secret"); code != http.StatusOK {
+	if code, body := send(t, "PUT", s.shops[0].base+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, s.burstShape().units), "Authorization", "Bearer secret"); code != http.StatusOK {
 		t.Fatalf("put stock %s: %d %s", sku, code, body)
 	}
+}
+
+// burstShape is the shape of s's bursts.
+func (s *faultSale) burstShape() burstShape {
+	if s.shape != nil {
+		return *s.shape
+	}
+	return burstShape{units: faultStock, buyers: faultBuyers, arrival: faultArrival, faultAt: faultStock / 3}
 }
 
 // buy is burst's buyers, buyer i with request i's key and body.
 func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fault func()) told {
 	t.Helper()
+	shape := s.burstShape()
+	var created atomic.Int64
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	var (
-		mu      sync.Mutex
-		res     = told{buyers: make(map[int64]int), short: make(map[string]int)}
-		created atomic.Int64
-		once    sync.Once
-		wg      sync.WaitGroup
+		mu   sync.Mutex
+		res  = told{buyers: make(map[int64]int), short: make(map[string]int)}
+		once sync.Once
+		wg   sync.WaitGroup
 	)
 	client := &http.Client{Timeout: 5 * time.Second}
-	for i := range faultBuyers {
+	for i := range shape.buyers {
 		wg.Go(func() {
-			time.Sleep(time.Duration(i) * faultArrival)
+			time.Sleep(time.Duration(i) * shape.arrival)
 			key, body := request(i)
 			var answered reply // the last answer
 			for attempt := 0; ; attempt++ {
@@ -196,7 +217,7 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 					res.acked = append(res.acked, r.ID)
 					res.buyers[r.ID] = i
 					mu.Unlock()
-					if created.Add(1) == faultStock/3 && fault != nil {
+					if created.Add(1) == int64(shape.faultAt) && fault != nil {
 						once.Do(func() { go fault() })
 					}
 					return
@@ -217,6 +238,9 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 				case err == nil && r.code > 500:
 					mu.Lock()
 					res.unavailable++
+					if r.code != http.StatusServiceUnavailable {
+						res.gateway++
+					}
 					mu.Unlock()
 				case ctx.Err() != nil:
 					t.Errorf("buyer %d got no final answer in time: last %+v", i, answered)
@@ -227,7 +251,7 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 		})
 	}
 	wg.Wait()
-	if created.Load() < faultStock/3 && fault != nil {
+	if created.Load() < int64(shape.faultAt) && fault != nil {
 		t.Fatalf("only %d orders acknowledged; the fault never ran", created.Load())
 	}
 	return res
@@ -255,24 +279,35 @@ func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 		s.gdb.Raw(`SELECT user_id FROM orders WHERE sku = ? AND id NOT IN ?`, sku, append(res.acked, 0)).Scan(&users)
 		t.Errorf("%d orders in the database, %d acknowledged; not acknowledged: %v", a.Orders, len(res.acked), users)
 	}
+	if why := s.redisDiffers(t, sku, a.Available); why != "" {
+		t.Error(why)
+	}
+	return a
+}
+
+// redisDiffers says how lua's Redis state of sku differs from available,
+// the database's: a bucket missing, a reservation pending, or another
+// total. It is empty when they agree, and under the other strategies.
+func (s *faultSale) redisDiffers(t *testing.T, sku string, available int) string {
+	t.Helper()
 	if s.strategy != "lua" {
-		return a
+		return ""
 	}
 	inRedis := 0
 	for b := range max(s.buckets, 1) {
 		st, err := stock.NewRedisStock(s.rdb, s.prefix).State(t.Context(), stock.BucketOf(sku, b))
 		if err != nil {
-			t.Fatal(err)
+			return err.Error()
 		}
 		if !st.Exists || len(st.Log) > 0 {
-			t.Errorf("Redis's bucket %d of %s: %+v; want a state, nothing pending", b, sku, st)
+			return fmt.Sprintf("Redis's bucket %d of %s: %+v; want a state, nothing pending", b, sku, st)
 		}
 		inRedis += st.Available
 	}
-	if inRedis != a.Available {
-		t.Errorf("Redis has %d available, the database %d", inRedis, a.Available)
+	if inRedis != available {
+		return fmt.Sprintf("Redis has %d available, the database %d", inRedis, available)
 	}
-	return a
+	return ""
 }
 
 // reconcile runs `shop reconcile` once.

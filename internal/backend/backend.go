@@ -167,7 +167,7 @@ func Open(ctx context.Context, cfg config.Config, needs []Need, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	b := &Backends{DB: gdb, Redis: redis.NewUniversalClient(&redis.UniversalOptions{Addrs: cfg.RedisAddrs()})}
+	b := &Backends{DB: gdb, Redis: NewRedis(&redis.UniversalOptions{Addrs: cfg.RedisAddrs()})}
 	b.closers = []func() error{func() error { return db.Close(gdb) }, b.Redis.Close}
 	b.checks = []func(context.Context) error{
 		func(ctx context.Context) error {
@@ -180,12 +180,7 @@ func Open(ctx context.Context, cfg config.Config, needs []Need, log *slog.Logger
 			}
 			return nil
 		},
-		func(ctx context.Context) error {
-			if err := b.Redis.Ping(ctx).Err(); err != nil {
-				return fmt.Errorf("redis: %w", err)
-			}
-			return nil
-		},
+		func(ctx context.Context) error { return redisReady(ctx, b.Redis) },
 	}
 	for _, n := range needs {
 		open := servers[n].open

@@ -46,6 +46,11 @@ type Lua struct {
 	mu         sync.Mutex
 	epochs     map[string]int64 // each SKU's epoch, as last read or built
 	fixing     map[string]bool
+	// failures counts the Redis failures this process has seen, and
+	// checked, by SKU, the count when its state was last checked against
+	// the database (behind.go).
+	failures uint64
+	checked  map[string]uint64
 }
 
 // LuaOptions configure Lua; nil is valid.
@@ -84,7 +89,7 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 	o.Buckets = max(o.Buckets, 1)
 	l := &Lua{db: gdb, redis: stock.NewRedisStock(rdb, o.Prefix), w: newWriter(gdb, "lua"), single: stock.NewAtomic(gdb), reads: newFirstReads(gdb),
 		rules: rules{limit: o.PerUserLimit, window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, buckets: o.Buckets, rebuilding: make(chan struct{}, 1),
-		epochs: make(map[string]int64), fixing: make(map[string]bool)}
+		epochs: make(map[string]int64), fixing: make(map[string]bool), checked: make(map[string]uint64)}
 	l.w.settle = l.settle
 	for _, result := range []string{"persisted", "released"} {
 		metrics.LuaClaimed.WithLabelValues(result)
@@ -160,6 +165,7 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bo
 		case errors.Is(err, stock.ErrKeyReused):
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", ErrKeyReused, err)
 		default: // Redis is down, or the state keeps changing: nothing was taken
+			l.failed(err)
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
 	}
@@ -200,47 +206,6 @@ func (l *Lua) keepRefusal(ctx context.Context, r PlaceRequest, err error) error 
 	return err
 }
 
-// epoch returns the SKU's epoch as this process last saw it, or reads it.
-func (l *Lua) epoch(ctx context.Context, sku string) (int64, error) {
-	l.mu.Lock()
-	e, ok := l.epochs[sku]
-	l.mu.Unlock()
-	if ok {
-		return e, nil
-	}
-	e, err := stock.Epoch(l.db.WithContext(ctx), sku)
-	if err != nil {
-		return 0, err
-	}
-	l.setEpoch(sku, e)
-	return e, nil
-}
-
-func (l *Lua) setEpoch(sku string, e int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.epochs[sku] = e
-}
-
-// refresh builds the SKU's state again, found stale under epoch seen,
-// unless another buyer of this process has since.
-func (l *Lua) refresh(ctx context.Context, sku string, seen int64) error {
-	select {
-	case l.rebuilding <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", stock.ErrBusy, context.Cause(ctx))
-	}
-	defer func() { <-l.rebuilding }()
-	if e, err := l.epoch(ctx, sku); err == nil && e != seen {
-		return nil
-	}
-	_, err := l.rebuild(ctx, sku, 0)
-	if err != nil && !errors.Is(err, stock.ErrNotFound) {
-		return fmt.Errorf("%w: %w", stock.ErrBusy, err)
-	}
-	return err
-}
-
 // settle runs once a batch has committed: its reservations are in the
 // database now, or were refused, and leave the stream.
 func (l *Lua) settle(sku string, batch []*pending, answers []placed) {
@@ -274,7 +239,8 @@ func (l *Lua) settle(sku string, batch []*pending, answers []placed) {
 	defer cancel()
 	// Should it fail, they stay pending and are claimed and settled later.
 	for bucket, ss := range byBucket(sku, ss) {
-		_, _ = l.redis.Settle(ctx, bucket, ss, l.rules.limit > 0)
+		_, err := l.redis.Settle(ctx, bucket, ss, l.rules.limit > 0)
+		l.failed(err)
 	}
 	if refused {
 		// Redis granted what the database refused: its state is stale.

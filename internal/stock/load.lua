@@ -1,4 +1,4 @@
--- load.lua: KEYS = {state, holdings, log, fence}, ARGV = {consumer group,
+-- load.lua: KEYS = {state, holdings, log, fence, keys}, ARGV = {consumer group,
 -- fencing token (0: none), epoch, available in the database, limited (1 or
 -- 0), lookup (1 or 0 for a state built anew, "" to keep it, "dealt" to
 -- keep it for a bucket whose share may change), n, then n ids
@@ -8,7 +8,9 @@
 -- stock row is locked: available is the database's, less every reservation
 -- still in the log that the database does not have, counted here, in the
 -- same step as the write, so that a reservation made meanwhile is counted
--- too. A kept state whose available was wrong had lost writes, so its
+-- too. A log entry whose order the database has leaves the log, as its
+-- settlement would have it (a replica promoted to master may lack the
+-- settlement). A kept state whose available was wrong had lost writes, so its
 -- keys may have too: it gets lookup set, which sends every key to the
 -- database before it reserves (see reserve.lua). A token below the fence,
 -- a later run's, changes nothing. Returns
@@ -35,11 +37,21 @@ end
 redis.pcall("XGROUP", "CREATE", KEYS[3], ARGV[1], "$", "MKSTREAM") -- BUSYGROUP: it exists
 local pending, count, carts = 0, 0, 0
 for _, e in ipairs(redis.call("XRANGE", KEYS[3], "-", "+")) do
-	if not persisted[e[1]] then
-		local f = {}
-		for j = 1, #e[2], 2 do
-			f[e[2][j]] = e[2][j + 1]
+	local f = {}
+	for j = 1, #e[2], 2 do
+		f[e[2][j]] = e[2][j + 1]
+	end
+	if persisted[e[1]] and not f.cart then
+		-- Its settlement was lost (a promoted replica lacks it) or is on
+		-- its way: the database has its order, so it leaves the log, and
+		-- its key is sent to the database.
+		local field = f.user .. "\n" .. f.key
+		if redis.call("HGET", KEYS[5], field) == e[1] then
+			redis.call("HSET", KEYS[5], field, "done")
 		end
+		redis.call("XACK", KEYS[3], ARGV[1], e[1])
+		redis.call("XDEL", KEYS[3], e[1])
+	elseif not persisted[e[1]] then
 		local qty = tonumber(f.qty)
 		pending, count = pending + qty, count + 1
 		if f.cart then

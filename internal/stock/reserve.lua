@@ -1,8 +1,9 @@
 -- reserve.lua: KEYS = {state, holdings, log, keys, answer}, ARGV = {epoch,
 -- user, key, quantity, per-user limit (0: none), consumer, looked up (1 or
 -- 0), take-over idle in milliseconds, consumer group, answer TTL in
--- milliseconds, the answer kept for sold out, the answer kept for over the
--- limit, less what the user holds}. A TTL of 0 keeps no answer.
+-- milliseconds, the answer kept for sold out ("" for none: one bucket's
+-- sold out is not the SKU's), the answer kept for over the limit, less
+-- what the user holds}. A TTL of 0 keeps no answer.
 -- One buyer's reservation, and its Idempotency-Key's claim, in one step.
 -- A key's final answer is kept with the request's quantity ("<quantity>|
 -- <answer>"): a retry of the same request gets it again, one for another
@@ -79,7 +80,7 @@ if available < qty then
 		-- give them back: not sold out yet, and not kept.
 		return {"in-doubt"}
 	end
-	if keep then
+	if keep and ARGV[11] ~= "" then
 		redis.call("SET", KEYS[5], ARGV[4] .. "|" .. ARGV[11], "PX", ARGV[10])
 	end
 	return {"sold-out", tostring(available)}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -97,35 +96,7 @@ func redisServer(t testing.TB, args ...string) *Server {
 // the cluster is ok. redis-cli comes with redis-server.
 func StartRedisCluster(t testing.TB) []string {
 	t.Helper()
-	cli := lookPath(t, "redis-cli", "redis-server")
-	var addrs []string
-	for range 3 {
-		s := redisServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
-		s.Start()
-		addrs = append(addrs, s.Addr())
-	}
-	create := exec.Command(cli, append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")...)
-	if out, err := create.CombinedOutput(); err != nil {
-		t.Fatalf("testinfra: redis-cli --cluster create: %v\n%s", err, out)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		for {
-			info, err := c.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
-				break
-			}
-			if ctx.Err() != nil {
-				c.Close()
-				t.Fatalf("testinfra: Redis Cluster node %s not ok within 30s: %v %q", addr, err, info)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		c.Close()
-	}
-	return addrs
+	return startCluster(t, 0, "--cluster-node-timeout", "5000").Seeds
 }
 
 // SKUsOnMasters returns n SKUs, named <name>-<i>, whose lua keys (hash

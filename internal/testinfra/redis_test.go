@@ -67,3 +67,32 @@ func newRedis(t *testing.T, addr string) *redis.Client {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// TestReplicatedRedisCluster: a key written and replicated survives both
+// ways of failing its master, and the cluster serves it from the promoted
+// replica each time; a killed master comes back as a replica.
+func TestReplicatedRedisCluster(t *testing.T) {
+	t.Parallel()
+	c := testinfra.StartReplicatedRedisCluster(t)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Seeds})
+	t.Cleanup(func() { cc.Close() })
+	if err := cc.Set(t.Context(), "{sale}k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.AwaitSynced()
+	for _, fail := range []struct {
+		name string
+		do   func(master string) string
+	}{{"kill", c.Kill}, {"failover", c.Failover}} {
+		master := c.MasterOf("{sale}k")
+		promoted := fail.do(master)
+		if now := c.MasterOf("{sale}k"); now != promoted || now == master {
+			t.Errorf("%s of %s: the key's master is %s, want the promoted %s", fail.name, master, now, promoted)
+		}
+		cc.ReloadState(t.Context())
+		if got, err := cc.Get(t.Context(), "{sale}k").Result(); got != "v" {
+			t.Errorf("after %s: %q, %v; want the replicated value", fail.name, got, err)
+		}
+		c.Restore()
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/strategy"
@@ -118,7 +119,7 @@ func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
 
 // forgetKeys deletes every key under cfg's Redis prefix, on every master.
 func forgetKeys(ctx context.Context, cfg config.Config) error {
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: cfg.RedisAddrs()})
+	rdb := backend.NewRedis(&redis.UniversalOptions{Addrs: cfg.RedisAddrs()})
 	defer rdb.Close()
 	forget := func(ctx context.Context, c *redis.Client) error {
 		iter := c.Scan(ctx, 0, cfg.RedisPrefix+"*", 1000).Iterator()

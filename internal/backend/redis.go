@@ -1,0 +1,86 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// NewRedis returns the client of the Redis at o.Addrs: one server's, or,
+// with several seed nodes, a Redis Cluster's that follows the cluster's
+// topology by itself. go-redis reloads a cluster's slots on a MOVED reply
+// to a single command, and otherwise only now and then; a master that
+// died, and whose replica was promoted, would be dialled until then. So a
+// cluster's client here reloads its slots whenever a command or a
+// pipeline fails as a failover shows: MOVED, a dead connection, or
+// CLUSTERDOWN. See docs/operations.md#redis-failover.
+func NewRedis(o *redis.UniversalOptions) redis.UniversalClient {
+	rdb := redis.NewUniversalClient(o)
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		cc.AddHook(topology{cc})
+	}
+	return rdb
+}
+
+// topology reloads its cluster's slots after a failure that may mean
+// they moved. Reloads run in the background, one at a time.
+type topology struct{ cc *redis.ClusterClient }
+
+func (topology) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h topology) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.after(err)
+		return err
+	}
+}
+
+func (h topology) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.after(cmd.Err())
+		}
+		return err
+	}
+}
+
+func (h topology) after(err error) {
+	if Moved(err) || Unavailable(err) {
+		h.cc.ReloadState(context.Background())
+	}
+}
+
+// Moved reports whether err is a MOVED or ASK redirection that reached
+// the caller.
+func Moved(err error) bool {
+	return err != nil && (strings.HasPrefix(err.Error(), "MOVED ") || strings.HasPrefix(err.Error(), "ASK "))
+}
+
+// redisReady checks that Redis answers: a cluster when every master
+// answers and the cluster is ok, so that /readyz shows a failover while
+// it lasts.
+func redisReady(ctx context.Context, rdb redis.UniversalClient) error {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		return nil
+	}
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		info, err := m.ClusterInfo(ctx).Result()
+		if err == nil && !strings.Contains(info, "cluster_state:ok") {
+			err = fmt.Errorf("%s: cluster_state is not ok", m.Options().Addr)
+		}
+		return err
+	})
+	if err != nil {
+		cc.ReloadState(ctx)
+		return fmt.Errorf("redis cluster: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/stockguard/shop/internal/backend"
+	"github.com/stockguard/shop/internal/stock"
+)
+
+// A SKU's Redis state may be behind the database: a replica promoted to
+// master, once its master failed, lacks the writes that had not reached
+// it yet (replication is asynchronous), reservations, settlements and
+// kept answers alike, though the database has their orders. Its epoch is
+// the database's, so Reserve does not see it as stale. So after any Redis
+// failure this process sees, each SKU's state is checked against the
+// database before this process sells from it again: rebuild, under the
+// stock row's lock, takes the database's stock less what is pending,
+// drops from the log the reservations whose orders the database has, and
+// sends every key to the database first if the state had lost writes.
+// The reconciler does the same for every SKU on every run, for the
+// processes that saw no failure. See docs/operations.md#redis-failover.
+
+// epoch returns the SKU's epoch as this process last saw it, or reads it,
+// once its state is checked against the database when a Redis failure
+// came after its last check.
+func (l *Lua) epoch(ctx context.Context, sku string) (int64, error) {
+	l.mu.Lock()
+	since := l.failures
+	due := l.checked[sku] < since
+	l.mu.Unlock()
+	if due {
+		return l.check(ctx, sku, since)
+	}
+	return l.known(ctx, sku)
+}
+
+// known returns the SKU's epoch as this process last saw it, or reads it.
+func (l *Lua) known(ctx context.Context, sku string) (int64, error) {
+	l.mu.Lock()
+	e, ok := l.epochs[sku]
+	l.mu.Unlock()
+	if ok {
+		return e, nil
+	}
+	e, err := stock.Epoch(l.db.WithContext(ctx), sku)
+	if err != nil {
+		return 0, err
+	}
+	l.setEpoch(sku, e)
+	return e, nil
+}
+
+func (l *Lua) setEpoch(sku string, e int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.epochs[sku] = e
+}
+
+// failed counts err if it is a Redis failure: the server unreachable, a
+// connection lost, the cluster down or its slots moved.
+func (l *Lua) failed(err error) {
+	if backend.Unavailable(err) || backend.Moved(err) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.failures++
+	}
+}
+
+// check sets the SKU's state from the database, unless another buyer of
+// this process has since the failures counted up to since.
+func (l *Lua) check(ctx context.Context, sku string, since uint64) (int64, error) {
+	release, err := l.exclusive(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	l.mu.Lock()
+	done := l.checked[sku] >= since
+	l.mu.Unlock()
+	if done {
+		return l.known(ctx, sku)
+	}
+	_, err = l.rebuild(ctx, sku, 0)
+	if err != nil && !errors.Is(err, stock.ErrNotFound) { // not on sale: Reserve finds out
+		return 0, err
+	}
+	l.mu.Lock()
+	l.checked[sku] = max(l.checked[sku], since)
+	l.mu.Unlock()
+	return l.known(ctx, sku)
+}
+
+// refresh builds the SKU's state again, found stale under epoch seen,
+// unless another buyer of this process has since.
+func (l *Lua) refresh(ctx context.Context, sku string, seen int64) error {
+	release, err := l.exclusive(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if e, err := l.known(ctx, sku); err == nil && e != seen {
+		return nil
+	}
+	_, err = l.rebuild(ctx, sku, 0)
+	if err != nil && !errors.Is(err, stock.ErrNotFound) {
+		return fmt.Errorf("%w: %w", stock.ErrBusy, err)
+	}
+	return err
+}
+
+// exclusive waits for this process's turn to rebuild, one at a time.
+func (l *Lua) exclusive(ctx context.Context) (release func(), err error) {
+	select {
+	case l.rebuilding <- struct{}{}:
+		return func() { <-l.rebuilding }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", stock.ErrBusy, context.Cause(ctx))
+	}
+}
