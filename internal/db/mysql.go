@@ -142,6 +142,10 @@ var mysqlColumns = []column{
 	{"orders", "cart_id", "BIGINT NULL"},
 	{"orders", "line_count", "SMALLINT NOT NULL DEFAULT 1"},
 	{"orders", "KEY orders_cart", "(cart_id)"},
+	// The traceparent of the request that made an order event, which the
+	// relay passes on with it (docs/operations.md#tracing).
+	// moved to migration 10 when versioned migrations land
+	{"order_events", "traceparent", "VARCHAR(55) CHARACTER SET ascii COLLATE ascii_bin NULL"},
 }
 
 // MySQL error numbers the stores act on.

@@ -161,6 +161,8 @@ var sqliteColumns = []column{
 	{"orders", "cart_id", "INTEGER NULL"},
 	{"orders", "line_count", "INTEGER NOT NULL DEFAULT 1"},
 	{"orders", "KEY orders_cart", "(cart_id)"},
+	// moved to migration 10 when versioned migrations land
+	{"order_events", "traceparent", "TEXT NULL"},
 }
 
 // SQLite result codes the stores act on; extended codes carry the primary
