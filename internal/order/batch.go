@@ -10,6 +10,7 @@ import (
 
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/tracing"
 )
 
 // One batch's transaction, in three steps: readBatch locks the SKU's stock
@@ -208,7 +209,8 @@ func grant(sku string, batch []*pending, known map[userKey]Order, st batchState,
 				g.holdings[r.UserID] = held + r.Quantity
 			}
 			key := r.IdempotencyKey
-			d.verdict, d.order = granted, Order{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, IdempotencyKey: &key, CreatedAt: now}
+			d.verdict, d.order = granted, Order{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, IdempotencyKey: &key, CreatedAt: now,
+				traceparent: tracing.Traceparent(p.ctx)}
 			if st.deadline != nil {
 				d.order.Status, d.order.ExpiresAt = StatusPending, st.deadline
 			}

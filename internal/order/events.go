@@ -1,6 +1,7 @@
 package order
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +10,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/tracing"
 )
 
 // Order events, through a transactional outbox: every transition writes
@@ -37,23 +43,30 @@ type event struct {
 	Payload     string // the order after the transition, as JSON
 	CreatedAt   time.Time
 	PublishedAt *time.Time
+	// Traceparent is the W3C traceparent of the request that made the
+	// transition, if it was traced: the relay passes it on.
+	Traceparent *string
 }
 
 func (event) TableName() string { return "order_events" }
 
 // record writes the events of type kind of orders in tx, with one INSERT
 // written here, as a batch's orders are (insert.go): GORM would reflect on
-// every row, and a batch records hundreds.
-func record(tx *gorm.DB, kind string, orders ...Order) error {
+// every row, and a batch records hundreds. Each keeps the traceparent of
+// its order's request, else of the transaction's ctx.
+func record(tx *gorm.DB, kind string, orders ...Order) (err error) {
 	if len(orders) == 0 {
 		return nil
 	}
-	const insert = `INSERT INTO order_events (order_id, type, payload, created_at) VALUES `
+	ctx, span := tracing.Statement(tx.Statement.Context, tx.Dialector.Name(), "INSERT", "order_events", len(orders))
+	defer func() { tracing.End(span, err) }()
+	const insert = `INSERT INTO order_events (order_id, type, payload, created_at, traceparent) VALUES `
 	var q strings.Builder
-	q.Grow(len(insert) + 14*len(orders))
+	q.Grow(len(insert) + 17*len(orders))
 	q.WriteString(insert)
-	args := make([]any, 0, 4*len(orders))
+	args := make([]any, 0, 5*len(orders))
 	now := time.Now().UTC()
+	parent := tracing.Traceparent(tx.Statement.Context)
 	for i, o := range orders {
 		payload, err := json.Marshal(o)
 		if err != nil {
@@ -62,10 +75,10 @@ func record(tx *gorm.DB, kind string, orders ...Order) error {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("(?, ?, ?, ?)")
-		args = append(args, o.ID, kind, string(payload), now)
+		q.WriteString("(?, ?, ?, ?, ?)")
+		args = append(args, o.ID, kind, string(payload), now, nullable(cmp.Or(o.traceparent, parent)))
 	}
-	_, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, q.String(), args...)
+	_, err = tx.Statement.ConnPool.ExecContext(ctx, q.String(), args...)
 	return err
 }
 
@@ -74,9 +87,9 @@ const relayBatch = 500
 
 // Relay publishes the events not published yet to the Redis stream, in id
 // order, each with its fields id, order, type and payload (the order as
-// JSON), and marks them published. It returns how many it published. A
-// relay that dies between the two publishes them again: consumers drop
-// the ids they have seen.
+// JSON), and traceparent when the transition was traced, and marks them
+// published. It returns how many it published. A relay that dies between
+// the two publishes them again: consumers drop the ids they have seen.
 func (s *Service) Relay(ctx context.Context, rdb redis.UniversalClient, stream string) (int, error) {
 	n := 0
 	for {
@@ -88,14 +101,23 @@ func (s *Service) Relay(ctx context.Context, rdb redis.UniversalClient, stream s
 			return n, nil
 		}
 		ids := make([]int64, len(batch))
+		spans := make([]trace.Span, len(batch))
 		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, e := range batch {
 				ids[i] = e.ID
-				p.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{
-					"id", strconv.FormatInt(e.ID, 10), "order", strconv.FormatInt(e.OrderID, 10), "type", e.Type, "payload", e.Payload}})
+				values := []any{"id", strconv.FormatInt(e.ID, 10), "order", strconv.FormatInt(e.OrderID, 10), "type", e.Type, "payload", e.Payload}
+				if e.Traceparent != nil {
+					values = append(values, "traceparent", *e.Traceparent)
+				}
+				var pctx context.Context
+				pctx, spans[i] = tracePublish(ctx, stream, e)
+				p.XAdd(pctx, &redis.XAddArgs{Stream: stream, Values: values})
 			}
 			return nil
 		})
+		for _, span := range spans {
+			tracing.End(span, err)
+		}
 		if err != nil {
 			return n, fmt.Errorf("order: relay: publish: %w", err)
 		}
@@ -104,4 +126,22 @@ func (s *Service) Relay(ctx context.Context, rdb redis.UniversalClient, stream s
 		}
 		n += len(batch)
 	}
+}
+
+// tracePublish starts the producer span of one event's publication, in the
+// relay's run, linked to the span of the request that made it.
+func tracePublish(ctx context.Context, stream string, e event) (context.Context, trace.Span) {
+	if !tracing.Recording(ctx) {
+		return ctx, tracing.NoSpan
+	}
+	var links []trace.Link
+	if e.Traceparent != nil {
+		if sc := tracing.SpanContextOf(*e.Traceparent); sc.IsValid() {
+			links = []trace.Link{{SpanContext: sc}}
+		}
+	}
+	return tracing.Tracer.Start(ctx, "send "+stream, trace.WithSpanKind(trace.SpanKindProducer), trace.WithLinks(links...),
+		trace.WithAttributes(semconv.MessagingOperationTypeSend, semconv.MessagingOperationName("send"),
+			semconv.MessagingDestinationName(stream), semconv.MessagingMessageID(strconv.FormatInt(e.ID, 10)),
+			attribute.String("shop.event.type", e.Type), attribute.Int64("shop.order.id", e.OrderID)))
 }
