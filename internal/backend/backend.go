@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel"
 	"go.uber.org/zap"
 	"gorm.io/gorm"
 
@@ -216,7 +217,8 @@ func (b *Backends) trace() error {
 	}
 	// The command, not its arguments: they hold buyers' ids, and cost
 	// every command a string.
-	return redisotel.InstrumentTracing(b.Redis, redisotel.WithCallerEnabled(false), redisotel.WithDBStatement(false))
+	return redisotel.InstrumentTracing(b.Redis, redisotel.WithTracerProvider(tracing.ChildrenOnly(otel.GetTracerProvider())),
+		redisotel.WithCallerEnabled(false), redisotel.WithDBStatement(false))
 }
 
 // Ready reports whether every backend answers: the Redlock masters when a

@@ -101,7 +101,10 @@ func (s *Service) Relay(ctx context.Context, rdb redis.UniversalClient, stream s
 			return n, nil
 		}
 		ids := make([]int64, len(batch))
-		spans := make([]trace.Span, len(batch))
+		var spans []trace.Span // of each event's publication, when the run is traced
+		if tracing.Recording(ctx) {
+			spans = make([]trace.Span, len(batch))
+		}
 		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, e := range batch {
 				ids[i] = e.ID
@@ -109,8 +112,10 @@ func (s *Service) Relay(ctx context.Context, rdb redis.UniversalClient, stream s
 				if e.Traceparent != nil {
 					values = append(values, "traceparent", *e.Traceparent)
 				}
-				var pctx context.Context
-				pctx, spans[i] = tracePublish(ctx, stream, e)
+				pctx := ctx
+				if spans != nil {
+					pctx, spans[i] = tracePublish(ctx, stream, e)
+				}
 				p.XAdd(pctx, &redis.XAddArgs{Stream: stream, Values: values})
 			}
 			return nil
@@ -131,9 +136,6 @@ func (s *Service) Relay(ctx context.Context, rdb redis.UniversalClient, stream s
 // tracePublish starts the producer span of one event's publication, in the
 // relay's run, linked to the span of the request that made it.
 func tracePublish(ctx context.Context, stream string, e event) (context.Context, trace.Span) {
-	if !tracing.Recording(ctx) {
-		return ctx, tracing.NoSpan
-	}
 	var links []trace.Link
 	if e.Traceparent != nil {
 		if sc := tracing.SpanContextOf(*e.Traceparent); sc.IsValid() {
