@@ -24,8 +24,8 @@ type writer struct {
 	db   *gorm.DB
 	name string // the strategy's, in the metrics
 	// settle, if set, runs once a batch has committed, before its buyers
-	// are answered: lua acknowledges its reservations there.
-	// ctx carries the batch's span.
+	// are answered, with the batch's span in its ctx: lua acknowledges its
+	// reservations there.
 	settle func(ctx context.Context, sku string, batch []*pending, answers []placed)
 
 	mu   sync.Mutex
