@@ -16,6 +16,8 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/stockguard/shop/internal/db"
 )
 
 // receiver is an OTLP/HTTP trace receiver: it decodes each export request
@@ -189,8 +191,12 @@ func testTraceOneOrder(t *testing.T, strategy string, redisSpan func(*tracepb.Sp
 		return string(sp.TraceId) == string(id) && sp.Name == "POST /api/v1/orders" && hex.EncodeToString(sp.ParentSpanId) == parentID &&
 			sp.Kind == tracepb.Span_SPAN_KIND_SERVER && attr(sp, "http.response.status_code") == "201"
 	}
-	isMySQL := func(sp *tracepb.Span) bool {
-		return attr(sp, "db.system.name") == "mysql" && attr(sp, "db.operation.name") == "INSERT" && attr(sp, "db.collection.name") == "orders"
+	system := "mysql"
+	if strings.HasPrefix(s.dsn, db.SQLitePrefix) { // go test -short
+		system = "sqlite"
+	}
+	isOrderInsert := func(sp *tracepb.Span) bool {
+		return attr(sp, "db.system.name") == system && attr(sp, "db.operation.name") == "INSERT" && attr(sp, "db.collection.name") == "orders"
 	}
 	isPublish := func(sp *tracepb.Span) bool {
 		return sp.Kind == tracepb.Span_SPAN_KIND_PRODUCER && attr(sp, "shop.event.type") == "placed" && len(sp.Links) == 1 &&
@@ -200,7 +206,7 @@ func testTraceOneOrder(t *testing.T, strategy string, redisSpan func(*tracepb.Sp
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		tr = traceOf(rcv.received(), id)
-		complete := tr.find(isServer) != nil && tr.find(isMySQL) != nil && tr.find(isPublish) != nil &&
+		complete := tr.find(isServer) != nil && tr.find(isOrderInsert) != nil && tr.find(isPublish) != nil &&
 			(redisSpan == nil || tr.find(redisSpan) != nil)
 		if complete {
 			break
