@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/testinfra"
 )
 
 // receiver is an OTLP/HTTP trace receiver: it decodes each export request
@@ -247,4 +249,40 @@ func checkStreamTrace(t *testing.T, s *shop, traceID string) {
 		t.Errorf("shop events printed %+v; want the placed event with trace_id %s", e, traceID)
 	}
 	f.stop(t)
+}
+
+// TestTracesFlushedAtShutdown: the spans a shop has not sent yet when it
+// is stopped are sent before it exits. The batch span processor would wait
+// 10 minutes here before it sent them itself.
+func TestTracesFlushedAtShutdown(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t)
+	r := testinfra.Redis(t)
+	base, cmd := startShop(t, "SHOP_MYSQL_DSN="+testinfra.MySQL(t), "SHOP_REDIS_ADDR="+r.Addr, "SHOP_REDIS_PREFIX="+r.Prefix,
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+rcv.URL, "OTEL_BSP_SCHEDULE_DELAY=600000")
+	if code, body := send(t, "GET", base+"/api/v1/stock/unknown", ""); code != http.StatusNotFound {
+		t.Fatalf("stock of an unknown SKU: %d %s", code, body)
+	}
+	if n := len(rcv.received()); n != 0 {
+		t.Fatalf("%d spans sent before the shop stopped; want them held", n)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("shop exited with %v after SIGTERM, want 0", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("shop did not exit within 20s of SIGTERM")
+	}
+	for _, sp := range rcv.received() {
+		if sp.Name == "GET /api/v1/stock/:sku" && attr(sp, "http.response.status_code") == "404" {
+			return
+		}
+	}
+	t.Errorf("after the shop stopped, the receiver has %d spans, none of the request's", len(rcv.received()))
 }
