@@ -1,83 +1,19 @@
 package main
 
 import (
-	"compress/gzip"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/testinfra"
 )
-
-// receiver is an OTLP/HTTP trace receiver: it decodes each export request
-// with OpenTelemetry's own protocol messages, as a collector does, and
-// keeps the spans.
-type receiver struct {
-	*httptest.Server
-	mu    sync.Mutex
-	spans []*tracepb.Span
-}
-
-func newReceiver(t *testing.T) *receiver {
-	t.Helper()
-	r := &receiver{}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method != http.MethodPost || req.URL.Path != "/v1/traces" {
-			http.NotFound(w, req)
-			return
-		}
-		var body io.Reader = req.Body
-		if req.Header.Get("Content-Encoding") == "gzip" {
-			gz, err := gzip.NewReader(req.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			body = gz
-		}
-		b, err := io.ReadAll(body)
-		var export coltracepb.ExportTraceServiceRequest
-		if err == nil {
-			err = proto.Unmarshal(b, &export)
-		}
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		r.mu.Lock()
-		for _, rs := range export.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				r.spans = append(r.spans, ss.Spans...)
-			}
-		}
-		r.mu.Unlock()
-		resp, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.Write(resp)
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-// received returns a copy of the spans received so far.
-func (r *receiver) received() []*tracepb.Span {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*tracepb.Span(nil), r.spans...)
-}
 
 // attr returns the string or integer value of span's attribute key, as a
 // string, or "".
@@ -173,7 +109,7 @@ func TestTraceOneOrder(t *testing.T) {
 }
 
 func testTraceOneOrder(t *testing.T, strategy string, redisSpan func(*tracepb.Span) bool) {
-	rcv := newReceiver(t)
+	rcv := testinfra.OTLP(t)
 	s := newShop(t, "SHOP_STRATEGY="+strategy, "OTEL_EXPORTER_OTLP_ENDPOINT="+rcv.URL, "OTEL_BSP_SCHEDULE_DELAY=100",
 		"SHOP_RELAY_INTERVAL=50ms")
 	s.putStock(t, "traced", 10)
@@ -207,7 +143,7 @@ func testTraceOneOrder(t *testing.T, strategy string, redisSpan func(*tracepb.Sp
 	var tr spanTrace
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		tr = traceOf(rcv.received(), id)
+		tr = traceOf(rcv.Spans(), id)
 		complete := tr.find(isServer) != nil && tr.find(isOrderInsert) != nil && tr.find(isPublish) != nil &&
 			(redisSpan == nil || tr.find(redisSpan) != nil)
 		if complete {
@@ -219,7 +155,7 @@ func testTraceOneOrder(t *testing.T, strategy string, redisSpan func(*tracepb.Sp
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("the trace: %s", tr.names())
-	for _, sp := range rcv.received() {
+	for _, sp := range rcv.Spans() {
 		if strings.Contains(sp.Name, "/healthz") || strings.Contains(sp.Name, "/readyz") || sp.Name == "ping" {
 			t.Errorf("a probe was traced: %s", sp.Name)
 		}
@@ -256,33 +192,21 @@ func checkStreamTrace(t *testing.T, s *shop, traceID string) {
 // 10 minutes here before it sent them itself.
 func TestTracesFlushedAtShutdown(t *testing.T) {
 	t.Parallel()
-	rcv := newReceiver(t)
+	rcv := testinfra.OTLP(t)
 	r := testinfra.Redis(t)
 	base, cmd := startShop(t, "SHOP_MYSQL_DSN="+testinfra.MySQL(t), "SHOP_REDIS_ADDR="+r.Addr, "SHOP_REDIS_PREFIX="+r.Prefix,
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+rcv.URL, "OTEL_BSP_SCHEDULE_DELAY=600000")
 	if code, body := send(t, "GET", base+"/api/v1/stock/unknown", ""); code != http.StatusNotFound {
 		t.Fatalf("stock of an unknown SKU: %d %s", code, body)
 	}
-	if n := len(rcv.received()); n != 0 {
+	if n := len(rcv.Spans()); n != 0 {
 		t.Fatalf("%d spans sent before the shop stopped; want them held", n)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("shop exited with %v after SIGTERM, want 0", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("shop did not exit within 20s of SIGTERM")
-	}
-	for _, sp := range rcv.received() {
+	stopShop(t, cmd)
+	for _, sp := range rcv.Spans() {
 		if sp.Name == "GET /api/v1/stock/:sku" && attr(sp, "http.response.status_code") == "404" {
 			return
 		}
 	}
-	t.Errorf("after the shop stopped, the receiver has %d spans, none of the request's", len(rcv.received()))
+	t.Errorf("after the shop stopped, the receiver has %d spans, none of the request's", len(rcv.Spans()))
 }

@@ -152,7 +152,7 @@ func (a *App) startJobs(ctx context.Context, b *backend.Backends, cfg config.Con
 // after the job, with the run's fencing token.
 func traced(name string, job lock.Job) lock.Job {
 	return func(ctx context.Context, token int64) (err error) {
-		ctx, span := tracing.Tracer.Start(ctx, "job "+name, trace.WithNewRoot(),
+		ctx, span := tracing.Tracer().Start(ctx, "job "+name, trace.WithNewRoot(),
 			trace.WithAttributes(attribute.String("shop.job", name), tracing.FencingToken(token)))
 		defer func() { tracing.End(span, err) }()
 		return job(ctx, token)

@@ -102,7 +102,7 @@ func traceRequest(c *gin.Context) {
 		name += " " + route
 	}
 	ctx := tracing.Propagator.Extract(c.Request.Context(), propagation.HeaderCarrier(c.Request.Header))
-	ctx, span := tracing.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+	ctx, span := tracing.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
 		semconv.HTTPRequestMethodKey.String(c.Request.Method), semconv.HTTPRoute(route), semconv.URLPath(c.Request.URL.Path)))
 	defer span.End()
 	c.Request = c.Request.WithContext(ctx)

@@ -142,7 +142,7 @@ func tracePublish(ctx context.Context, stream string, e event) (context.Context,
 			links = []trace.Link{{SpanContext: sc}}
 		}
 	}
-	return tracing.Tracer.Start(ctx, "send "+stream, trace.WithSpanKind(trace.SpanKindProducer), trace.WithLinks(links...),
+	return tracing.Tracer().Start(ctx, "send "+stream, trace.WithSpanKind(trace.SpanKindProducer), trace.WithLinks(links...),
 		trace.WithAttributes(semconv.MessagingOperationTypeSend, semconv.MessagingOperationName("send"),
 			semconv.MessagingDestinationName(stream), semconv.MessagingMessageID(strconv.FormatInt(e.ID, 10)),
 			attribute.String("shop.event.type", e.Type), attribute.Int64("shop.order.id", e.OrderID)))

@@ -25,7 +25,7 @@ func traceBatch(system, strategy, sku string, batch []*pending) (context.Context
 			links = append(links, l)
 		}
 	}
-	ctx, span := tracing.Tracer.Start(context.Background(), "order.batch", trace.WithNewRoot(), trace.WithLinks(links...),
+	ctx, span := tracing.Tracer().Start(context.Background(), "order.batch", trace.WithNewRoot(), trace.WithLinks(links...),
 		trace.WithAttributes(semconv.DBSystemNameKey.String(system), semconv.DBOperationName("BATCH"),
 			semconv.DBOperationBatchSize(len(batch)), attribute.String("shop.strategy", strategy), attribute.String("shop.sku", sku)))
 	if len(links) > 0 {

@@ -207,7 +207,7 @@ func traceLock(ctx context.Context, op, name string) (context.Context, trace.Spa
 	if !tracing.Recording(ctx) {
 		return ctx, tracing.NoSpan
 	}
-	return tracing.Tracer.Start(ctx, op, trace.WithAttributes(attribute.String("shop.lock.name", name)))
+	return tracing.Tracer().Start(ctx, op, trace.WithAttributes(attribute.String("shop.lock.name", name)))
 }
 
 // Fenced applies delta to sku's stock and runs fn in one transaction, as

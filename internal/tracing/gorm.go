@@ -32,7 +32,7 @@ func Statement(ctx context.Context, system, operation, table string, rows int) (
 	if rows > 1 {
 		attrs = append(attrs, semconv.DBOperationBatchSize(rows))
 	}
-	return Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }
 
 // End ends span, recording err if there is one.
@@ -74,7 +74,7 @@ func start(tx *gorm.DB) {
 	if ctx == nil || !Recording(ctx) {
 		return // no trace to join: a statement alone is noise
 	}
-	_, span := Tracer.Start(ctx, "sql", trace.WithSpanKind(trace.SpanKindClient))
+	_, span := Tracer().Start(ctx, "sql", trace.WithSpanKind(trace.SpanKindClient))
 	tx.InstanceSet(spanKey, span)
 }
 

@@ -28,9 +28,18 @@ import (
 // OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise.
 const DefaultServiceName = "shop"
 
-// Tracer makes the shop's own spans. It follows the provider that Start
-// installs, made before or after it.
-var Tracer = otel.Tracer("github.com/stockguard/shop")
+// scope names the shop's own spans.
+const scope = "github.com/stockguard/shop"
+
+// Tracer makes the shop's own spans: the provider's that Start installed
+// last, or the global one's, a no-op unless someone set it.
+func Tracer() trace.Tracer { return tracer.Load().Tracer }
+
+type tracerOf struct{ trace.Tracer }
+
+var tracer atomic.Pointer[tracerOf]
+
+func init() { tracer.Store(&tracerOf{otel.Tracer(scope)}) }
 
 // Propagator reads and writes W3C traceparent headers, whatever the
 // global propagator is.
@@ -66,8 +75,12 @@ func Start(ctx context.Context) (shutdown func(context.Context) error, err error
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
+	tracer.Store(&tracerOf{tp.Tracer(scope)})
 	enabled.Store(true)
-	return tp.Shutdown, nil
+	return func(ctx context.Context) error {
+		enabled.Store(false)
+		return tp.Shutdown(ctx)
+	}, nil
 }
 
 // protocol is the OTLP protocol the variables ask for, the traces' own

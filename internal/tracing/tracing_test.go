@@ -1,12 +1,14 @@
 package tracing_test
 
 import (
+	"cmp"
 	"context"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/stockguard/shop/internal/testinfra"
 	"github.com/stockguard/shop/internal/tracing"
 )
 
@@ -25,8 +27,52 @@ func TestStartWithoutEndpoint(t *testing.T) {
 	if err := shutdown(t.Context()); err != nil {
 		t.Error(err)
 	}
-	if _, span := tracing.Tracer.Start(t.Context(), "order"); span.IsRecording() {
+	if _, span := tracing.Tracer().Start(t.Context(), "order"); span.IsRecording() {
 		t.Error("a span is recorded with no endpoint")
+	}
+}
+
+// TestStartExports: with an endpoint, Start exports over the protocol
+// asked for, as the service OTEL_SERVICE_NAME names (shop unless set),
+// with OTEL_RESOURCE_ATTRIBUTES; its shutdown sends what is left.
+func TestStartExports(t *testing.T) {
+	for _, tc := range []struct{ protocol, service, want string }{
+		{"", "", "shop"},
+		{"http/protobuf", "shop-eu", "shop-eu"},
+		{"grpc", "", "shop"},
+	} {
+		t.Run(cmp.Or(tc.protocol, "default"), func(t *testing.T) {
+			rcv := testinfra.OTLP(t)
+			url := rcv.URL
+			if tc.protocol == "grpc" {
+				url = rcv.GRPCURL
+				t.Setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
+			}
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
+			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tc.protocol)
+			t.Setenv("OTEL_SERVICE_NAME", tc.service)
+			t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test")
+			shutdown, err := tracing.Start(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, span := tracing.Tracer().Start(t.Context(), "order")
+			span.End()
+			if err := shutdown(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			got := rcv.Received()
+			if len(got) != 1 || len(rcv.Spans()) != 1 || rcv.Spans()[0].Name != "order" {
+				t.Fatalf("received %v; want the one span", got)
+			}
+			attrs := map[string]string{}
+			for _, kv := range got[0].Resource.Attributes {
+				attrs[kv.Key] = kv.Value.GetStringValue()
+			}
+			if attrs["service.name"] != tc.want || attrs["deployment.environment.name"] != "test" {
+				t.Errorf("resource %v; want service.name %s and deployment.environment.name test", attrs, tc.want)
+			}
+		})
 	}
 }
 
