@@ -1,7 +1,6 @@
 package order
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -50,23 +49,38 @@ type event struct {
 
 func (event) TableName() string { return "order_events" }
 
-// record writes the events of type kind of orders in tx, with one INSERT
-// written here, as a batch's orders are (insert.go): GORM would reflect on
-// every row, and a batch records hundreds. Each keeps the traceparent of
-// its order's request, else of the transaction's ctx.
-func record(tx *gorm.DB, kind string, orders ...Order) (err error) {
+// record writes the events of type kind of orders in tx, each with the
+// traceparent of the transaction's ctx, if it has one.
+func record(tx *gorm.DB, kind string, orders ...Order) error {
+	var parents []string
+	if tp := tracing.Traceparent(tx.Statement.Context); tp != "" {
+		parents = make([]string, len(orders))
+		for i := range parents {
+			parents[i] = tp
+		}
+	}
+	return recordTraced(tx, kind, orders, parents)
+}
+
+// recordTraced writes the events of type kind of orders in tx, the i-th
+// with parents[i], the traceparent of its request, when parents is not
+// nil. One INSERT written here, as a batch's orders are (insert.go): GORM
+// would reflect on every row, and a batch records hundreds.
+func recordTraced(tx *gorm.DB, kind string, orders []Order, parents []string) (err error) {
 	if len(orders) == 0 {
 		return nil
 	}
 	ctx, span := tracing.Statement(tx.Statement.Context, tx.Dialector.Name(), "INSERT", "order_events", len(orders))
 	defer func() { tracing.End(span, err) }()
-	const insert = `INSERT INTO order_events (order_id, type, payload, created_at, traceparent) VALUES `
+	insert, row, cols := `INSERT INTO order_events (order_id, type, payload, created_at) VALUES `, "(?, ?, ?, ?)", 4
+	if parents != nil {
+		insert, row, cols = `INSERT INTO order_events (order_id, type, payload, created_at, traceparent) VALUES `, "(?, ?, ?, ?, ?)", 5
+	}
 	var q strings.Builder
-	q.Grow(len(insert) + 17*len(orders))
+	q.Grow(len(insert) + (len(row)+2)*len(orders))
 	q.WriteString(insert)
-	args := make([]any, 0, 5*len(orders))
+	args := make([]any, 0, cols*len(orders))
 	now := time.Now().UTC()
-	parent := tracing.Traceparent(tx.Statement.Context)
 	for i, o := range orders {
 		payload, err := json.Marshal(o)
 		if err != nil {
@@ -75,8 +89,11 @@ func record(tx *gorm.DB, kind string, orders ...Order) (err error) {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("(?, ?, ?, ?, ?)")
-		args = append(args, o.ID, kind, string(payload), now, nullable(cmp.Or(o.traceparent, parent)))
+		q.WriteString(row)
+		args = append(args, o.ID, kind, string(payload), now)
+		if parents != nil {
+			args = append(args, nullable(parents[i]))
+		}
 	}
 	_, err = tx.Statement.ConnPool.ExecContext(ctx, q.String(), args...)
 	return err

@@ -73,9 +73,6 @@ type Order struct {
 	LineCount int    `json:"-"`
 	CartID    *int64 `json:"-"`
 	Items     []Line `gorm:"-" json:"items"` // a cart's lines, by SKU; nil for one line
-	// traceparent is the request's that a batch placed it for, which its
-	// event keeps; the transaction's ctx tells it otherwise.
-	traceparent string
 }
 
 // Options tune a Service; nil is valid.
