@@ -84,7 +84,8 @@ func (tr spanTrace) names() string {
 // TestTraceOneOrder: with OTEL_EXPORTER_OTLP_ENDPOINT set to a receiver,
 // one order sent with a traceparent makes one trace there, under each way
 // an order goes: the server span, child of the caller's; the MySQL
-// statements, in the trace or in its batch's, linked to it; under lua the
+// statements (the INSERT of the order, an UPDATE of the stock), in the
+// trace or in its batch's, linked to it; under lua the
 // script and under redis the lock, with its fencing token; and the relay's
 // publish of the order's placed event, linked to it, whose stream entry
 // and `shop events` line carry the trace. The probes make no span.
@@ -136,6 +137,9 @@ func testTraceOneOrder(t *testing.T, strategy string, redisSpan func(*tracepb.Sp
 	isOrderInsert := func(sp *tracepb.Span) bool {
 		return attr(sp, "db.system.name") == system && attr(sp, "db.operation.name") == "INSERT" && attr(sp, "db.collection.name") == "orders"
 	}
+	isStockUpdate := func(sp *tracepb.Span) bool { // through GORM, whose statements a plugin traces
+		return attr(sp, "db.system.name") == system && attr(sp, "db.operation.name") == "UPDATE"
+	}
 	isPublish := func(sp *tracepb.Span) bool {
 		return sp.Kind == tracepb.Span_SPAN_KIND_PRODUCER && attr(sp, "shop.event.type") == "placed" && len(sp.Links) == 1 &&
 			string(sp.Links[0].TraceId) == string(id)
@@ -144,13 +148,13 @@ func testTraceOneOrder(t *testing.T, strategy string, redisSpan func(*tracepb.Sp
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		tr = traceOf(rcv.Spans(), id)
-		complete := tr.find(isServer) != nil && tr.find(isOrderInsert) != nil && tr.find(isPublish) != nil &&
+		complete := tr.find(isServer) != nil && tr.find(isOrderInsert) != nil && tr.find(isStockUpdate) != nil && tr.find(isPublish) != nil &&
 			(redisSpan == nil || tr.find(redisSpan) != nil)
 		if complete {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 20s, the trace has %s; want the server span, the INSERT into orders, the relay's publish and the Redis work", tr.names())
+			t.Fatalf("after 20s, the trace has %s; want the server span, the INSERT into orders, an UPDATE, the relay's publish and the Redis work", tr.names())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
