@@ -13,6 +13,7 @@ import (
 
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/tracing"
 )
 
 // followBlock is how long one read of the stream waits for new events: a
@@ -25,6 +26,9 @@ type eventLine struct {
 	Order   int64           `json:"order"`
 	Type    string          `json:"type"`
 	Payload json.RawMessage `json:"payload"` // the order after the transition
+	// TraceID is the trace of the request that made the transition, when
+	// it was traced.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // events follows the stream of the order events, SHOP_EVENTS_STREAM on
@@ -34,8 +38,9 @@ type eventLine struct {
 // by which a reader drops it.
 func events(ctx context.Context, args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
 	fs := newFlags("events", "usage: shop events [--from-start] [flags]\n\n"+
-		"Follows the order events, printing each as a line of JSON: id, order, type and payload\n"+
-		"(the order after the transition). An event may come twice, with the same id.\n\n", stderr)
+		"Follows the order events, printing each as a line of JSON: id, order, type, payload\n"+
+		"(the order after the transition) and trace_id (the trace of the request that made it,\n"+
+		"if it was traced). An event may come twice, with the same id.\n\n", stderr)
 	fromStart := fs.Bool("from-start", false, "print every event the stream holds first; else only those published from now on")
 	cfg, err := parseConfig(fs, args, config.Flags(fs, getenv, nil, config.ForEvents))
 	if err != nil {
@@ -99,6 +104,9 @@ func lineOf(m redis.XMessage) (eventLine, error) {
 	l.ID, err1 = strconv.ParseInt(field("id"), 10, 64)
 	l.Order, err2 = strconv.ParseInt(field("order"), 10, 64)
 	l.Type, l.Payload = field("type"), json.RawMessage(field("payload"))
+	if sc := tracing.SpanContextOf(field("traceparent")); sc.IsValid() {
+		l.TraceID = sc.TraceID().String()
+	}
 	if err := errors.Join(err1, err2); err != nil || l.Type == "" || !json.Valid(l.Payload) {
 		return eventLine{}, fmt.Errorf("not an order event: %v", m.Values)
 	}

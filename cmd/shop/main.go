@@ -39,6 +39,7 @@ import (
 	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/strategy"
+	"github.com/stockguard/shop/internal/tracing"
 )
 
 const usage = `usage: shop <command> [flags]
@@ -157,6 +158,13 @@ func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.W
 			"leave it unset outside demos and tests")
 	}
 
+	// Before the app, whose wiring asks whether tracing is on; shut down
+	// after it, so that the spans of its last jobs are sent too.
+	stopTracing, err := tracing.Start(ctx)
+	if err != nil {
+		return err
+	}
+	defer flushTraces(log, stopTracing)
 	shop, err := app.New(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -166,6 +174,15 @@ func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.W
 		return err
 	}
 	return listen(ctx, log, cfg, shop.Handler)
+}
+
+// flushTraces sends the spans not sent yet, for at most shutdownTimeout.
+func flushTraces(log *slog.Logger, shutdown func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		log.Warn("tracing: spans lost at shutdown", slog.Any("err", err))
+	}
 }
 
 func echo(ctx context.Context, args []string, getenv config.Getenv, stderr io.Writer) error {

@@ -187,6 +187,12 @@ func TestServe(t *testing.T) {
 		t.Errorf("stock: %d %s", code, body)
 	}
 
+	stopShop(t, cmd)
+}
+
+// stopShop stops a shop with SIGTERM and expects a clean exit within 20 s.
+func stopShop(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +204,7 @@ func TestServe(t *testing.T) {
 			t.Errorf("shop exited with %v after SIGTERM, want 0", err)
 		}
 	case <-time.After(20 * time.Second):
-		t.Error("shop did not exit within 20s of SIGTERM")
+		t.Fatal("shop did not exit within 20s of SIGTERM")
 	}
 }
 

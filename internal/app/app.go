@@ -11,6 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/config"
@@ -22,6 +25,7 @@ import (
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
+	"github.com/stockguard/shop/internal/tracing"
 )
 
 // App is a wired shop.
@@ -126,7 +130,7 @@ func (a *App) startJobs(ctx context.Context, b *backend.Backends, cfg config.Con
 	var wg sync.WaitGroup
 	every := func(name string, interval time.Duration, job lock.Job) {
 		wg.Go(func() {
-			job.Every(ctx, jobLocker(b, cfg), name, interval, func(err error) {
+			traced(name, job).Every(ctx, jobLocker(b, cfg), name, interval, func(err error) {
 				log.Warn("job failed", slog.String("job", name), slog.Any("err", err))
 			})
 		})
@@ -154,6 +158,17 @@ func (a *App) startJobs(ctx context.Context, b *backend.Backends, cfg config.Con
 		return err
 	})
 	a.stopJobs = func() { cancel(); wg.Wait() }
+}
+
+// traced makes each run of job the root span of a trace of its own, named
+// after the job, with the run's fencing token.
+func traced(name string, job lock.Job) lock.Job {
+	return func(ctx context.Context, token int64) (err error) {
+		ctx, span := tracing.Tracer().Start(ctx, "job "+name, trace.WithNewRoot(),
+			trace.WithAttributes(attribute.String("shop.job", name), tracing.FencingToken(token)))
+		defer func() { tracing.End(span, err) }()
+		return job(ctx, token)
+	}
 }
 
 // jobLocker is the lock of the jobs that run on one instance at a time:
@@ -200,6 +215,6 @@ func Reconcile(ctx context.Context, cfg config.Config, log *slog.Logger) (order.
 		return order.Report{}, fmt.Errorf("strategy lua: its guard does not reconcile")
 	}
 	var rep order.Report
-	err = reconcileJob(l, func(r order.Report) { rep = r }).Once(ctx, jobLocker(b, cfg), reconcileName, true)
+	err = traced(reconcileName, reconcileJob(l, func(r order.Report) { rep = r })).Once(ctx, jobLocker(b, cfg), reconcileName, true)
 	return rep, err
 }

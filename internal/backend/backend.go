@@ -9,14 +9,17 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel"
 	"go.uber.org/zap"
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/lock"
+	"github.com/stockguard/shop/internal/tracing"
 )
 
 // Backends are the open connections a strategy may use: the database and
@@ -169,6 +172,9 @@ func Open(ctx context.Context, cfg config.Config, needs []Need, log *slog.Logger
 	}
 	b := &Backends{DB: gdb, Redis: NewRedis(&redis.UniversalOptions{Addrs: cfg.RedisAddrs()})}
 	b.closers = []func() error{func() error { return db.Close(gdb) }, b.Redis.Close}
+	if err := b.trace(); err != nil {
+		return nil, errors.Join(err, b.Close())
+	}
 	b.checks = []func(context.Context) error{
 		func(ctx context.Context) error {
 			sqlDB, err := gdb.DB()
@@ -192,6 +198,22 @@ func Open(ctx context.Context, cfg config.Config, needs []Need, log *slog.Logger
 		}
 	}
 	return b, nil
+}
+
+// trace adds the spans of the SQL statements and Redis commands, when
+// tracing is on: without it, they would cost every statement and command
+// for nothing.
+func (b *Backends) trace() error {
+	if !tracing.Enabled() {
+		return nil
+	}
+	if err := b.DB.Use(tracing.GORM{}); err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	// The command, not its arguments: they hold buyers' ids, and cost
+	// every command a string.
+	return redisotel.InstrumentTracing(b.Redis, redisotel.WithTracerProvider(tracing.ChildrenOnly(otel.GetTracerProvider())),
+		redisotel.WithCallerEnabled(false), redisotel.WithDBStatement(false))
 }
 
 // Ready reports whether every backend answers: the Redlock masters when a

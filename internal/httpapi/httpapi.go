@@ -26,6 +26,7 @@ import (
 	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/payment"
+	"github.com/stockguard/shop/internal/tracing"
 )
 
 // Limits on input.
@@ -78,6 +79,9 @@ func New(cfg Config) *gin.Engine {
 	// A gin.Context passed as a ctx, as to the logger, finds the values of
 	// the request's ctx, such as its id.
 	r.ContextWithFallback = true
+	if tracing.Enabled() {
+		r.Use(traceRequest)
+	}
 	r.Use(requestID, observe, a.recover)
 	r.NoRoute(func(c *gin.Context) { problem(c, "not-found", "no such endpoint") })
 	r.NoMethod(func(c *gin.Context) { problem(c, "method-not-allowed", "") })

@@ -11,9 +11,15 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/metrics"
+	"github.com/stockguard/shop/internal/tracing"
 )
 
 // RequestIDHeader carries a request's id, taken from the request or made,
@@ -56,7 +62,8 @@ func validRequestID(id string) bool {
 }
 
 // LogRequestIDs adds the request id, as request_id, to every record logged
-// with the ctx of a request.
+// with the ctx of a request, and the trace_id and span_id of the span in
+// the ctx, if any, so that a log line finds its trace.
 func LogRequestIDs(h slog.Handler) slog.Handler { return requestIDHandler{h} }
 
 type requestIDHandler struct{ slog.Handler }
@@ -64,6 +71,9 @@ type requestIDHandler struct{ slog.Handler }
 func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
 	if id := RequestID(ctx); id != "" {
 		r.AddAttrs(slog.String("request_id", id))
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 	}
 	return h.Handler.Handle(ctx, r)
 }
@@ -74,6 +84,37 @@ func (h requestIDHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h requestIDHandler) WithGroup(name string) slog.Handler {
 	return requestIDHandler{h.Handler.WithGroup(name)}
+}
+
+// untraced are the routes that make no span: probes, polled all the time.
+var untraced = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+
+// traceRequest makes the server span of a request, named by its method and
+// route, as a child of the request's traceparent if it has one.
+func traceRequest(c *gin.Context) {
+	route := c.FullPath()
+	if untraced[route] {
+		c.Next()
+		return
+	}
+	name := c.Request.Method
+	if route != "" {
+		name += " " + route
+	}
+	ctx := tracing.Propagator.Extract(c.Request.Context(), propagation.HeaderCarrier(c.Request.Header))
+	ctx, span := tracing.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		semconv.HTTPRequestMethodKey.String(c.Request.Method), semconv.HTTPRoute(route), semconv.URLPath(c.Request.URL.Path)))
+	defer span.End()
+	c.Request = c.Request.WithContext(ctx)
+	c.Next()
+	status := c.Writer.Status()
+	span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+	if p := c.GetString(problemKey); p != "" {
+		span.SetAttributes(attribute.String("shop.problem", p))
+	}
+	if status >= http.StatusInternalServerError {
+		span.SetStatus(codes.Error, http.StatusText(status))
+	}
 }
 
 // observe times every request, by route pattern, method and status.

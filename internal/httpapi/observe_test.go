@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/idempotency"
@@ -89,5 +90,22 @@ func TestRequestID(t *testing.T) {
 		if !strings.Contains(logs.String(), "request_id="+got) {
 			t.Errorf("no log line with request_id=%s in:\n%s", got, logs.String())
 		}
+	}
+}
+
+// TestLogTraceIDs: a line logged with the ctx of a traced request carries
+// its trace_id and span_id; one without a span carries neither.
+func TestLogTraceIDs(t *testing.T) {
+	t.Parallel()
+	var out syncBuffer
+	log := slog.New(httpapi.LogRequestIDs(slog.NewJSONHandler(&out, nil)))
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{0x4b, 0xf9, 0x2f, 0x35}, SpanID: trace.SpanID{0x00, 0xf0, 0x67, 0xaa}, TraceFlags: trace.FlagsSampled})
+	log.InfoContext(trace.ContextWithSpanContext(t.Context(), sc), "traced")
+	log.InfoContext(t.Context(), "untraced")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"trace_id":"4bf92f35000000000000000000000000","span_id":"00f067aa00000000"`) ||
+		strings.Contains(lines[1], "trace_id") {
+		t.Errorf("logged %q; want the trace and span ids on the first line alone", lines)
 	}
 }

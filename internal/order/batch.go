@@ -10,6 +10,7 @@ import (
 
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/tracing"
 )
 
 // One batch's transaction, in three steps: readBatch locks the SKU's stock
@@ -73,7 +74,7 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 		return answers, -1, nil
 	}
 	g := grant(sku, batch, known, st, now)
-	if err := writeBatch(tx, sku, st, &g, ids); err != nil {
+	if err := writeBatch(tx, sku, st, &g, ids, batch); err != nil {
 		return nil, 0, err
 	}
 	for i, d := range g.decisions {
@@ -218,8 +219,9 @@ func grant(sku string, batch []*pending, known map[userKey]Order, st batchState,
 }
 
 // writeBatch writes what grant decided: the units taken, the orders, with
-// their ids set in g, and the holdings.
-func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, ids idSource) error {
+// their ids set in g, and the holdings. The orders' events keep their
+// requests' traceparents.
+func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, ids idSource, batch []*pending) error {
 	switch {
 	case st.took > g.taken: // refused reservations of a lost epoch
 		if err := tx.Exec(`UPDATE stock_items SET available = available + ? WHERE sku = ?`, st.took-g.taken, sku).Error; err != nil {
@@ -235,9 +237,13 @@ func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, ids idSource)
 		}
 	}
 	var orders []Order
-	for _, d := range g.decisions {
+	var parents []string // nil when untraced
+	for i, d := range g.decisions {
 		if d.verdict == granted {
 			orders = append(orders, d.order)
+			if tracing.Enabled() {
+				parents = append(parents, tracing.Traceparent(batch[i].ctx))
+			}
 		}
 	}
 	if len(orders) == 0 {
@@ -266,7 +272,7 @@ func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, ids idSource)
 			n++
 		}
 	}
-	return record(tx, EventPlaced, orders...)
+	return recordTraced(tx, EventPlaced, orders, parents)
 }
 
 // lookup reads the orders that the batch's keys already have, outside the

@@ -9,7 +9,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/tracing"
 )
 
 // Order events, through a transactional outbox: every transition writes
@@ -37,22 +42,44 @@ type event struct {
 	Payload     string // the order after the transition, as JSON
 	CreatedAt   time.Time
 	PublishedAt *time.Time
+	// Traceparent is the W3C traceparent of the request that made the
+	// transition, if it was traced: the relay passes it on.
+	Traceparent *string
 }
 
 func (event) TableName() string { return "order_events" }
 
-// record writes the events of type kind of orders in tx, with one INSERT
-// written here, as a batch's orders are (insert.go): GORM would reflect on
-// every row, and a batch records hundreds.
+// record writes the events of type kind of orders in tx, each with the
+// traceparent of the transaction's ctx, if it has one.
 func record(tx *gorm.DB, kind string, orders ...Order) error {
+	var parents []string
+	if tp := tracing.Traceparent(tx.Statement.Context); tp != "" {
+		parents = make([]string, len(orders))
+		for i := range parents {
+			parents[i] = tp
+		}
+	}
+	return recordTraced(tx, kind, orders, parents)
+}
+
+// recordTraced writes the events of type kind of orders in tx, the i-th
+// with parents[i], the traceparent of its request, when parents is not
+// nil. One INSERT written here, as a batch's orders are (insert.go): GORM
+// would reflect on every row, and a batch records hundreds.
+func recordTraced(tx *gorm.DB, kind string, orders []Order, parents []string) (err error) {
 	if len(orders) == 0 {
 		return nil
 	}
-	const insert = `INSERT INTO order_events (order_id, type, payload, created_at) VALUES `
+	ctx, span := tracing.Statement(tx.Statement.Context, tx.Dialector.Name(), "INSERT", "order_events", len(orders))
+	defer func() { tracing.End(span, err) }()
+	insert, row, cols := `INSERT INTO order_events (order_id, type, payload, created_at) VALUES `, "(?, ?, ?, ?)", 4
+	if parents != nil {
+		insert, row, cols = `INSERT INTO order_events (order_id, type, payload, created_at, traceparent) VALUES `, "(?, ?, ?, ?, ?)", 5
+	}
 	var q strings.Builder
-	q.Grow(len(insert) + 14*len(orders))
+	q.Grow(len(insert) + (len(row)+2)*len(orders))
 	q.WriteString(insert)
-	args := make([]any, 0, 4*len(orders))
+	args := make([]any, 0, cols*len(orders))
 	now := time.Now().UTC()
 	for i, o := range orders {
 		payload, err := json.Marshal(o)
@@ -62,10 +89,13 @@ func record(tx *gorm.DB, kind string, orders ...Order) error {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("(?, ?, ?, ?)")
+		q.WriteString(row)
 		args = append(args, o.ID, kind, string(payload), now)
+		if parents != nil {
+			args = append(args, nullable(parents[i]))
+		}
 	}
-	_, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, q.String(), args...)
+	_, err = tx.Statement.ConnPool.ExecContext(ctx, q.String(), args...)
 	return err
 }
 
@@ -73,10 +103,11 @@ func record(tx *gorm.DB, kind string, orders ...Order) error {
 const relayBatch = 500
 
 // Relay publishes the events not published yet to the Redis stream, in id
-// order, capping it at about Options.StreamMaxLen entries, each with its fields id, order, type and payload (the order as
-// JSON), and marks them published. It returns how many it published. A
-// relay that dies between the two publishes them again: consumers drop
-// the ids they have seen.
+// order, capping it at about Options.StreamMaxLen entries, each with its
+// fields id, order, type and payload (the order as JSON), and traceparent
+// when the transition was traced, and marks them published. It returns
+// how many it published. A relay that dies between the two publishes them
+// again: consumers drop the ids they have seen.
 func (s *Service) Relay(ctx context.Context, rdb redis.UniversalClient, stream string) (int, error) {
 	n := 0
 	for {
@@ -88,14 +119,28 @@ func (s *Service) Relay(ctx context.Context, rdb redis.UniversalClient, stream s
 			return n, nil
 		}
 		ids := make([]int64, len(batch))
+		var spans []trace.Span // of each event's publication, when the run is traced
+		if tracing.Recording(ctx) {
+			spans = make([]trace.Span, len(batch))
+		}
 		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, e := range batch {
 				ids[i] = e.ID
-				p.XAdd(ctx, &redis.XAddArgs{Stream: stream, MaxLen: s.maxLen, Approx: true, Values: []any{
-					"id", strconv.FormatInt(e.ID, 10), "order", strconv.FormatInt(e.OrderID, 10), "type", e.Type, "payload", e.Payload}})
+				values := []any{"id", strconv.FormatInt(e.ID, 10), "order", strconv.FormatInt(e.OrderID, 10), "type", e.Type, "payload", e.Payload}
+				if e.Traceparent != nil {
+					values = append(values, "traceparent", *e.Traceparent)
+				}
+				pctx := ctx
+				if spans != nil {
+					pctx, spans[i] = tracePublish(ctx, stream, e)
+				}
+				p.XAdd(pctx, &redis.XAddArgs{Stream: stream, MaxLen: s.maxLen, Approx: true, Values: values})
 			}
 			return nil
 		})
+		for _, span := range spans {
+			tracing.End(span, err)
+		}
 		if err != nil {
 			return n, fmt.Errorf("order: relay: publish: %w", err)
 		}
@@ -104,4 +149,19 @@ func (s *Service) Relay(ctx context.Context, rdb redis.UniversalClient, stream s
 		}
 		n += len(batch)
 	}
+}
+
+// tracePublish starts the producer span of one event's publication, in the
+// relay's run, linked to the span of the request that made it.
+func tracePublish(ctx context.Context, stream string, e event) (context.Context, trace.Span) {
+	var links []trace.Link
+	if e.Traceparent != nil {
+		if sc := tracing.SpanContextOf(*e.Traceparent); sc.IsValid() {
+			links = []trace.Link{{SpanContext: sc}}
+		}
+	}
+	return tracing.Tracer().Start(ctx, "send "+stream, trace.WithSpanKind(trace.SpanKindProducer), trace.WithLinks(links...),
+		trace.WithAttributes(semconv.MessagingOperationTypeSend, semconv.MessagingOperationName("send"),
+			semconv.MessagingDestinationName(stream), semconv.MessagingMessageID(strconv.FormatInt(e.ID, 10)),
+			attribute.String("shop.event.type", e.Type), attribute.Int64("shop.order.id", e.OrderID)))
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/tracing"
 )
 
 // A batch's orders go in with one INSERT of many rows, written here rather
@@ -42,7 +44,7 @@ const insertOrdersSQL = `INSERT INTO orders (sku, user_id, quantity, status, ide
 
 // insertOrders inserts orders, all of one SKU, in one statement and sets
 // their ids.
-func insertOrders(tx *gorm.DB, orders []Order, ids idSource) error {
+func insertOrders(tx *gorm.DB, orders []Order, ids idSource) (err error) {
 	var q strings.Builder
 	q.Grow(len(insertOrdersSQL) + 25*len(orders) + 13)
 	q.WriteString(insertOrdersSQL)
@@ -54,7 +56,9 @@ func insertOrders(tx *gorm.DB, orders []Order, ids idSource) error {
 		q.WriteString("(?, ?, ?, ?, ?, ?, ?)")
 		args = append(args, o.SKU, o.UserID, o.Quantity, o.Status, *o.IdempotencyKey, o.CreatedAt, o.ExpiresAt)
 	}
-	ctx, conn := tx.Statement.Context, tx.Statement.ConnPool
+	ctx, span := tracing.Statement(tx.Statement.Context, tx.Dialector.Name(), "INSERT", "orders", len(orders))
+	defer func() { tracing.End(span, err) }()
+	conn := tx.Statement.ConnPool
 	if ids == idsReturned {
 		q.WriteString(" RETURNING id")
 		rows, err := conn.QueryContext(ctx, q.String(), args...)

@@ -208,7 +208,7 @@ func (l *Lua) keepRefusal(ctx context.Context, r PlaceRequest, err error) error 
 
 // settle runs once a batch has committed: its reservations are in the
 // database now, or were refused, and leave the stream.
-func (l *Lua) settle(sku string, batch []*pending, answers []placed) {
+func (l *Lua) settle(ctx context.Context, sku string, batch []*pending, answers []placed) {
 	ss := make([]stock.Settlement, len(batch))
 	refused := false
 	for i, p := range batch {
@@ -235,7 +235,7 @@ func (l *Lua) settle(sku string, batch []*pending, answers []placed) {
 			refused = refused || errors.Is(a.err, stock.ErrSoldOut) || errors.Is(a.err, ErrLimitReached)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	// Should it fail, they stay pending and are claimed and settled later.
 	for bucket, ss := range byBucket(sku, ss) {

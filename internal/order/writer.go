@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/backend"
@@ -13,6 +14,7 @@ import (
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/stock"
+	"github.com/stockguard/shop/internal/tracing"
 )
 
 // writer is the group-commit writer of batched and lua: it queues an
@@ -22,8 +24,9 @@ type writer struct {
 	db   *gorm.DB
 	name string // the strategy's, in the metrics
 	// settle, if set, runs once a batch has committed, before its buyers
-	// are answered: lua acknowledges its reservations there.
-	settle func(sku string, batch []*pending, answers []placed)
+	// are answered, with the batch's span in its ctx: lua acknowledges its
+	// reservations there.
+	settle func(ctx context.Context, sku string, batch []*pending, answers []placed)
 
 	mu   sync.Mutex
 	skus map[string]*line // a SKU is here while its writer runs
@@ -147,8 +150,11 @@ func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
 	// have, the INSERT fails on the unique index, and the batch runs again
 	// at once, with the keys looked up.
 	lookedUp := false
+	traced, span := traceBatch(w.db.Dialector.Name(), w.name, sku, batch)
+	defer span.End()
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := waiting(pendingCtxs(batch))
+		ctx = trace.ContextWithSpan(ctx, span)
 		if ctx.Err() != nil {
 			cancel()
 			return 0, false // every buyer has been answered busy
@@ -172,7 +178,7 @@ func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
 		}
 		if err == nil {
 			if w.settle != nil {
-				w.settle(sku, batch, answers)
+				w.settle(traced, sku, batch, answers)
 			}
 			for i, p := range batch {
 				p.done <- answers[i]
@@ -186,6 +192,7 @@ func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
 		// wait: a lua reservation is taken already, and its buyer would
 		// otherwise wait for the reconciler's claim.
 		if !db.IsRetryable(err) && !db.IsDuplicate(err) && !backend.Unavailable(err) {
+			tracing.End(span, err)
 			for _, p := range batch {
 				p.done <- placed{err: fmt.Errorf("order: place: %w", err)}
 			}

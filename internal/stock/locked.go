@@ -8,10 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/metrics"
+	"github.com/stockguard/shop/internal/tracing"
 )
 
 // Locker is what the lock strategies need of a lock: any backend of
@@ -83,7 +86,7 @@ func (s *Locked) adjustThen(ctx context.Context, lines []Line, fn Fn, waiting fu
 	for _, l := range lines {
 		r := s.take(l.SKU)
 		if r == nil {
-			lease, err := s.locker.Acquire(ctx, LockName(l.SKU))
+			lease, err := acquire(ctx, s.locker, LockName(l.SKU))
 			if err != nil {
 				s.end(ctx, lines, runs, nil)
 				// Whether the wait ran out or the lock server is down, nothing
@@ -177,12 +180,34 @@ func (s *Locked) drop(sku string) {
 	}
 }
 
+// acquire takes the lock name, in a span that records its fencing token.
+func acquire(ctx context.Context, locker Locker, name string) (lease *lock.Lease, err error) {
+	ctx, span := traceLock(ctx, "lock acquire", name)
+	defer func() {
+		if lease != nil {
+			span.SetAttributes(tracing.FencingToken(lease.Token()))
+		}
+		tracing.End(span, err)
+	}()
+	return locker.Acquire(ctx, name)
+}
+
 // release gives the lease up, even when ctx has ended. A failed release
 // leaves the lock to expire; what was committed stands, fenced.
 func release(ctx context.Context, lease *lock.Lease) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	_ = lease.Release(rctx)
+	rctx, span := traceLock(rctx, "lock release", lease.Name())
+	span.SetAttributes(tracing.FencingToken(lease.Token()))
+	tracing.End(span, lease.Release(rctx))
+}
+
+// traceLock starts a lock's span, if the request is traced.
+func traceLock(ctx context.Context, op, name string) (context.Context, trace.Span) {
+	if !tracing.Recording(ctx) {
+		return ctx, tracing.NoSpan
+	}
+	return tracing.Tracer().Start(ctx, op, trace.WithAttributes(attribute.String("shop.lock.name", name)))
 }
 
 // Fenced applies delta to sku's stock and runs fn in one transaction, as
