@@ -34,6 +34,9 @@ func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 
 // CheckDSN reports what is wrong with dsn, without connecting.
 func CheckDSN(dsn string) error {
+	if dsn == "" {
+		return errors.New("not set: name a MySQL DSN, user:pass@tcp(host:port)/db, or " + SQLitePrefix + "FILE")
+	}
 	if path, ok := strings.CutPrefix(dsn, SQLitePrefix); ok {
 		if path == "" {
 			return fmt.Errorf("%s needs a file name, e.g. %s/tmp/shop.db", SQLitePrefix, SQLitePrefix)

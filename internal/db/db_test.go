@@ -39,6 +39,7 @@ func TestCheckDSN(t *testing.T) {
 		{"shop:shop@tcp(127.0.0.1:3306)/shop", ""},
 		{"sqlite:/tmp/shop.db", ""},
 		{"sqlite:", "needs a file name"},
+		{"", "not set"},
 		{"shop:shop@tcp(127.0.0.1:3306", "invalid DSN"},
 	} {
 		err := db.CheckDSN(tc.dsn)
