@@ -85,8 +85,8 @@ func (tr spanTrace) names() string {
 // one order sent with a traceparent makes one trace there, under each way
 // an order goes: the server span, child of the caller's; the MySQL
 // statements (the INSERT of the order, an UPDATE of the stock), in the
-// trace or in its batch's, linked to it; under lua the
-// script and under redis the lock, with its fencing token; and the relay's
+// trace or in its batch's, linked to it; under lua the reservation
+// script, in the Redis pipeline linked to it, and under redis the lock, with its fencing token; and the relay's
 // publish of the order's placed event, linked to it, whose stream entry
 // and `shop events` line carry the trace. The probes make no span.
 func TestTraceOneOrder(t *testing.T) {
@@ -95,7 +95,9 @@ func TestTraceOneOrder(t *testing.T) {
 		strategy string
 		redis    func(*tracepb.Span) bool // the span of the order's Redis work; nil: none
 	}{
-		{"lua", func(s *tracepb.Span) bool { return attr(s, "db.system") == "redis" && s.Name == "evalsha" }},
+		{"lua", func(s *tracepb.Span) bool { // the reservation script, in the pipeline that sent it
+			return s.Name == "redis.batch" && attr(s, "db.system.name") == "redis" && attr(s, "db.operation.name") == "EVALSHA"
+		}},
 		{"redis", func(s *tracepb.Span) bool {
 			return s.Name == "lock acquire" && attr(s, "shop.lock.fencing_token") != ""
 		}},

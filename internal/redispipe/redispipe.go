@@ -10,6 +10,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/stockguard/shop/internal/tracing"
 )
 
 // Pipe sends scripts to one Redis, or one Redis Cluster, in pipelines. Its
@@ -89,7 +93,9 @@ func (p *Pipe) drain() {
 }
 
 func (p *Pipe) send(batch []*call) {
-	ctx, cancel := context.WithTimeout(context.Background(), pipeTimeout)
+	ctx, span := traceSend(batch)
+	defer span.End()
+	ctx, cancel := context.WithTimeout(ctx, pipeTimeout)
 	defer cancel()
 	pl := p.rdb.Pipeline()
 	sent := make([]*call, 0, len(batch))
@@ -116,4 +122,24 @@ func (p *Pipe) send(batch []*call) {
 		}
 		close(c.done)
 	}
+}
+
+// traceSend starts the span of one pipeline, linked to the span of each
+// caller in it (tracing.StartBatch), when one of them is traced: its Redis
+// commands are then spans in the pipeline's trace, which each caller's
+// trace leads to. db.operation.name is EVALSHA when it runs a script.
+func traceSend(batch []*call) (context.Context, trace.Span) {
+	callers := make([]context.Context, len(batch))
+	op, traced := "PIPELINE", false
+	for i, c := range batch {
+		callers[i] = c.ctx
+		traced = traced || tracing.Recording(c.ctx)
+		if c.script != nil {
+			op = "EVALSHA"
+		}
+	}
+	if !traced {
+		return context.Background(), tracing.NoSpan
+	}
+	return tracing.StartBatch("redis.batch", callers, semconv.DBSystemNameRedis, semconv.DBOperationName(op))
 }
