@@ -57,7 +57,7 @@ func newPlanFlags(name string, stderr io.Writer, usage string) *loadFlags {
 	fs.IntVar(&p.Closed.Buyers, "closed-buyers", 64, "buyers in the closed loop, each placing its next order when answered")
 	fs.IntVar(&p.Closed.MaxBuyers, "closed-max-buyers", 1024, "run the closed loop again with twice the buyers, up to this many, until orders/s grow by less than 5% twice in a row or p99 passes --closed-p99, and report the best; at most --closed-buyers runs it once")
 	fs.DurationVar(&p.Closed.P99, "closed-p99", 500*time.Millisecond, "the p99 latency a step of the closed loop's search must stay within; 0 for none")
-	fs.IntVar(&p.Burst.Cart, "cart", 0, "a cart mix: every order of every load is a cart of one unit of each of 2 to this many distinct SKUs, in random order, drawn from max(N, 3) SKUs each with the load's stock (the load's SKU, then <sku>-2, <sku>-3, …), all or nothing; at most 20; 0 or 1: every order one unit of one SKU")
+	fs.IntVar(&p.Burst.Cart, "cart", 0, "a cart mix: every order of every load is a cart of one unit of each of 2 to this many distinct SKUs, in random order, drawn from max(N, 3) SKUs each with the load's stock (the load's SKU, then <sku>-2, <sku>-3, …), all or nothing; with --closed, the closed loop runs with single orders, then with the mix; at most 20; 0 or 1: every order one unit of one SKU")
 	fs.StringVar(&f.jsonFile, "json", "", "also write every figure as JSON to this file")
 	fs.StringVar(&f.htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
 	return f
