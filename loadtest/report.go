@@ -246,10 +246,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if p.Closed.Duration > 0 {
 		fmt.Fprintf(w, "\nthroughput: %s, stock for every buyer; orders/s from the database\n", p.Closed.describe())
-		writeClosed(w, r.Results)
+		writeClosed(w, r.Results, false)
 		if p.Closed.Cart >= 2 {
 			fmt.Fprintf(w, "\nthroughput of carts: the same loops, each order a cart of %s SKUs; of single: orders/s over the single orders' above\n", cartLines(p.Closed.Cart))
-			writeClosedCarts(w, r.Results)
+			writeClosed(w, r.Results, true)
 		}
 	}
 	if rows := r.skuRows(); len(rows) > 0 {
@@ -364,25 +364,24 @@ func writeSteady(w io.Writer, results []Result) {
 	tw.Flush()
 }
 
-func writeClosed(w io.Writer, results []Result) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tbuyers\torders/s\torders\toversold\tp50 ms\tp99 ms\tbusy\terrors\tof echo\tof ceiling\tceiling\tverdict\tsteps: buyers orders/s\t")
-	for _, r := range results {
-		if c := r.Closed; c != nil {
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%d\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", leftAlign(r.Strategy, results), r.ClosedBuyers, c.OrdersPerSecond(), c.Audit.Orders,
-				c.Audit.Oversold, c.Latency.P50, c.Latency.P99, c.Busy, c.Errors, percent(r.ClosedEchoFraction), percent(r.ClosedFraction), cmp.Or(r.Baseline, "-"), r.Verdict(), steps(r.ClosedSteps))
-		}
+// writeClosed writes each strategy's closed loop of single orders or, with
+// carts, of the cart mix.
+func writeClosed(w io.Writer, results []Result, carts bool) {
+	head := "\tof echo\tof ceiling\tceiling\tverdict"
+	if carts {
+		head = "\tof single"
 	}
-	tw.Flush()
-}
-
-func writeClosedCarts(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tbuyers\torders/s\torders\toversold\tp50 ms\tp99 ms\tbusy\terrors\tof single\tsteps: buyers orders/s\t")
+	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tbuyers\torders/s\torders\toversold\tp50 ms\tp99 ms\tbusy\terrors"+head+"\tsteps: buyers orders/s\t")
 	for _, r := range results {
-		if c := r.ClosedCart; c != nil {
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%d\t%.1f\t%.1f\t%d\t%d\t%.2f×\t%s\t\n", leftAlign(r.Strategy, results), r.ClosedCartBuyers, c.OrdersPerSecond(), c.Audit.Orders,
-				c.Audit.Oversold, c.Latency.P50, c.Latency.P99, c.Busy, c.Errors, r.ClosedCartFraction, steps(r.ClosedCartSteps))
+		c, buyers, all := r.Closed, r.ClosedBuyers, r.ClosedSteps
+		tail := fmt.Sprintf("%s\t%s\t%s\t%s", percent(r.ClosedEchoFraction), percent(r.ClosedFraction), cmp.Or(r.Baseline, "-"), r.Verdict())
+		if carts {
+			c, buyers, all, tail = r.ClosedCart, r.ClosedCartBuyers, r.ClosedCartSteps, fmt.Sprintf("%.2f×", r.ClosedCartFraction)
+		}
+		if c != nil {
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%d\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t\n", leftAlign(r.Strategy, results), buyers, c.OrdersPerSecond(), c.Audit.Orders,
+				c.Audit.Oversold, c.Latency.P50, c.Latency.P99, c.Busy, c.Errors, tail, steps(all))
 		}
 	}
 	tw.Flush()
