@@ -8,13 +8,13 @@ import (
 	"gorm.io/gorm"
 )
 
-// GivingBack reports whether every line returns units: an expiry, a
+// givingBack reports whether every line returns units: an expiry, a
 // cancel or a refund.
-func GivingBack(lines []Line) bool {
+func givingBack(lines []Line) bool {
 	return len(lines) > 0 && !slices.ContainsFunc(lines, func(l Line) bool { return l.Delta <= 0 })
 }
 
-// GiveBack returns the lines' units (every delta > 0), in ascending SKU
+// giveBack returns the lines' units (every delta > 0), in ascending SKU
 // order, and runs fn, in one transaction, without any lock on the SKUs:
 // a give-back never waits behind the buyers who want its units. Adding
 // cannot oversell, so it needs no lock; it waits only for the row, while
@@ -23,7 +23,7 @@ func GivingBack(lines []Line) bool {
 // given_back being what it read (as well as on its fencing token), so that
 // it never overwrites units given back after its read: it reads again.
 // A paused holder's stale write is still refused by the fence.
-func GiveBack(ctx context.Context, gdb *gorm.DB, lines []Line, fn Fn) error {
+func giveBack(ctx context.Context, gdb *gorm.DB, lines []Line, fn Fn) error {
 	lines = Sorted(lines)
 	return transact(ctx, gdb, func(tx *gorm.DB) error {
 		for _, l := range lines {

@@ -33,7 +33,8 @@ func LockName(sku string) string { return "stock:" + sku }
 // releases the lock. Behind Queued, a lease that has just sold passes to
 // the next buyer of the SKU waiting in the same process, up to maxRun
 // buyers per acquisition: a run, which only a lease that fences starts.
-// See docs/locks.md and docs/locks.md#runs.
+// A give-back (every delta > 0) takes no lock (giveBack). See
+// docs/locks.md, docs/locks.md#runs and docs/locks.md#give-backs.
 type Locked struct {
 	db     *gorm.DB
 	locker Locker
@@ -82,8 +83,8 @@ func (s *Locked) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
 // another buyer of a SKU waits in this process, that SKU's lease is kept
 // for it. lines are in ascending SKU order.
 func (s *Locked) adjustThen(ctx context.Context, lines []Line, fn Fn, waiting func(sku string) bool) error {
-	if GivingBack(lines) {
-		return GiveBack(ctx, s.db, lines, fn)
+	if givingBack(lines) {
+		return giveBack(ctx, s.db, lines, fn)
 	}
 	runs := make([]*run, 0, len(lines))
 	for _, l := range lines {
@@ -236,7 +237,7 @@ type fencedLine struct {
 
 // fenced is Fenced for every line, in one transaction: each line's write
 // is conditional on its own token on its own row, and on no give-back
-// having come since the read (GiveBack); if one has, the transaction runs
+// having come since the read (giveBack); if one has, the transaction runs
 // again and reads it.
 func fenced(ctx context.Context, gdb *gorm.DB, lines []fencedLine, fn Fn) (err error) {
 	defer func() {

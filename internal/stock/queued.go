@@ -77,7 +77,7 @@ func (q *Queued) Adjust(ctx context.Context, sku string, delta int, fn Fn) error
 // A cart's refusal is not told to the buyers waiting behind it: each line
 // alone might have sold.
 func (q *Queued) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
-	if GivingBack(lines) {
+	if givingBack(lines) {
 		return q.guard.AdjustLines(ctx, lines, fn)
 	}
 	if len(lines) == 1 {
@@ -187,7 +187,8 @@ func (q *Queued) tellWaiting(ctx context.Context, sku string, l *line) {
 
 // wait returns once it is the ticket's turn, or with ErrSoldOut once the
 // stock was read too short for want units while it waited (want <= 0 for a
-// refund, which is never sold out), or with ErrBusy when ctx ends.
+// change that takes none, which is never sold out), or with ErrBusy when
+// ctx ends.
 func (q *Queued) wait(ctx context.Context, l *line, ticket uint64, want int) error {
 	for {
 		q.mu.Lock()
