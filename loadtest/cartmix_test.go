@@ -176,3 +176,31 @@ func TestCartMixReport(t *testing.T) {
 		}
 	}
 }
+
+// TestClosedCartReport: with a cart mix, the text shows the cart mix's
+// closed loop beside the single orders', as a fraction of theirs, and a
+// cart loop that broke an invariant fails the strategy.
+func TestClosedCartReport(t *testing.T) {
+	t.Parallel()
+	plan := loadtest.Plan{Instances: 1, Stock: 10, Burst: loadtest.Burst{Buyers: 50, Cart: 3},
+		Closed: loadtest.Closed{Buyers: 4, Duration: time.Second, Cart: 3}}
+	rep := loadtest.NewReport("demo", plan)
+	phase := func(orders int, problems ...string) *loadtest.Phase {
+		return &loadtest.Phase{Stats: loadtest.Stats{Seconds: 1}, Audit: audit.Audit{Orders: orders}, Problems: problems}
+	}
+	rep.Results = []loadtest.Result{{Strategy: "batched", Instances: 1, Burst: phase(10),
+		Closed: phase(1000), ClosedBuyers: 64, ClosedCart: phase(250, "s-2: oversold"), ClosedCartBuyers: 128, ClosedCartFraction: 0.25,
+		ClosedCartSteps: []loadtest.ClosedStep{{Buyers: 64, PerSecond: 200}, {Buyers: 128, PerSecond: 250}}}}
+	var text strings.Builder
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	want := "batched 128 250 250 0 0.0 0.0 0 0 0.25× 64 200, 128 250"
+	_, carts, _ := strings.Cut(text.String(), "throughput of carts")
+	if !slices.ContainsFunc(slices.Collect(strings.Lines(carts)), func(l string) bool { return strings.Join(strings.Fields(l), " ") == want }) {
+		t.Errorf("the text lacks the cart loop's row %q:\n%s", want, text.String())
+	}
+	if v := rep.Results[0].Verdict(); v != "FAIL" {
+		t.Errorf("verdict %s with a failed cart loop, want FAIL", v)
+	}
+}

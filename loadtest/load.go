@@ -370,12 +370,15 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-// newClient returns a client that keeps a connection per worker.
+// newClient returns a client that keeps a connection per worker. The
+// transport bounds the wait for an answer: a client Timeout would cost
+// every request a context and a timer of its own.
 func newClient(workers int) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = workers
 	t.MaxIdleConnsPerHost = workers
-	return &http.Client{Transport: t, Timeout: time.Minute}
+	t.ResponseHeaderTimeout = time.Minute
+	return &http.Client{Transport: t}
 }
 
 // buyer is one buyer's request: who, under which Idempotency-Key, to
@@ -388,31 +391,39 @@ type line struct {
 	Quantity int    `json:"quantity"`
 }
 
+// order is an order's body, as the API takes it: of one SKU, or a cart.
+type order struct {
+	UserID   string `json:"user_id"`
+	SKU      string `json:"sku,omitempty"`
+	Quantity int    `json:"quantity,omitempty"`
+	Items    []line `json:"items,omitempty"`
+}
+
 // buy places one order for one unit of each of skus: of one SKU as
 // {"sku", "quantity"}, of several as a cart, {"items"}. It classifies the
 // answer and returns the order id on a 201, the SKUs that a sold-out named
 // short (an order of one SKU's, if it names none), and an error that
 // explains any Failed outcome.
 func (b buyer) buy(ctx context.Context, client *http.Client, skus []string) (out Outcome, id int64, short []string, err error) {
-	order := map[string]any{"user_id": b.user}
+	o := order{UserID: b.user}
 	if len(skus) == 1 {
-		order["sku"], order["quantity"] = skus[0], 1
+		o.SKU, o.Quantity = skus[0], 1
 	} else {
-		items := make([]line, len(skus))
+		o.Items = make([]line, len(skus))
 		for i, sku := range skus {
-			items[i] = line{SKU: sku, Quantity: 1}
+			o.Items[i] = line{SKU: sku, Quantity: 1}
 		}
-		order["items"] = items
 	}
-	body, _ := json.Marshal(order)
+	body, _ := json.Marshal(o)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url+"/api/v1/orders", bytes.NewReader(body))
 	if err != nil {
 		return Failed, 0, nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", b.key)
+	// Canonical names, set directly: Set would canonicalize them again.
+	req.Header["Content-Type"] = []string{"application/json"}
+	req.Header["Idempotency-Key"] = []string{b.key}
 	if b.token != "" {
-		req.Header.Set("Authorization", "Bearer "+b.token)
+		req.Header["Authorization"] = []string{"Bearer " + b.token}
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -59,7 +59,15 @@ type Result struct {
 	// the closed loop's search, and ClosedSteps every step it ran.
 	ClosedBuyers int          `json:"closed_buyers,omitempty"`
 	ClosedSteps  []ClosedStep `json:"closed_steps,omitempty"`
-	Usage        []Usage      `json:"usage,omitempty"` // per instance
+	// ClosedCart, with a cart mix (Plan.Closed.Cart), is the cart mix's
+	// closed loop, run on the same fleet after Closed, which then places
+	// single orders; its search's best step and steps as Closed's, and
+	// ClosedCartFraction its orders/s over Closed's.
+	ClosedCart         *Phase       `json:"closed_cart,omitempty"`
+	ClosedCartBuyers   int          `json:"closed_cart_buyers,omitempty"`
+	ClosedCartSteps    []ClosedStep `json:"closed_cart_steps,omitempty"`
+	ClosedCartFraction float64      `json:"closed_cart_fraction_of_single,omitempty"`
+	Usage              []Usage      `json:"usage,omitempty"` // per instance
 	// Baseline names the ceiling that bounds this strategy's throughput:
 	// the raw loop of the path it takes. Fraction is the burst's answers
 	// per second over the ceiling's, ClosedFraction the closed loop's
@@ -111,11 +119,32 @@ func (r Result) Verdict() string {
 	switch {
 	case r.Skipped != "":
 		return "SKIP"
-	case r.Error != "", r.Burst == nil, len(r.Burst.Problems) > 0, r.Steady != nil && len(r.Steady.Problems) > 0,
-		r.Closed != nil && len(r.Closed.Problems) > 0:
+	case r.Error != "", r.Burst == nil:
 		return "FAIL"
 	}
+	for _, l := range r.loads() {
+		if len(l.p.Problems) > 0 {
+			return "FAIL"
+		}
+	}
 	return "PASS"
+}
+
+// load is one of a result's loads, by name.
+type load struct {
+	name string
+	p    *Phase
+}
+
+// loads returns the result's loads that ran, in order.
+func (r Result) loads() []load {
+	var ls []load
+	for _, l := range []load{{"burst", r.Burst}, {"steady", r.Steady}, {"closed", r.Closed}, {"carts", r.ClosedCart}} {
+		if l.p != nil {
+			ls = append(ls, l)
+		}
+	}
+	return ls
 }
 
 // Usage is what one shop process used over its life.
@@ -217,7 +246,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if p.Closed.Duration > 0 {
 		fmt.Fprintf(w, "\nthroughput: %s, stock for every buyer; orders/s from the database\n", p.Closed.describe())
-		writeClosed(w, r.Results)
+		writeClosed(w, r.Results, false)
+		if p.Closed.Cart >= 2 {
+			fmt.Fprintf(w, "\nthroughput of carts: the same loops, each order a cart of %s SKUs; of single: orders/s over the single orders' above\n", cartLines(p.Closed.Cart))
+			writeClosed(w, r.Results, true)
+		}
 	}
 	if rows := r.skuRows(); len(rows) > 0 {
 		fmt.Fprintf(w, "\ncarts: each order one unit of each of %s SKUs, in random order, all or nothing; each SKU from the database, its audit FAIL if it broke an invariant; sold out counts the answers that named it short\n", cartLines(p.Burst.Cart))
@@ -242,11 +275,9 @@ func (r *Report) WriteText(w io.Writer) error {
 func (r *Report) Problems() []string {
 	var problems []string
 	for _, res := range r.Results {
-		for _, ph := range []*Phase{res.Burst, res.Steady, res.Closed} {
-			if ph != nil {
-				for _, pr := range ph.Problems {
-					problems = append(problems, res.Strategy+": "+pr)
-				}
+		for _, l := range res.loads() {
+			for _, pr := range l.p.Problems {
+				problems = append(problems, res.Strategy+": "+pr)
 			}
 		}
 		if res.Error != "" {
@@ -333,20 +364,36 @@ func writeSteady(w io.Writer, results []Result) {
 	tw.Flush()
 }
 
-func writeClosed(w io.Writer, results []Result) {
+// writeClosed writes each strategy's closed loop of single orders or, with
+// carts, of the cart mix.
+func writeClosed(w io.Writer, results []Result, carts bool) {
+	head := "\tof echo\tof ceiling\tceiling\tverdict"
+	if carts {
+		head = "\tof single"
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tbuyers\torders/s\torders\toversold\tp50 ms\tp99 ms\tbusy\terrors\tof echo\tof ceiling\tceiling\tverdict\tsteps: buyers orders/s\t")
+	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tbuyers\torders/s\torders\toversold\tp50 ms\tp99 ms\tbusy\terrors"+head+"\tsteps: buyers orders/s\t")
 	for _, r := range results {
-		if c := r.Closed; c != nil {
-			steps := make([]string, len(r.ClosedSteps))
-			for i, st := range r.ClosedSteps {
-				steps[i] = fmt.Sprintf("%d %.0f", st.Buyers, st.PerSecond)
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%d\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", leftAlign(r.Strategy, results), r.ClosedBuyers, c.OrdersPerSecond(), c.Audit.Orders,
-				c.Audit.Oversold, c.Latency.P50, c.Latency.P99, c.Busy, c.Errors, percent(r.ClosedEchoFraction), percent(r.ClosedFraction), cmp.Or(r.Baseline, "-"), r.Verdict(), strings.Join(steps, ", "))
+		c, buyers, all := r.Closed, r.ClosedBuyers, r.ClosedSteps
+		tail := fmt.Sprintf("%s\t%s\t%s\t%s", percent(r.ClosedEchoFraction), percent(r.ClosedFraction), cmp.Or(r.Baseline, "-"), r.Verdict())
+		if carts {
+			c, buyers, all, tail = r.ClosedCart, r.ClosedCartBuyers, r.ClosedCartSteps, fmt.Sprintf("%.2f×", r.ClosedCartFraction)
+		}
+		if c != nil {
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%d\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t\n", leftAlign(r.Strategy, results), buyers, c.OrdersPerSecond(), c.Audit.Orders,
+				c.Audit.Oversold, c.Latency.P50, c.Latency.P99, c.Busy, c.Errors, tail, steps(all))
 		}
 	}
 	tw.Flush()
+}
+
+// steps writes a closed loop's search: each step's buyers and orders/s.
+func steps(all []ClosedStep) string {
+	s := make([]string, len(all))
+	for i, st := range all {
+		s[i] = fmt.Sprintf("%d %.0f", st.Buyers, st.PerSecond)
+	}
+	return strings.Join(s, ", ")
 }
 
 // skuRow is one SKU of a load with a cart mix.
@@ -361,13 +408,7 @@ type skuRow struct {
 func (r *Report) skuRows() []skuRow {
 	var rows []skuRow
 	for _, res := range r.Results {
-		for _, load := range []struct {
-			name string
-			p    *Phase
-		}{{"burst", res.Burst}, {"steady", res.Steady}, {"closed", res.Closed}} {
-			if load.p == nil {
-				continue
-			}
+		for _, load := range res.loads() {
 			for _, a := range load.p.SKUs {
 				verdict := "PASS"
 				if len(a.Violations()) > 0 {
@@ -408,11 +449,8 @@ func writeSKUs(w io.Writer, rows []skuRow, results []Result) {
 func writeAPI(w io.Writer, results []Result) {
 	var rows []string
 	for _, r := range results {
-		for _, load := range []struct {
-			name string
-			p    *Phase
-		}{{"burst", r.Burst}, {"steady", r.Steady}, {"closed", r.Closed}} {
-			if load.p == nil || load.p.API == nil {
+		for _, load := range r.loads() {
+			if load.p.API == nil {
 				continue
 			}
 			a, db := load.p.API, load.p.Audit

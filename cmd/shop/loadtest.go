@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ type loadFlags struct {
 	strategies         string
 	config             func() (config.Config, error) // the shop's, once parsed
 	jsonFile, htmlFile string
+	cpuProfile         string // where to write this process's CPU profile; empty for none
 	serve              string // the live view's listen address; empty for none
 	fs                 *flag.FlagSet
 }
@@ -57,9 +59,10 @@ func newPlanFlags(name string, stderr io.Writer, usage string) *loadFlags {
 	fs.IntVar(&p.Closed.Buyers, "closed-buyers", 64, "buyers in the closed loop, each placing its next order when answered")
 	fs.IntVar(&p.Closed.MaxBuyers, "closed-max-buyers", 1024, "run the closed loop again with twice the buyers, up to this many, until orders/s grow by less than 5% twice in a row or p99 passes --closed-p99, and report the best; at most --closed-buyers runs it once")
 	fs.DurationVar(&p.Closed.P99, "closed-p99", 500*time.Millisecond, "the p99 latency a step of the closed loop's search must stay within; 0 for none")
-	fs.IntVar(&p.Burst.Cart, "cart", 0, "a cart mix: every order of every load is a cart of one unit of each of 2 to this many distinct SKUs, in random order, drawn from max(N, 3) SKUs each with the load's stock (the load's SKU, then <sku>-2, <sku>-3, …), all or nothing; at most 20; 0 or 1: every order one unit of one SKU")
+	fs.IntVar(&p.Burst.Cart, "cart", 0, "a cart mix: every order of every load is a cart of one unit of each of 2 to this many distinct SKUs, in random order, drawn from max(N, 3) SKUs each with the load's stock (the load's SKU, then <sku>-2, <sku>-3, …), all or nothing; with --closed, the closed loop runs with single orders, then with the mix; at most 20; 0 or 1: every order one unit of one SKU")
 	fs.StringVar(&f.jsonFile, "json", "", "also write every figure as JSON to this file")
 	fs.StringVar(&f.htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process for the whole run to this file, for go tool pprof: bench's load generator, or demo's load generator and shops")
 	return f
 }
 
@@ -144,6 +147,13 @@ func (f *loadFlags) report(ctx context.Context, cmd string, args []string, stdou
 	if err != nil {
 		return nil, err
 	}
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return nil, done(err)
+		}
+		defer stop()
+	}
 	rep, err := run(progress)
 	return rep, done(f.write(rep, err, cmd, args, stdout))
 }
@@ -165,6 +175,20 @@ func (f *loadFlags) write(rep *loadtest.Report, err error, cmd string, args []st
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// startCPUProfile profiles this process's CPU into the file name until
+// stop is called.
+func startCPUProfile(name string) (stop func(), err error) {
+	out, err := os.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); out.Close() }, nil
 }
 
 func writeFile(name string, write func(io.Writer) error) error {

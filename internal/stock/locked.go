@@ -33,7 +33,8 @@ func LockName(sku string) string { return "stock:" + sku }
 // releases the lock. Behind Queued, a lease that has just sold passes to
 // the next buyer of the SKU waiting in the same process, up to maxRun
 // buyers per acquisition: a run, which only a lease that fences starts.
-// See docs/locks.md and docs/locks.md#runs.
+// A give-back (every delta > 0) takes no lock (giveBack). See
+// docs/locks.md, docs/locks.md#runs and docs/locks.md#give-backs.
 type Locked struct {
 	db     *gorm.DB
 	locker Locker
@@ -82,6 +83,9 @@ func (s *Locked) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
 // another buyer of a SKU waits in this process, that SKU's lease is kept
 // for it. lines are in ascending SKU order.
 func (s *Locked) adjustThen(ctx context.Context, lines []Line, fn Fn, waiting func(sku string) bool) error {
+	if givingBack(lines) {
+		return giveBack(ctx, s.db, lines, fn)
+	}
 	runs := make([]*run, 0, len(lines))
 	for _, l := range lines {
 		r := s.take(l.SKU)
@@ -232,7 +236,9 @@ type fencedLine struct {
 }
 
 // fenced is Fenced for every line, in one transaction: each line's write
-// is conditional on its own token on its own row.
+// is conditional on its own token on its own row, and on no give-back
+// having come since the read (giveBack); if one has, the transaction runs
+// again and reads it.
 func fenced(ctx context.Context, gdb *gorm.DB, lines []fencedLine, fn Fn) (err error) {
 	defer func() {
 		if errors.Is(err, ErrFenced) {
@@ -246,6 +252,20 @@ func fenced(ctx context.Context, gdb *gorm.DB, lines []fencedLine, fn Fn) (err e
 			}
 		}
 	}
+	for {
+		err = fencedOnce(ctx, gdb, lines, fn)
+		if !errors.Is(err, errGivenBack) {
+			return err
+		}
+	}
+}
+
+// errGivenBack means a give-back changed the row between a holder's read
+// and its write, which was therefore refused.
+var errGivenBack = errors.New("stock: given back meanwhile")
+
+// fencedOnce is one attempt of fenced's transaction.
+func fencedOnce(ctx context.Context, gdb *gorm.DB, lines []fencedLine, fn Fn) error {
 	return transact(ctx, gdb, func(tx *gorm.DB) error {
 		var sh short
 		for _, l := range lines {
@@ -258,12 +278,15 @@ func fenced(ctx context.Context, gdb *gorm.DB, lines []fencedLine, fn Fn) (err e
 				continue
 			}
 			res := tx.Exec(`UPDATE stock_items SET available = ?, fence = ?, version = version + 1, updated_at = ?
-				WHERE sku = ? AND fence <= ?`, it.Available+l.Delta, l.token, now(), l.SKU, l.token)
+				WHERE sku = ? AND fence <= ? AND given_back = ?`, it.Available+l.Delta, l.token, now(), l.SKU, l.token, it.GivenBack)
 			if res.Error != nil {
 				return res.Error
 			}
-			if res.RowsAffected == 0 {
+			if res.RowsAffected == 0 && it.Fence > l.token {
 				return fmt.Errorf("%w: %s: token %d", ErrFenced, l.SKU, l.token)
+			}
+			if res.RowsAffected == 0 { // fenced or given back since the read: the next read tells
+				return errGivenBack
 			}
 		}
 		if err := sh.err(); err != nil {

@@ -16,8 +16,9 @@ import (
 // its turn in this process, one change of a SKU at a time reaching the
 // guard, and when the guard answers one buyer sold out, every buyer
 // waiting then is told so at once. Nothing is cached, so a refunded unit
-// is sellable at once on every instance. A refund (delta > 0) is never
-// answered early. See docs/strategies.md#sold-out-answers-never-queue.
+// is sellable at once on every instance. A give-back (every delta > 0:
+// an expiry, a cancel, a refund) never queues: it goes to the guard at
+// once. See docs/strategies.md#sold-out-answers-never-queue.
 type Queued struct {
 	db    *gorm.DB
 	guard Guard
@@ -76,6 +77,9 @@ func (q *Queued) Adjust(ctx context.Context, sku string, delta int, fn Fn) error
 // A cart's refusal is not told to the buyers waiting behind it: each line
 // alone might have sold.
 func (q *Queued) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
+	if givingBack(lines) {
+		return q.guard.AdjustLines(ctx, lines, fn)
+	}
 	if len(lines) == 1 {
 		return q.Adjust(ctx, lines[0].SKU, lines[0].Delta, fn)
 	}
@@ -110,6 +114,9 @@ func (q *Queued) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
 // where Adjust would read the stock, so that a caller can read what it
 // needs in the same statement.
 func (q *Queued) AdjustAfter(ctx context.Context, sku string, delta int, first FirstRead, fn Fn) error {
+	if delta > 0 {
+		return q.guard.Adjust(ctx, sku, delta, fn)
+	}
 	if delta < 0 && !q.stocked(sku) {
 		if err := first(ctx); err != nil {
 			return err
@@ -180,7 +187,8 @@ func (q *Queued) tellWaiting(ctx context.Context, sku string, l *line) {
 
 // wait returns once it is the ticket's turn, or with ErrSoldOut once the
 // stock was read too short for want units while it waited (want <= 0 for a
-// refund, which is never sold out), or with ErrBusy when ctx ends.
+// change that takes none, which is never sold out), or with ErrBusy when
+// ctx ends.
 func (q *Queued) wait(ctx context.Context, l *line, ticket uint64, want int) error {
 	for {
 		q.mu.Lock()

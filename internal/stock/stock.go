@@ -41,6 +41,7 @@ type Item struct {
 	Available int
 	Version   int64
 	Fence     int64
+	GivenBack int64 // give-backs so far (see giveBack, docs/locks.md#give-backs)
 	UpdatedAt time.Time
 }
 

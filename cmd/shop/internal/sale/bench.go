@@ -158,7 +158,8 @@ func (b Bench) ceilings(ctx context.Context, gdb *gorm.DB, run []strategy.Strate
 	}
 	defer fleet.Stop()
 	// The echo loop runs the strategies' search, for its highest rate too,
-	// and their cart mix, as the burst below does: the same bodies.
+	// with the single orders' bodies, as their closed loop does; the burst
+	// below has their burst's cart mix.
 	loop := loadtest.Closed{Buyers: echoBuyers, Duration: b.Baseline}
 	if b.Plan.Closed.Duration > 0 {
 		loop.Buyers, loop.MaxBuyers, loop.P99 = b.Plan.Closed.Buyers, b.Plan.Closed.MaxBuyers, b.Plan.Closed.P99
@@ -168,7 +169,7 @@ func (b Bench) ceilings(ctx context.Context, gdb *gorm.DB, run []strategy.Strate
 	m := newMeter(fleet.PIDs, nil)
 	buyers, _, err := loop.Search(func(buyers int) (loadtest.ClosedStep, bool, error) {
 		before := m.read()
-		st, err := loadtest.Closed{Buyers: buyers, Duration: b.Baseline, Cart: b.Plan.Closed.Cart}.Run(ctx, fleet.Shop, "echo", nil)
+		st, err := loadtest.Closed{Buyers: buyers, Duration: b.Baseline}.Run(ctx, fleet.Shop, "echo", nil)
 		loops[buyers], cpu[buyers] = st, m.perOrder(before, m.read(), st.Ordered)
 		return loadtest.ClosedStep{Buyers: buyers, PerSecond: st.Throughput, P99: st.Latency.P99}, st.Errors == 0, err
 	})

@@ -50,11 +50,19 @@ func testCartMix(t *testing.T, servers bool, env func(t *testing.T) map[string]s
 				t.Fatal(err)
 			}
 			r := rep.Results[0]
-			if r.Verdict() != "PASS" || r.Burst == nil || r.Steady == nil || r.Closed == nil {
+			if r.Verdict() != "PASS" || r.Burst == nil || r.Steady == nil || r.Closed == nil || r.ClosedCart == nil {
 				t.Fatalf("verdict %s, error %q, problems %q", r.Verdict(), r.Error, problems(r))
 			}
-			for load, p := range map[string]*loadtest.Phase{"burst": r.Burst, "steady": r.Steady, "closed": r.Closed} {
+			for load, p := range map[string]*loadtest.Phase{"burst": r.Burst, "steady": r.Steady, "carts": r.ClosedCart} {
 				checkCartMix(t, load, p, cart)
+			}
+			// The closed loop places single orders, beside which the
+			// cart mix's is a fraction.
+			if i := slices.IndexFunc(r.Closed.Acked, func(o audit.Acked) bool { return len(o.SKUs) != 1 }); i >= 0 || r.Closed.Ordered == 0 {
+				t.Errorf("closed: %d orders, order %d not of one line; want single orders", r.Closed.Ordered, i)
+			}
+			if want := r.ClosedCart.OrdersPerSecond() / r.Closed.OrdersPerSecond(); r.ClosedCartFraction != want || want <= 0 {
+				t.Errorf("cart fraction %g, want %g", r.ClosedCartFraction, want)
 			}
 			if soldOut := slices.ContainsFunc(r.Burst.SKUs, func(a audit.Audit) bool { return a.Available == 0 }); !soldOut || r.Burst.SoldOut == 0 {
 				t.Errorf("burst: no SKU sold out (%+v), %d sold-out answers; want one at least", r.Burst.SKUs, r.Burst.SoldOut)
@@ -97,7 +105,7 @@ func skuNames(audits []audit.Audit) []string {
 
 func problems(r loadtest.Result) []string {
 	var all []string
-	for _, p := range []*loadtest.Phase{r.Burst, r.Steady, r.Closed} {
+	for _, p := range []*loadtest.Phase{r.Burst, r.Steady, r.Closed, r.ClosedCart} {
 		if p != nil {
 			all = append(all, p.Problems...)
 		}

@@ -156,20 +156,37 @@ func (r runner) run(ctx context.Context, s strategy.Strategy) (res loadtest.Resu
 		res.Steady, err = r.phase(ctx, fleet.Shop, s.Name, "steady", name("steady", "steady"), r.plan.Steady.Cart, r.plan.Steady.Buyers(), r.plan.Steady.Run, m)
 	}
 	if err == nil && r.plan.Closed.Duration > 0 {
-		phases := make(map[int]*loadtest.Phase)
-		res.ClosedBuyers, res.ClosedSteps, err = r.plan.Closed.Search(func(buyers int) (loadtest.ClosedStep, bool, error) {
-			loop := loadtest.Closed{Buyers: buyers, Duration: r.plan.Closed.Duration, Cart: r.plan.Closed.Cart}
-			kind := fmt.Sprintf("closed, %d buyers", buyers) // a card of its own in the live view
-			p, err := r.phase(ctx, fleet.Shop, s.Name, kind, fmt.Sprintf("%s-%d", name("closed", "closed"), buyers), loop.Cart, closedStock, loop.Run, m)
-			if err != nil {
-				return loadtest.ClosedStep{}, false, err
-			}
-			phases[buyers] = p
-			return loadtest.ClosedStep{Buyers: buyers, PerSecond: p.OrdersPerSecond(), P99: p.Latency.P99}, len(p.Problems) == 0, nil
-		})
-		res.Closed = phases[res.ClosedBuyers]
+		res.ClosedBuyers, res.ClosedSteps, res.Closed, err = r.closed(ctx, fleet.Shop, s.Name, name("closed", "closed"), 0, m)
+	}
+	if err == nil && r.plan.Closed.Duration > 0 && r.plan.Closed.Cart >= 2 {
+		res.ClosedCartBuyers, res.ClosedCartSteps, res.ClosedCart, err = r.closed(ctx, fleet.Shop, s.Name, name("carts", "carts"), r.plan.Closed.Cart, m)
+		if single := res.Closed.OrdersPerSecond(); single > 0 {
+			res.ClosedCartFraction = res.ClosedCart.OrdersPerSecond() / single
+		}
 	}
 	return res, err
+}
+
+// closed runs the plan's closed loop's search on sku, each order a cart
+// of the mix cart or, below 2, one unit of one SKU, and returns its best
+// step's buyers and load, and every step.
+func (r runner) closed(ctx context.Context, shop loadtest.Shop, name, sku string, cart int, m meter) (int, []loadtest.ClosedStep, *loadtest.Phase, error) {
+	phases := make(map[int]*loadtest.Phase)
+	load := "closed"
+	if cart >= 2 {
+		load = "carts"
+	}
+	best, steps, err := r.plan.Closed.Search(func(buyers int) (loadtest.ClosedStep, bool, error) {
+		loop := loadtest.Closed{Buyers: buyers, Duration: r.plan.Closed.Duration, Cart: cart}
+		kind := fmt.Sprintf("%s, %d buyers", load, buyers) // a card of its own in the live view
+		p, err := r.phase(ctx, shop, name, kind, fmt.Sprintf("%s-%d", sku, buyers), cart, closedStock, loop.Run, m)
+		if err != nil {
+			return loadtest.ClosedStep{}, false, err
+		}
+		phases[buyers] = p
+		return loadtest.ClosedStep{Buyers: buyers, PerSecond: p.OrdersPerSecond(), P99: p.Latency.P99}, len(p.Problems) == 0, nil
+	})
+	return best, steps, phases[best], err
 }
 
 // closedStock is the stock of a closed loop: more than any loop here sells,
