@@ -101,7 +101,7 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 // writeBatch gives back what grant then refuses.
 func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, now time.Time) (batchState, error) {
 	var st batchState
-	limit := batch[0].rules.limit
+	limit := batch[0].rules.Limit
 	if asked := askedUnits(batch, known); asked > 0 && limit == 0 {
 		res := tx.Exec(`UPDATE stock_items SET available = available - ?, version = version + 1, updated_at = ?
 			WHERE sku = ? AND available >= ?`, asked, now, sku, asked)
@@ -127,7 +127,7 @@ func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Orde
 		return st, err
 	}
 	st.available += st.took
-	if w := batch[0].rules.window; w > 0 {
+	if w := batch[0].rules.Window; w > 0 {
 		now, err := db.Now(tx)
 		if err != nil {
 			return st, err
@@ -199,13 +199,13 @@ func grant(sku string, batch []*pending, known map[userKey]Order, st batchState,
 			held = st.held[r.UserID]
 		}
 		switch {
-		case p.rules.limit > 0 && held+r.Quantity > p.rules.limit:
-			d.verdict, d.err = refused, limitReached(r.UserID, sku, held, p.rules.limit)
+		case p.rules.Limit > 0 && held+r.Quantity > p.rules.Limit:
+			d.verdict, d.err = refused, limitReached(r.UserID, sku, held, p.rules.Limit)
 		case r.Quantity > st.available-g.taken:
 			d.verdict, d.err = refused, soldOut(sku)
 		default:
 			g.taken += r.Quantity
-			if p.rules.limit > 0 {
+			if p.rules.Limit > 0 {
 				g.holdings[r.UserID] = held + r.Quantity
 			}
 			key := r.IdempotencyKey

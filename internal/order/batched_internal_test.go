@@ -19,7 +19,7 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	// Not through the registry: the test reads the group-commit writer's
 	// queue inside *Batched, which the registry's guard does not show.
 	b := NewBatched(gdb)
-	svc := NewService(gdb, b, nil)
+	svc := NewService(gdb, b.Placement(), nil)
 	ctx := t.Context()
 	if err := stock.Reset(ctx, gdb, "last", 1); err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ type Lua struct {
 	w       *writer
 	single  stock.Guard // the database side of refunds
 	reads   *firstReads
-	rules   rules // of the reservations it claims from dead processes
+	rules   Rules // of the reservations it claims from dead processes
 	idle    time.Duration
 	keep    time.Duration // how long a final answer is kept
 	buckets int           // each SKU's Redis stock is split into (buckets.go)
@@ -88,7 +88,7 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 	}
 	o.Buckets = max(o.Buckets, 1)
 	l := &Lua{db: gdb, redis: stock.NewRedisStock(rdb, o.Prefix), w: newWriter(gdb, "lua"), single: stock.NewAtomic(gdb), reads: newFirstReads(gdb),
-		rules: rules{limit: o.PerUserLimit, window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, buckets: o.Buckets, rebuilding: make(chan struct{}, 1),
+		rules: Rules{Limit: o.PerUserLimit, Window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, buckets: o.Buckets, rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), fixing: make(map[string]bool), checked: make(map[string]uint64)}
 	l.w.settle = l.settle
 	for _, result := range []string{"persisted", "released"} {
@@ -104,12 +104,12 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 // when the buyer's ctx has ended.
 const redisTimeout = 5 * time.Second
 
-// place implements placer: one script claims the buyer's key and
+// Place implements Placer: one script claims the buyer's key and
 // reserves in Redis (stock.RedisStock.Reserve), then the writer persists.
 // A key already answered gets its answer again. Redis's refusals are
 // final, and kept by the script; the database's are checked against the
 // key's order, and kept here.
-func (l *Lua) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bool, error) {
+func (l *Lua) Place(ctx context.Context, r PlaceRequest, rules Rules) (Order, bool, error) {
 	res := stock.Reservation{UserID: r.UserID, Key: r.IdempotencyKey, Quantity: r.Quantity}
 	lookedUp := false
 	var over *stock.OverLimitError
@@ -120,11 +120,11 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bo
 		if err != nil {
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
-		keep := stock.Refusals{TTL: l.keep, SoldOut: string(refusedSoldOut), OverLimit: keptLimit(rules.limit)}
+		keep := stock.Refusals{TTL: l.keep, SoldOut: string(refusedSoldOut), OverLimit: keptLimit(rules.Limit)}
 		if len(route) > 1 {
 			keep.SoldOut = "" // one bucket's sold out is not the SKU's
 		}
-		terms := stock.Terms{Epoch: epoch, Limit: rules.limit, LookedUp: lookedUp, TakeOver: l.idle, Keep: keep}
+		terms := stock.Terms{Epoch: epoch, Limit: rules.Limit, LookedUp: lookedUp, TakeOver: l.idle, Keep: keep}
 		id, answer, err := l.redis.Reserve(ctx, route[0], res, terms)
 		switch {
 		case err == nil && id == "":
@@ -159,7 +159,7 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bo
 		case errors.Is(err, stock.ErrSoldOut):
 			return Order{}, false, l.keepRefusal(ctx, r, soldOut(r.SKU))
 		case errors.As(err, &over):
-			return Order{}, false, limitReached(r.UserID, r.SKU, over.Held, rules.limit)
+			return Order{}, false, limitReached(r.UserID, r.SKU, over.Held, rules.Limit)
 		case errors.Is(err, stock.ErrInProgress):
 			return Order{}, false, fmt.Errorf("order: place: %w", err)
 		case errors.Is(err, stock.ErrKeyReused):
@@ -239,7 +239,7 @@ func (l *Lua) settle(ctx context.Context, sku string, batch []*pending, answers 
 	defer cancel()
 	// Should it fail, they stay pending and are claimed and settled later.
 	for bucket, ss := range byBucket(sku, ss) {
-		_, err := l.redis.Settle(ctx, bucket, ss, l.rules.limit > 0)
+		_, err := l.redis.Settle(ctx, bucket, ss, l.rules.Limit > 0)
 		l.failed(err)
 	}
 	if refused {
@@ -289,16 +289,16 @@ func (l *Lua) AdjustLines(ctx context.Context, lines []stock.Line, fn stock.Fn) 
 	return l.adjust(ctx, lines, "", only(fn))
 }
 
-// refund returns o's units, to the database and then to Redis, and takes
+// Refund implements Refunder: it returns o's units, to the database and then to Redis, and takes
 // them off what its user holds there.
-func (l *Lua) refund(ctx context.Context, o Order, fn stock.Fn) error {
+func (l *Lua) Refund(ctx context.Context, o Order, fn stock.Fn) error {
 	return l.adjust(ctx, stockLines(o.lines(), 1), o.UserID, only(fn))
 }
 
-// restock implements SetStock's change of an existing SKU: set changes
+// Restock implements Restocker, SetStock's change of an existing SKU: set changes
 // the stock in the database, under the stock row's lock, and Redis then
 // takes the same change, in the same epoch, without a rebuild.
-func (l *Lua) restock(ctx context.Context, sku string, set func(tx *gorm.DB) (int, error)) error {
+func (l *Lua) Restock(ctx context.Context, sku string, set func(tx *gorm.DB) (int, error)) error {
 	return l.adjust(ctx, []stock.Line{{SKU: sku}}, "", set)
 }
 
@@ -342,22 +342,22 @@ func (l *Lua) adjust(ctx context.Context, lines []stock.Line, user string, fn fu
 		}
 		// Units that come back go to bucket 0, where the last units of a
 		// sale gather (shares).
-		if _, err := l.redis.Adjust(rctx, c.SKU, epochs[i], c.Delta, user, l.rules.limit > 0); err != nil {
+		if _, err := l.redis.Adjust(rctx, c.SKU, epochs[i], c.Delta, user, l.rules.Limit > 0); err != nil {
 			l.fix(c.SKU) // the database has the change; Redis gets it from there
 		}
 	}
 	return nil
 }
 
-// newSale implements saleKeeper: a new epoch, in the transaction that sets
+// NewSale implements Sale: a new epoch, in the transaction that sets
 // the SKU up, so that no state built before it sells again.
-func (l *Lua) newSale(tx *gorm.DB, sku string) error {
+func (l *Lua) NewSale(tx *gorm.DB, sku string) error {
 	_, err := stock.NextEpoch(tx, sku)
 	return err
 }
 
-// forget implements saleKeeper: it drops the SKU's Redis state.
-func (l *Lua) forget(ctx context.Context, sku string) error {
+// Forget implements Sale: it drops the SKU's Redis state.
+func (l *Lua) Forget(ctx context.Context, sku string) error {
 	l.mu.Lock()
 	delete(l.epochs, sku)
 	l.mu.Unlock()
@@ -369,14 +369,10 @@ func (l *Lua) forget(ctx context.Context, sku string) error {
 	return nil
 }
 
-// keepsKeys implements keyKeeper: Reserve claims the key, and the writer
-// keeps the answer with its XACK.
-func (*Lua) keepsKeys() {}
-
-var (
-	_ keyKeeper  = (*Lua)(nil)
-	_ saleKeeper = (*Lua)(nil)
-	_ restocker  = (*Lua)(nil)
-	_ refunder   = (*Lua)(nil)
-	_ placer     = (*Lua)(nil)
-)
+// Placement is what the service places through under lua: every step is
+// its own. It keeps its buyers' Idempotency-Keys itself: Reserve claims
+// the key, and the writer keeps the answer with its XACK. Its
+// reconciliation is the app's to run.
+func (l *Lua) Placement() Placement {
+	return Placement{Guard: l, Placer: l, Carts: l, KeepsKeys: true, Refunder: l, Restocker: l, Sale: l, Reconciler: l}
+}

@@ -99,7 +99,7 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 				rec.Rebuilt = fmt.Sprintf("epoch %d, want %d", st.Epoch, rec.Epoch)
 			}
 		}
-		load := stock.Load{Token: token, Epoch: rec.Epoch, Limited: l.rules.limit > 0, Dealt: l.buckets > 1}
+		load := stock.Load{Token: token, Epoch: rec.Epoch, Limited: l.rules.Limit > 0, Dealt: l.buckets > 1}
 		if rec.Rebuilt != "" {
 			if rec.Epoch, err = stock.NextEpoch(tx, sku); err != nil {
 				return err

@@ -58,7 +58,7 @@ const maxBatch = 128
 type pending struct {
 	ctx   context.Context
 	r     PlaceRequest
-	rules rules
+	rules Rules
 	done  chan placed // buffered: the writer never waits for the buyer
 	// entry is the reservation's id in lua's stream, and epoch the epoch
 	// of the Redis state it was taken from; empty and 0 for batched.

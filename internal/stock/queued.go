@@ -21,6 +21,7 @@ import (
 type Queued struct {
 	db    *gorm.DB
 	guard Guard
+	relay relay // guard, when it keeps a lease for the next buyer (QueueLocked); else nil
 
 	mu   sync.Mutex
 	skus map[string]*line
@@ -43,6 +44,14 @@ type line struct {
 // NewQueued returns guard behind a queue per SKU in this process.
 func NewQueued(gdb *gorm.DB, guard Guard) *Queued {
 	return &Queued{db: gdb, guard: guard, skus: make(map[string]*line)}
+}
+
+// QueueLocked is NewQueued of a lock strategy's guard, which passes a
+// lease that sold to the next buyer of the SKU waiting in this queue.
+func QueueLocked(gdb *gorm.DB, l *Locked) *Queued {
+	q := NewQueued(gdb, l)
+	q.relay = l
+	return q
 }
 
 // FirstRead is a purchase's first read, the plain read that Queued makes
@@ -96,12 +105,12 @@ func (q *Queued) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
 			return fmt.Errorf("%w: %s", err, l.SKU)
 		}
 		defer func() { <-ln.turn }()
-		if r, ok := q.guard.(relay); ok {
-			r.drop(l.SKU)
+		if q.relay != nil {
+			q.relay.drop(l.SKU)
 		}
 	}
-	if r, ok := q.guard.(relay); ok {
-		return r.adjustThen(ctx, lines, fn, q.waiting)
+	if q.relay != nil {
+		return q.relay.adjustThen(ctx, lines, fn, q.waiting)
 	}
 	return q.guard.AdjustLines(ctx, lines, fn)
 }
@@ -124,8 +133,8 @@ func (q *Queued) AdjustAfter(ctx context.Context, sku string, delta int, first F
 	}
 	defer func() { <-l.turn }()
 	var err error
-	if r, ok := q.guard.(relay); ok {
-		err = r.adjustThen(ctx, []Line{{SKU: sku, Delta: delta}}, fn, q.waiting)
+	if q.relay != nil {
+		err = q.relay.adjustThen(ctx, []Line{{SKU: sku, Delta: delta}}, fn, q.waiting)
 	} else {
 		err = q.guard.Adjust(ctx, sku, delta, fn)
 	}
@@ -223,8 +232,8 @@ func (q *Queued) leave(sku string, l *line) {
 		delete(q.skus, sku)
 	}
 	q.mu.Unlock()
-	if r, ok := q.guard.(relay); ok && empty {
-		r.drop(sku)
+	if q.relay != nil && empty {
+		q.relay.drop(sku)
 	}
 }
 
