@@ -141,10 +141,9 @@ func (f *firstReads) answer(sku string, batch []*firstRead) {
 		pairs[i] = "(?, ?)"
 		args = append(args, fr.r.UserID, fr.r.IdempotencyKey)
 	}
-	args = append(args, sku)
-	rows, err := f.db.WithContext(ctx).Raw(`SELECT s.available, o.user_id, o.idempotency_key FROM stock_items s
-		LEFT JOIN orders o ON (o.user_id, o.idempotency_key) IN (`+strings.Join(pairs, ", ")+`)
-		WHERE s.sku = ?`, args...).Rows()
+	args = append([]any{stock.AvailableOf(f.db, sku)}, args...)
+	rows, err := f.db.WithContext(ctx).Raw(`SELECT s.available, o.user_id, o.idempotency_key FROM (?) s
+		LEFT JOIN orders o ON (o.user_id, o.idempotency_key) IN (`+strings.Join(pairs, ", ")+`)`, args...).Rows()
 	var a readAnswer
 	keyed := make(map[[2]string]bool)
 	if err == nil {

@@ -124,12 +124,8 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// The stock row first: every purchase and refund takes it before it
 		// writes, so none is under way once it is locked.
-		res := tx.Where("sku = ?", sku).Delete(&stock.Item{})
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return fmt.Errorf("%w: %s", stock.ErrNotFound, sku)
+		if err := stock.Delete(tx, sku); err != nil {
+			return err
 		}
 		if err := stock.Forget(tx, sku); err != nil {
 			return err
@@ -143,7 +139,7 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 			return err
 		}
 		for _, o := range others {
-			if err := tx.Exec(`UPDATE stock_items SET available = available + ? WHERE sku = ?`, o.Quantity, o.SKU).Error; err != nil {
+			if err := stock.Give(tx, o.SKU, o.Quantity); err != nil {
 				return err
 			}
 			err := tx.Model(&purchase{}).Where("user_id = ? AND sku = ?", o.UserID, o.SKU).Update("units", gorm.Expr("units - ?", o.Quantity)).Error
