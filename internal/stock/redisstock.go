@@ -50,6 +50,10 @@ var (
 	// ErrInProgress means the buyer's key has a reservation that its
 	// process may still be persisting: the buyer hears of it once it has.
 	ErrInProgress = errors.New("stock: the idempotency key's reservation is being persisted")
+	// ErrUnknownReply means a script answered what its caller does not
+	// know: a script and its caller of different versions. It is no
+	// business answer, and nothing is taken for one.
+	ErrUnknownReply = errors.New("stock: unknown script reply")
 )
 
 // Reservation is one buyer's units taken in Redis and logged in the SKU's
@@ -127,6 +131,9 @@ func (s *RedisStock) Reserve(ctx context.Context, sku string, r Reservation, t T
 	if err != nil {
 		return "", "", fmt.Errorf("stock: reserve: %w", err)
 	}
+	if len(v) == 0 || (len(v) < 2 && v[0] != "lookup" && v[0] != "in-doubt") {
+		return "", "", fmt.Errorf("%w: reserve: %q", ErrUnknownReply, v)
+	}
 	switch v[0] {
 	case "ok":
 		return v[1], "", nil
@@ -144,9 +151,14 @@ func (s *RedisStock) Reserve(ctx context.Context, sku string, r Reservation, t T
 		return "", "", fmt.Errorf("%w: %s's key %q", ErrLookup, r.UserID, r.Key)
 	case "in-doubt":
 		return "", "", fmt.Errorf("%w: %s", ErrInDoubt, sku)
-	default:
-		held, _ := strconv.Atoi(v[1])
+	case "limit":
+		held, err := strconv.Atoi(v[1])
+		if err != nil {
+			return "", "", fmt.Errorf("%w: reserve: %q", ErrUnknownReply, v)
+		}
 		return "", "", &OverLimitError{Held: held}
+	default:
+		return "", "", fmt.Errorf("%w: reserve: %q", ErrUnknownReply, v)
 	}
 }
 
