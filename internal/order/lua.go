@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -37,6 +38,7 @@ type Lua struct {
 	idle    time.Duration
 	keep    time.Duration // how long a final answer is kept
 	buckets int           // each SKU's Redis stock is split into (buckets.go)
+	log     *slog.Logger
 
 	// betweenLines, when set, runs before each line of a saga: a test's
 	// way to fail a store between two lines.
@@ -72,6 +74,9 @@ type LuaOptions struct {
 	// masters of a Redis Cluster. Default 1. See
 	// docs/strategies.md#buckets.
 	Buckets int
+	// Log is where the Redis failures that no buyer hears of are told;
+	// nil is slog.Default().
+	Log *slog.Logger
 }
 
 // NewLua returns the fast path on gdb and rdb.
@@ -88,11 +93,14 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 	}
 	o.Buckets = max(o.Buckets, 1)
 	l := &Lua{db: gdb, redis: stock.NewRedisStock(rdb, o.Prefix), w: newWriter(gdb, "lua"), single: stock.NewAtomic(gdb), reads: newFirstReads(gdb),
-		rules: Rules{Limit: o.PerUserLimit, Window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, buckets: o.Buckets, rebuilding: make(chan struct{}, 1),
+		rules: Rules{Limit: o.PerUserLimit, Window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), fixing: make(map[string]bool), checked: make(map[string]uint64)}
 	l.w.settle = l.settle
 	for _, result := range []string{"persisted", "released"} {
 		metrics.LuaClaimed.WithLabelValues(result)
+	}
+	for _, op := range []string{"keep", "settle", "cart-done", "adjust", "rebuild"} {
+		metrics.LuaRedisErrors.WithLabelValues(op)
 	}
 	for _, reason := range []string{"missing", "epoch", "drift"} {
 		metrics.LuaCorrections.WithLabelValues(reason)
@@ -201,7 +209,7 @@ func (l *Lua) keepRefusal(ctx context.Context, r PlaceRequest, err error) error 
 	if answer, ok := kept(placed{err: err}); ok {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
 		defer cancel()
-		_ = l.redis.Keep(ctx, l.route(r.SKU, r.UserID)[0], r.UserID, r.IdempotencyKey, r.Quantity, answer, l.keep)
+		l.dropped(ctx, "keep", l.redis.Keep(ctx, l.route(r.SKU, r.UserID)[0], r.UserID, r.IdempotencyKey, r.Quantity, answer, l.keep))
 	}
 	return err
 }
@@ -241,6 +249,7 @@ func (l *Lua) settle(ctx context.Context, sku string, batch []*pending, answers 
 	for bucket, ss := range byBucket(sku, ss) {
 		_, err := l.redis.Settle(ctx, bucket, ss, l.rules.Limit > 0)
 		l.failed(err)
+		l.dropped(ctx, "settle", err)
 	}
 	if refused {
 		// Redis granted what the database refused: its state is stale.
@@ -259,6 +268,16 @@ func byBucket(sku string, ss []stock.Settlement) map[string][]stock.Settlement {
 	return by
 }
 
+// dropped logs and counts a Redis call that failed where no buyer waits
+// for it: what it would have written is set right later.
+func (l *Lua) dropped(ctx context.Context, op string, err error) {
+	if err == nil {
+		return
+	}
+	metrics.LuaRedisErrors.WithLabelValues(op).Inc()
+	l.log.WarnContext(ctx, "lua: a Redis call failed; it is set right later", slog.String("op", op), slog.Any("err", err))
+}
+
 // fix builds the SKU's state again in the background, once at a time.
 func (l *Lua) fix(sku string) {
 	l.mu.Lock()
@@ -270,7 +289,8 @@ func (l *Lua) fix(sku string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
 		defer cancel()
-		_, _ = l.rebuild(ctx, sku, 0) // Reconcile tries again if it fails
+		_, err := l.rebuild(ctx, sku, 0)
+		l.dropped(ctx, "rebuild", err) // Reconcile tries again
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		delete(l.fixing, sku)
@@ -343,6 +363,7 @@ func (l *Lua) adjust(ctx context.Context, lines []stock.Line, user string, fn fu
 		// Units that come back go to bucket 0, where the last units of a
 		// sale gather (shares).
 		if _, err := l.redis.Adjust(rctx, c.SKU, epochs[i], c.Delta, user, l.rules.Limit > 0); err != nil {
+			l.dropped(rctx, "adjust", err)
 			l.fix(c.SKU) // the database has the change; Redis gets it from there
 		}
 	}

@@ -200,7 +200,7 @@ func (l *Lua) endCart(saga string, held []string, persisted bool) {
 	defer cancel()
 	for _, sku := range held {
 		if persisted {
-			_ = l.redis.CartDone(ctx, sku, saga)
+			l.dropped(ctx, "cart-done", l.redis.CartDone(ctx, sku, saga))
 			continue
 		}
 		n, err := l.redis.GiveBack(ctx, sku, saga, l.rules.Limit > 0)
