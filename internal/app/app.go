@@ -31,7 +31,8 @@ import (
 type App struct {
 	Handler  http.Handler
 	backends *backend.Backends
-	stopJobs func() // stops the background jobs and waits for them
+	orders   *order.Service // nil until built
+	stopJobs func()         // stops the background jobs and waits for them
 }
 
 // New opens the backends, migrates the schema (or with SHOP_MIGRATE=off
@@ -67,6 +68,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	orders := order.NewService(b.DB, placement, &order.Options{PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
 		Keys:         &order.KeyOptions{Redis: b.Redis, Prefix: cfg.RedisPrefix, TTL: cfg.IdempotencyTTL},
 		StreamMaxLen: cfg.StreamMaxLen})
+	a.orders = orders
 	a.startJobs(ctx, b, cfg, log, orders, placement)
 	a.Handler = httpapi.New(httpapi.Config{
 		Strategy: cfg.Strategy,
@@ -102,9 +104,13 @@ func (a *App) WatchDB() error {
 	return metrics.WatchDB(sqlDB)
 }
 
-// Close stops the jobs and closes the backends.
+// Close stops the jobs, waits for the orders under way and the order
+// service's background work, and closes the backends.
 func (a *App) Close() error {
 	a.stopJobs()
+	if a.orders != nil {
+		a.orders.Close()
+	}
 	return a.backends.Close()
 }
 

@@ -60,4 +60,11 @@ func (b *Batched) Place(ctx context.Context, r PlaceRequest, rules Rules) (Order
 
 // Placement is what the service places through under batched: its own
 // placement of orders with a key, and its guard for the rest.
-func (b *Batched) Placement() Placement { return Placement{Guard: b, Placer: b} }
+func (b *Batched) Placement() Placement { return Placement{Guard: b, Placer: b, Close: b.Close} }
+
+// Close answers the buyers its writer holds and waits for its writers and
+// first reads. A buyer who comes after it is answered busy.
+func (b *Batched) Close() {
+	b.w.close()
+	b.reads.close()
+}

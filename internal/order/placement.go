@@ -45,6 +45,10 @@ type Placement struct {
 	// Reconciler is background work the app runs on one instance at a
 	// time: lua's reconciliation of Redis with the database.
 	Reconciler Reconciler
+	// Close, when set, stops and waits for the work the strategy runs in
+	// the background by itself (batched's and lua's writers); the
+	// service's Close calls it.
+	Close func()
 }
 
 // Guarded is the placement of a guard that the service wraps, with no step
@@ -107,6 +111,16 @@ type Sale interface {
 // token is the run's fencing token.
 type Reconciler interface {
 	Reconcile(ctx context.Context, token int64) (Report, error)
+}
+
+// Close waits for the first reads under way, and closes the strategy's
+// placement: its background work ends. A buyer who comes after it is
+// answered busy.
+func (s *Service) Close() {
+	s.reads.close()
+	if s.strategy.Close != nil {
+		s.strategy.Close()
+	}
 }
 
 // KeepsKeys reports whether the service keeps its buyers'

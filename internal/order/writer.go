@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -28,8 +29,10 @@ type writer struct {
 	// reservations there.
 	settle func(ctx context.Context, sku string, batch []*pending, answers []placed)
 
-	mu   sync.Mutex
-	skus map[string]*line // a SKU is here while its writer runs
+	mu      sync.Mutex
+	skus    map[string]*line // a SKU is here while its writer runs
+	closed  bool             // by close: no SKU's writer starts again
+	running sync.WaitGroup   // the SKUs' writers
 
 	idsOnce sync.Once
 	ids     idSource
@@ -80,22 +83,36 @@ type placed struct {
 func (w *writer) submit(p *pending) (Order, bool, error) {
 	p.done = make(chan placed, 1)
 	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, errClosed)
+	}
 	l, running := w.skus[p.r.SKU]
 	if !running {
 		l = &line{}
 		w.skus[p.r.SKU] = l
+		w.running.Go(func() { w.write(p.r.SKU) })
 	}
 	l.queue = append(l.queue, p)
 	w.mu.Unlock()
-	if !running {
-		go w.write(p.r.SKU)
-	}
 	select {
 	case res := <-p.done:
 		return res.o, res.replayed, res.err
 	case <-p.ctx.Done():
 		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, context.Cause(p.ctx))
 	}
+}
+
+// errClosed answers a buyer who comes once the shop is closing.
+var errClosed = errors.New("order: the shop is closing")
+
+// close waits for every SKU's writer to answer its buyers, once no new
+// writer may start.
+func (w *writer) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.running.Wait()
 }
 
 // stocked reports whether sku's writer runs and its last batch left stock.
