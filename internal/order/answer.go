@@ -65,7 +65,7 @@ func (e *refusal) Is(target error) bool {
 	}
 }
 
-func soldOut(sku string) error { return &refusal{kind: refusedSoldOut, sku: sku} }
+func soldOutRefusal(sku string) error { return &refusal{kind: refusedSoldOut, sku: sku} }
 
 // Short returns the SKUs that a sold-out refusal found short: of a cart,
 // each of them, kept newline-separated in sku.

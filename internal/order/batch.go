@@ -200,7 +200,7 @@ func grant(sku string, batch []*pending, known map[userKey]Order, st batchState,
 		case p.rules.Limit > 0 && held+r.Quantity > p.rules.Limit:
 			d.verdict, d.err = refused, limitReached(r.UserID, sku, held, p.rules.Limit)
 		case r.Quantity > st.available-g.taken:
-			d.verdict, d.err = refused, soldOut(sku)
+			d.verdict, d.err = refused, soldOutRefusal(sku)
 		default:
 			g.taken += r.Quantity
 			if p.rules.Limit > 0 {

@@ -62,7 +62,7 @@ func (f *firstReads) first(ctx context.Context, r PlaceRequest) (Order, bool, er
 	case a.found:
 		return replayOr(ctx, f.db, r, nil)
 	case a.available < r.Quantity:
-		return Order{}, false, soldOut(r.SKU)
+		return Order{}, false, soldOutRefusal(r.SKU)
 	}
 	return Order{}, false, nil
 }

@@ -166,7 +166,7 @@ func (l *Lua) Place(ctx context.Context, r PlaceRequest, rules Rules) (Order, bo
 			route = route[1:] // the next bucket
 			attempt--
 		case errors.Is(err, stock.ErrSoldOut):
-			return Order{}, false, l.keepRefusal(ctx, r, soldOut(r.SKU))
+			return Order{}, false, l.keepRefusal(ctx, r, soldOutRefusal(r.SKU))
 		case errors.As(err, &over):
 			return Order{}, false, limitReached(r.UserID, r.SKU, over.Held, rules.Limit)
 		case errors.Is(err, stock.ErrInProgress):

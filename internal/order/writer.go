@@ -30,20 +30,20 @@ type writer struct {
 	settle func(ctx context.Context, sku string, batch []*pending, answers []placed)
 
 	mu      sync.Mutex
-	skus    map[string]*line // a SKU is here while its writer runs
-	closed  bool             // by close: no SKU's writer starts again
-	running sync.WaitGroup   // the SKUs' writers
+	skus    map[string]*skuQueue // a SKU is here while its writer runs
+	closed  bool                 // by close: no SKU's writer starts again
+	running sync.WaitGroup       // the SKUs' writers
 
 	idsOnce sync.Once
 	ids     idSource
 }
 
 func newWriter(gdb *gorm.DB, name string) *writer {
-	return &writer{db: gdb, name: name, skus: make(map[string]*line)}
+	return &writer{db: gdb, name: name, skus: make(map[string]*skuQueue)}
 }
 
-// line is one SKU's waiting buyers, and what its last batch left.
-type line struct {
+// skuQueue is one SKU's waiting buyers, and what its last batch left.
+type skuQueue struct {
 	queue []*pending
 	// stocked: the last batch committed and left stock. Until a first
 	// batch has, or once one leaves none, buyers read the stock first.
@@ -89,7 +89,7 @@ func (w *writer) submit(p *pending) (Order, bool, error) {
 	}
 	l, running := w.skus[p.r.SKU]
 	if !running {
-		l = &line{}
+		l = &skuQueue{}
 		w.skus[p.r.SKU] = l
 		w.running.Go(func() { w.write(p.r.SKU) })
 	}
@@ -144,7 +144,7 @@ func (w *writer) write(sku string) {
 					kept = append(kept, p)
 					continue
 				}
-				p.done <- placed{err: soldOut(sku)}
+				p.done <- placed{err: soldOutRefusal(sku)}
 			}
 			l.queue = kept
 		}

@@ -24,26 +24,26 @@ type Queued struct {
 	relay relay // guard, when it keeps a lease for the next buyer (QueueLocked); else nil
 
 	mu   sync.Mutex
-	skus map[string]*line
+	skus map[string]*skuQueue
 }
 
-// line is the queue of one SKU, kept while anyone is in it.
-type line struct {
+// skuQueue is the queue of one SKU, kept while anyone is in it.
+type skuQueue struct {
 	turn    chan struct{} // holds one value while a change is at the guard
-	refs    int           // buyers in the line, at the guard or waiting
+	refs    int           // buyers in the queue, at the guard or waiting
 	tickets uint64        // the last ticket handed out
-	// A waiter whose ticket is at most soldOut, and who wants at least
+	// A waiter whose ticket is at most soldOutTicket, and who wants at least
 	// need units, is sold out: the stock was read below need while it
-	// waited. wake is closed whenever soldOut rises.
-	soldOut uint64
-	need    int
-	wake    chan struct{}
-	stocked bool // the guard's last answer to a buyer was a sale
+	// waited. wake is closed whenever soldOutTicket rises.
+	soldOutTicket uint64
+	need          int
+	wake          chan struct{}
+	stocked       bool // the guard's last answer to a buyer was a sale
 }
 
 // NewQueued returns guard behind a queue per SKU in this process.
 func NewQueued(gdb *gorm.DB, guard Guard) *Queued {
-	return &Queued{db: gdb, guard: guard, skus: make(map[string]*line)}
+	return &Queued{db: gdb, guard: guard, skus: make(map[string]*skuQueue)}
 }
 
 // QueueLocked is NewQueued of a lock strategy's guard, which passes a
@@ -158,7 +158,7 @@ func (q *Queued) waiting(sku string) bool {
 	return l != nil && l.refs > 1
 }
 
-// stocked reports whether sku's line is in use and its last buyer bought.
+// stocked reports whether sku's queue is in use and its last buyer bought.
 func (q *Queued) stocked(sku string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -170,7 +170,7 @@ func (q *Queued) stocked(sku string) bool {
 // buyer waiting in l that wants more than is left that it is sold out. They
 // were all waiting when the stock was read, so the answer was true while
 // each of them waited, even if a refund returns a unit just after.
-func (q *Queued) tellWaiting(ctx context.Context, sku string, l *line) {
+func (q *Queued) tellWaiting(ctx context.Context, sku string, l *skuQueue) {
 	q.mu.Lock()
 	waiting := l.tickets
 	q.mu.Unlock()
@@ -180,8 +180,8 @@ func (q *Queued) tellWaiting(ctx context.Context, sku string, l *line) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if waiting > l.soldOut {
-		l.soldOut, l.need = waiting, max(it.Available+1, 1)
+	if waiting > l.soldOutTicket {
+		l.soldOutTicket, l.need = waiting, max(it.Available+1, 1)
 		close(l.wake)
 		l.wake = make(chan struct{})
 	}
@@ -190,10 +190,10 @@ func (q *Queued) tellWaiting(ctx context.Context, sku string, l *line) {
 // wait returns once it is the ticket's turn, or with ErrSoldOut once the
 // stock was read too short for want units while it waited (want <= 0 for a
 // refund, which is never sold out), or with ErrBusy when ctx ends.
-func (q *Queued) wait(ctx context.Context, l *line, ticket uint64, want int) error {
+func (q *Queued) wait(ctx context.Context, l *skuQueue, ticket uint64, want int) error {
 	for {
 		q.mu.Lock()
-		if want > 0 && ticket <= l.soldOut && want >= l.need {
+		if want > 0 && ticket <= l.soldOutTicket && want >= l.need {
 			q.mu.Unlock()
 			return ErrSoldOut
 		}
@@ -209,12 +209,12 @@ func (q *Queued) wait(ctx context.Context, l *line, ticket uint64, want int) err
 	}
 }
 
-func (q *Queued) enter(sku string) (*line, uint64) {
+func (q *Queued) enter(sku string) (*skuQueue, uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	l := q.skus[sku]
 	if l == nil {
-		l = &line{turn: make(chan struct{}, 1), wake: make(chan struct{})}
+		l = &skuQueue{turn: make(chan struct{}, 1), wake: make(chan struct{})}
 		q.skus[sku] = l
 	}
 	l.refs++
@@ -223,8 +223,8 @@ func (q *Queued) enter(sku string) (*line, uint64) {
 }
 
 // leave takes a buyer out of l. The last one out has the guard drop what
-// it kept for the line.
-func (q *Queued) leave(sku string, l *line) {
+// it kept for the queue.
+func (q *Queued) leave(sku string, l *skuQueue) {
 	q.mu.Lock()
 	l.refs--
 	empty := l.refs == 0
