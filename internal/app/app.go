@@ -23,7 +23,6 @@ import (
 	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/order"
-	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/tracing"
 )
@@ -32,7 +31,8 @@ import (
 type App struct {
 	Handler  http.Handler
 	backends *backend.Backends
-	stopJobs func() // stops the background jobs and waits for them
+	orders   *order.Service // nil until built
+	stopJobs func()         // stops the background jobs and waits for them
 }
 
 // New opens the backends, migrates the schema (or with SHOP_MIGRATE=off
@@ -53,7 +53,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if err := db.PrepareSchema(ctx, b.DB, cfg.Migrate); err != nil {
 		return nil, errors.Join(err, a.Close())
 	}
-	guard, err := s.Guard(b, cfg)
+	placement, err := s.Build(b, cfg)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("strategy %s: %w", cfg.Strategy, err), a.Close())
 	}
@@ -65,10 +65,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if cfg.BuyerRate.N > 0 {
 		rate = buyer.NewLimiter(b.Redis, cfg.BuyerRate.N, cfg.BuyerRate.Period, cfg.RedisPrefix, log)
 	}
-	orders := order.NewService(b.DB, guard, &order.Options{PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
+	orders := order.NewService(b.DB, placement, &order.Options{PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
 		Keys:         &order.KeyOptions{Redis: b.Redis, Prefix: cfg.RedisPrefix, TTL: cfg.IdempotencyTTL},
 		StreamMaxLen: cfg.StreamMaxLen})
-	a.startJobs(ctx, b, cfg, log, orders, guard)
+	a.orders = orders
+	a.startJobs(ctx, b, cfg, log, orders, placement)
 	a.Handler = httpapi.New(httpapi.Config{
 		Strategy: cfg.Strategy,
 		Orders:   orders,
@@ -103,9 +104,13 @@ func (a *App) WatchDB() error {
 	return metrics.WatchDB(sqlDB)
 }
 
-// Close stops the jobs and closes the backends.
+// Close stops the jobs, waits for the orders under way and the order
+// service's background work, and closes the backends.
 func (a *App) Close() error {
 	a.stopJobs()
+	if a.orders != nil {
+		a.orders.Close()
+	}
 	return a.backends.Close()
 }
 
@@ -125,7 +130,7 @@ const retentionEvery = time.Minute
 
 // startJobs runs the jobs this shop has, each on whichever instance takes
 // its lock first, until Close.
-func (a *App) startJobs(ctx context.Context, b *backend.Backends, cfg config.Config, log *slog.Logger, orders *order.Service, guard stock.Guard) {
+func (a *App) startJobs(ctx context.Context, b *backend.Backends, cfg config.Config, log *slog.Logger, orders *order.Service, placement order.Placement) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	every := func(name string, interval time.Duration, job lock.Job) {
@@ -135,7 +140,7 @@ func (a *App) startJobs(ctx context.Context, b *backend.Backends, cfg config.Con
 			})
 		})
 	}
-	if l, ok := guard.(order.Reconciler); ok {
+	if l := placement.Reconciler; l != nil {
 		every(reconcileName, cfg.ReconcileEvery, reconcileJob(l, func(rep order.Report) {
 			if rep.Fixed() {
 				log.Info("reconciled", slog.Any("report", rep))
@@ -206,13 +211,13 @@ func Reconcile(ctx context.Context, cfg config.Config, log *slog.Logger) (order.
 	if err := db.PrepareSchema(ctx, b.DB, cfg.Migrate); err != nil {
 		return order.Report{}, err
 	}
-	guard, err := s.Guard(b, cfg)
+	placement, err := s.Build(b, cfg)
 	if err != nil {
 		return order.Report{}, err
 	}
-	l, ok := guard.(order.Reconciler)
-	if !ok {
-		return order.Report{}, fmt.Errorf("strategy lua: its guard does not reconcile")
+	l := placement.Reconciler
+	if l == nil {
+		return order.Report{}, fmt.Errorf("strategy lua: it declares no reconciliation")
 	}
 	var rep order.Report
 	err = traced(reconcileName, reconcileJob(l, func(r order.Report) { rep = r })).Once(ctx, jobLocker(b, cfg), reconcileName, true)

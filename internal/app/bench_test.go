@@ -98,7 +98,7 @@ func orders(b *testing.B, h http.Handler, body func(user string) string) {
 	b.ReportMetric(float64((processCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
-func serve(b *testing.B, h http.Handler, method, path, body string, want int, header ...string) {
+func serve(b testing.TB, h http.Handler, method, path, body string, want int, header ...string) {
 	req := httptest.NewRequestWithContext(b.Context(), method, path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(header); i += 2 {

@@ -20,7 +20,6 @@ import (
 	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
-	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -67,16 +66,17 @@ func newWorldOn(t testing.TB, dsn string, gdb *gorm.DB, strategy string) *world 
 	return w
 }
 
-// guard builds an instance's guard through the registry, as serve does.
-func (w *world) guard(t testing.TB) stock.Guard {
+// placement builds what an instance's orders are placed through, by the
+// registry, as serve does.
+func (w *world) placement(t testing.TB) order.Placement {
 	t.Helper()
-	return strategytest.Guard(t, w.strategy, &backend.Backends{DB: w.db}, map[string]string{"SHOP_MYSQL_DSN": w.dsn})
+	return strategytest.Placement(t, w.strategy, &backend.Backends{DB: w.db}, map[string]string{"SHOP_MYSQL_DSN": w.dsn})
 }
 
 // reset puts quantity units of "sku-1" on sale.
 func (w *world) reset(t testing.TB, quantity int) {
 	t.Helper()
-	if _, err := order.NewService(w.db, w.guard(t), nil).SetStock(t.Context(), "sku-1", quantity); err != nil {
+	if _, err := order.NewService(w.db, w.placement(t), nil).SetStock(t.Context(), "sku-1", quantity); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -101,7 +101,7 @@ func (w *world) serve(t testing.TB, cfg httpapi.Config) *httptest.Server {
 // handler is the router of the instance that serve starts.
 func (w *world) handler(t testing.TB, cfg httpapi.Config) http.Handler {
 	t.Helper()
-	cfg.Orders = order.NewService(w.db, w.guard(t), nil)
+	cfg.Orders = order.NewService(w.db, w.placement(t), nil)
 	cfg.Idempotency = idempotency.NewStore(w.client(t), &idempotency.Options{Prefix: w.redis.Prefix})
 	// Generous: a test that runs beside the whole suite on 2 cores must not
 	// see its requests end busy for want of time.

@@ -55,7 +55,7 @@ func TestRequestID(t *testing.T) {
 
 	w := newWorld(t, "atomic")
 	gdb := w.db
-	svc := order.NewService(gdb, w.guard(t), nil)
+	svc := order.NewService(gdb, w.placement(t), nil)
 	if _, err := svc.SetStock(t.Context(), "sku-1", 10); err != nil {
 		t.Fatal(err)
 	}

@@ -106,27 +106,34 @@ func Middleware(cfg MiddlewareConfig) gin.HandlerFunc {
 			return
 		}
 
-		rec := &recorder{ResponseWriter: c.Writer}
-		c.Writer = rec
-		c.Next()
+		serveAndSettle(c, cfg, claim, fp)
+	}
+}
 
-		// The request's own ctx may have ended; the claim must still be
-		// settled.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 2*time.Second)
-		defer cancel()
-		if status := rec.Status(); status >= 500 || c.GetBool(unsettledKey) {
-			err = cfg.Store.Abandon(ctx, claim)
-		} else {
-			err = cfg.Store.Complete(ctx, claim, fp, Response{
-				Status:      status,
-				ContentType: rec.Header().Get("Content-Type"),
-				Location:    rec.Header().Get("Location"),
-				Body:        rec.body.Bytes(),
-			})
-		}
-		if err != nil {
-			cfg.Log.WarnContext(c, "idempotency record not settled; it expires on its own", slog.Any("err", err))
-		}
+// serveAndSettle runs the handler, recording its answer, and settles the
+// claim with it: completed with a final answer, abandoned otherwise.
+func serveAndSettle(c *gin.Context, cfg MiddlewareConfig, claim *Claim, fp string) {
+	rec := &recorder{ResponseWriter: c.Writer}
+	c.Writer = rec
+	c.Next()
+
+	// The request's own ctx may have ended; the claim must still be
+	// settled.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 2*time.Second)
+	defer cancel()
+	var err error
+	if status := rec.Status(); status >= 500 || c.GetBool(unsettledKey) {
+		err = cfg.Store.Abandon(ctx, claim)
+	} else {
+		err = cfg.Store.Complete(ctx, claim, fp, Response{
+			Status:      status,
+			ContentType: rec.Header().Get("Content-Type"),
+			Location:    rec.Header().Get("Location"),
+			Body:        rec.body.Bytes(),
+		})
+	}
+	if err != nil {
+		cfg.Log.WarnContext(c, "idempotency record not settled; it expires on its own", slog.Any("err", err))
 	}
 }
 

@@ -80,7 +80,7 @@ func fastPathQueue(ctx context.Context, env *Env) (Trial, error) {
 func fastPathLua(ctx context.Context, env *Env) (Trial, error) {
 	sku := env.Prefix + "fast-path-crash-fix"
 	opts := &order.LuaOptions{Prefix: env.Prefix + "lua:", ClaimIdle: fastIdle}
-	dying := order.NewService(env.DB, order.NewLua(env.DB, env.Redis, opts), nil)
+	dying := order.NewService(env.DB, order.NewLua(env.DB, env.Redis, opts).Placement(), nil)
 	// A sale from nothing: what an earlier run of the lesson left goes.
 	if err := dying.DeleteStock(ctx, sku); err != nil && !errors.Is(err, stock.ErrNotFound) {
 		return Trial{}, err

@@ -72,6 +72,10 @@ func init() {
 			return fastClock(ctx, env, key, "SET NX PX, compare-and-delete", NewBareLease(env.Redis, key, lessonTTL), NewBareLease(env.Redis, key, lessonTTL))
 		},
 	})
+}
+
+// The lesson of a lease that expires while its holder is paused.
+func init() {
 	register(Lesson{Number: 6, Name: "paused-lease", Seed: "seed 004",
 		Claim:    "a lock with a TTL and a watchdog keeps a holder safe while it works",
 		Setup:    "1 unit; A takes the lock and reads the stock, then is paused (its connection frozen, as by a GC pause or SIGSTOP) past the TTL; B takes the lock and sells the unit; A wakes and sells what it read",

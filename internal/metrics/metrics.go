@@ -85,6 +85,11 @@ var (
 	// over from dead instances, by result: persisted, or released (refused
 	// by the database, or already there).
 	LuaClaimed = counter("shop_lua_claimed_total", "lua reservations claimed from dead instances, by result.", "result")
+	// LuaRedisErrors counts the Redis calls of lua that failed where no
+	// buyer waits for them, by operation: keep (a refusal's answer),
+	// settle, cart-done, adjust and rebuild. What each would have written
+	// is set right later, by a retry, a claim or the next reconcile.
+	LuaRedisErrors = counter("shop_lua_redis_errors_total", "Redis calls of lua that failed where no buyer waits for them, by operation.", "op")
 	// LuaCorrections counts the SKU states this process's reconciles
 	// changed, by reason: missing, epoch (another epoch's) or drift.
 	LuaCorrections = counter("shop_lua_reconcile_corrections_total", "SKU states in Redis that reconcile set anew, by reason.", "reason")

@@ -29,7 +29,7 @@ func (s *Service) Adjust(ctx context.Context, m stock.Movement) (stock.Movement,
 	if first, found, err := s.adjusted(ctx, m); found || err != nil {
 		return first, found, err
 	}
-	err := s.guard.Adjust(ctx, m.SKU, m.Delta, func(tx *gorm.DB) error { return stock.Record(tx, m) })
+	err := s.strategy.Guard.Adjust(ctx, m.SKU, m.Delta, func(tx *gorm.DB) error { return stock.Record(tx, m) })
 	switch {
 	case db.IsDuplicate(err):
 		// The key's first adjustment committed while this one ran.

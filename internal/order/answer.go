@@ -11,7 +11,7 @@ import (
 )
 
 // The final answers that a strategy which keeps its buyers'
-// Idempotency-Keys (keyKeeper) keeps under each key, and replays to a
+// Idempotency-Keys (Placement.KeepsKeys) keeps under each key, and replays to a
 // retry of the same request: an order, or a refusal. Each is a few bytes,
 // and reads back as the same answer, its text included.
 
@@ -65,7 +65,7 @@ func (e *refusal) Is(target error) bool {
 	}
 }
 
-func soldOut(sku string) error { return &refusal{kind: refusedSoldOut, sku: sku} }
+func soldOutRefusal(sku string) error { return &refusal{kind: refusedSoldOut, sku: sku} }
 
 // Short returns the SKUs that a sold-out refusal found short: of a cart,
 // each of them, kept newline-separated in sku.

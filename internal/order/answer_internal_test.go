@@ -21,7 +21,7 @@ func TestKeptAnswers(t *testing.T) {
 	pending.Status, pending.ExpiresAt = StatusPending, &deadline
 	for _, want := range []placed{
 		{o: final}, {o: pending},
-		{err: soldOut(r.SKU)}, {err: notFound(r.SKU)}, {err: limitReached(r.UserID, r.SKU, 1, 2)}, {err: keyReused(9)},
+		{err: soldOutRefusal(r.SKU)}, {err: notFound(r.SKU)}, {err: limitReached(r.UserID, r.SKU, 1, 2)}, {err: keyReused(9)},
 	} {
 		answer, ok := kept(want)
 		if !ok {

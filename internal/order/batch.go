@@ -62,7 +62,7 @@ type grants struct {
 // that the batch's keys have already, when they were looked up.
 func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, ids idSource) ([]placed, int, error) {
 	now := createdAt()
-	st, err := readBatch(tx, sku, batch, known, now)
+	st, err := readBatch(tx, sku, batch, known)
 	if err != nil {
 		return nil, 0, err // a failed statement may have ended the transaction
 	}
@@ -99,16 +99,15 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 // every buyer's units fit and no per-user limit applies, its first
 // statement takes them all, which locks the row and saves a statement;
 // writeBatch gives back what grant then refuses.
-func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, now time.Time) (batchState, error) {
+func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order) (batchState, error) {
 	var st batchState
-	limit := batch[0].rules.limit
+	limit := batch[0].rules.Limit
 	if asked := askedUnits(batch, known); asked > 0 && limit == 0 {
-		res := tx.Exec(`UPDATE stock_items SET available = available - ?, version = version + 1, updated_at = ?
-			WHERE sku = ? AND available >= ?`, asked, now, sku, asked)
-		if res.Error != nil {
-			return st, res.Error
+		took, err := stock.Take(tx, sku, asked)
+		if err != nil {
+			return st, err
 		}
-		if res.RowsAffected == 1 {
+		if took {
 			st.took = asked
 		}
 	}
@@ -116,18 +115,17 @@ func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Orde
 		// Lock the row, then read it below: the read sees every commit
 		// before the lock, and no batch or refund can change it until this
 		// one commits.
-		res := tx.Exec(`UPDATE stock_items SET version = version + 1, updated_at = ? WHERE sku = ?`, now, sku)
-		if res.Error != nil || res.RowsAffected == 0 {
-			return st, res.Error
+		if found, err := stock.Lock(tx, sku); err != nil || !found {
+			return st, err
 		}
 	}
 	st.found = true
-	err := tx.Raw(`SELECT available, `+stock.EpochSQL+` FROM stock_items WHERE sku = ?`, sku, sku).Row().Scan(&st.available, &st.epoch)
-	if err != nil {
+	var err error
+	if st.available, st.epoch, err = stock.ReadEpoch(tx, sku); err != nil {
 		return st, err
 	}
 	st.available += st.took
-	if w := batch[0].rules.window; w > 0 {
+	if w := batch[0].rules.Window; w > 0 {
 		now, err := db.Now(tx)
 		if err != nil {
 			return st, err
@@ -199,13 +197,13 @@ func grant(sku string, batch []*pending, known map[userKey]Order, st batchState,
 			held = st.held[r.UserID]
 		}
 		switch {
-		case p.rules.limit > 0 && held+r.Quantity > p.rules.limit:
-			d.verdict, d.err = refused, limitReached(r.UserID, sku, held, p.rules.limit)
+		case p.rules.Limit > 0 && held+r.Quantity > p.rules.Limit:
+			d.verdict, d.err = refused, limitReached(r.UserID, sku, held, p.rules.Limit)
 		case r.Quantity > st.available-g.taken:
-			d.verdict, d.err = refused, soldOut(sku)
+			d.verdict, d.err = refused, soldOutRefusal(sku)
 		default:
 			g.taken += r.Quantity
-			if p.rules.limit > 0 {
+			if p.rules.Limit > 0 {
 				g.holdings[r.UserID] = held + r.Quantity
 			}
 			key := r.IdempotencyKey
@@ -224,15 +222,15 @@ func grant(sku string, batch []*pending, known map[userKey]Order, st batchState,
 func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, ids idSource, batch []*pending) error {
 	switch {
 	case st.took > g.taken: // refused reservations of a lost epoch
-		if err := tx.Exec(`UPDATE stock_items SET available = available + ? WHERE sku = ?`, st.took-g.taken, sku).Error; err != nil {
+		if err := stock.Give(tx, sku, st.took-g.taken); err != nil {
 			return err
 		}
 	case st.took == 0 && g.taken > 0:
-		res := tx.Exec(`UPDATE stock_items SET available = available - ? WHERE sku = ? AND available >= ?`, g.taken, sku, g.taken)
-		if res.Error != nil {
-			return res.Error
+		took, err := stock.Take(tx, sku, g.taken)
+		if err != nil {
+			return err
 		}
-		if res.RowsAffected != 1 {
+		if !took {
 			return fmt.Errorf("order: batch of %s: the stock changed under the row lock", sku)
 		}
 	}

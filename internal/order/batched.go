@@ -26,8 +26,6 @@ type Batched struct {
 	reads  *firstReads
 }
 
-var _ placer = (*Batched)(nil)
-
 // NewBatched returns the group-commit strategy on gdb.
 func NewBatched(gdb *gorm.DB) *Batched {
 	return &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), w: newWriter(gdb, "batched"), reads: newFirstReads(gdb)}
@@ -47,9 +45,9 @@ func (b *Batched) AdjustLines(ctx context.Context, lines []stock.Line, fn stock.
 	return b.single.AdjustLines(ctx, lines, fn)
 }
 
-// place implements placer: it queues r for the SKU's next batch and waits
+// Place implements Placer: it queues r for the SKU's next batch and waits
 // for its answer.
-func (b *Batched) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bool, error) {
+func (b *Batched) Place(ctx context.Context, r PlaceRequest, rules Rules) (Order, bool, error) {
 	if !b.w.stocked(r.SKU) {
 		// Sold out is answered at once, by a read that takes no lock.
 		if o, found, err := b.reads.first(ctx, r); found || err != nil {
@@ -58,4 +56,15 @@ func (b *Batched) place(ctx context.Context, r PlaceRequest, rules rules) (Order
 	}
 	o, replayed, err := b.w.submit(&pending{ctx: ctx, r: r, rules: rules})
 	return b.reads.checkRefusal(ctx, r, o, replayed, err)
+}
+
+// Placement is what the service places through under batched: its own
+// placement of orders with a key, and its guard for the rest.
+func (b *Batched) Placement() Placement { return Placement{Guard: b, Placer: b, Close: b.Close} }
+
+// Close answers the buyers its writer holds and waits for its writers and
+// first reads. A buyer who comes after it is answered busy.
+func (b *Batched) Close() {
+	b.w.close()
+	b.reads.close()
 }

@@ -20,7 +20,7 @@ func BenchmarkBatched(b *testing.B) {
 	gdb := testinfra.ShopDB(b, testinfra.MySQL(b))
 	// Built by hand: this file is inside the package, which the registry
 	// imports; the registry's batched is this guard as it is.
-	svc := NewService(gdb, NewBatched(gdb), nil)
+	svc := NewService(gdb, NewBatched(gdb).Placement(), nil)
 	if err := stock.Reset(b.Context(), gdb, "hot", 1_000_000_000); err != nil {
 		b.Fatal(err)
 	}

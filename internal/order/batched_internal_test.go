@@ -19,7 +19,7 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	// Not through the registry: the test reads the group-commit writer's
 	// queue inside *Batched, which the registry's guard does not show.
 	b := NewBatched(gdb)
-	svc := NewService(gdb, b, nil)
+	svc := NewService(gdb, b.Placement(), nil)
 	ctx := t.Context()
 	if err := stock.Reset(ctx, gdb, "last", 1); err != nil {
 		t.Fatal(err)
@@ -88,5 +88,35 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 		if !errors.Is(a.err, stock.ErrSoldOut) {
 			t.Errorf("queued buyer %d: %+v, want sold out", i+1, a)
 		}
+	}
+}
+
+// TestBatchedClose: Close waits for the writers, and a buyer who comes
+// after it is answered busy, with nothing taken.
+func TestBatchedClose(t *testing.T) {
+	t.Parallel()
+	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
+	b := NewBatched(gdb)
+	svc := NewService(gdb, b.Placement(), nil)
+	ctx := t.Context()
+	if err := stock.Reset(ctx, gdb, "closing", 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.Place(ctx, PlaceRequest{SKU: "closing", UserID: "ann", Quantity: 1, IdempotencyKey: "k-ann"}); err != nil {
+		t.Fatal(err)
+	}
+	svc.Close()
+	b.w.mu.Lock()
+	running := len(b.w.skus)
+	b.w.mu.Unlock()
+	if running != 0 {
+		t.Errorf("%d SKUs' writers run after Close", running)
+	}
+	_, _, err := svc.Place(ctx, PlaceRequest{SKU: "closing", UserID: "bob", Quantity: 1, IdempotencyKey: "k-bob"})
+	if !errors.Is(err, stock.ErrBusy) {
+		t.Errorf("a buyer after Close: %v, want busy", err)
+	}
+	if it, err := stock.Get(ctx, gdb, "closing"); err != nil || it.Available != 1 {
+		t.Errorf("available %d, %v; want 1: the buyer after Close took nothing", it.Available, err)
 	}
 }

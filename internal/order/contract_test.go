@@ -58,8 +58,8 @@ func instancesWith(t *testing.T, name string, set func(*config.Config)) (func() 
 	}
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	return func() *order.Service {
-		b, guard := strategytest.Open(t, s, cfg)
-		return order.NewService(b.DB, guard, &order.Options{PerUserLimit: cfg.PerUserLimit})
+		b, p := strategytest.Open(t, s, cfg)
+		return order.NewService(b.DB, p, &order.Options{PerUserLimit: cfg.PerUserLimit})
 	}, gdb
 }
 

@@ -23,8 +23,10 @@ import (
 type firstReads struct {
 	db *gorm.DB
 
-	mu   sync.Mutex
-	skus map[string][]*firstRead // a SKU is here while its read is out
+	mu      sync.Mutex
+	skus    map[string][]*firstRead // a SKU is here while its read is out
+	closed  bool                    // by close: no SKU's reader starts again
+	running sync.WaitGroup          // the SKUs' readers
 }
 
 // maxRead bounds the buyers one read answers, and so its statement.
@@ -60,7 +62,7 @@ func (f *firstReads) first(ctx context.Context, r PlaceRequest) (Order, bool, er
 	case a.found:
 		return replayOr(ctx, f.db, r, nil)
 	case a.available < r.Quantity:
-		return Order{}, false, soldOut(r.SKU)
+		return Order{}, false, soldOutRefusal(r.SKU)
 	}
 	return Order{}, false, nil
 }
@@ -90,18 +92,31 @@ func (f *firstReads) checkRefusal(ctx context.Context, r PlaceRequest, o Order, 
 func (f *firstReads) read(ctx context.Context, r PlaceRequest) readAnswer {
 	fr := &firstRead{ctx: ctx, r: r, done: make(chan readAnswer, 1)}
 	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return readAnswer{err: errClosed}
+	}
 	waiting, out := f.skus[r.SKU]
 	f.skus[r.SKU] = append(waiting, fr)
-	f.mu.Unlock()
 	if !out {
-		go f.run(r.SKU)
+		f.running.Go(func() { f.run(r.SKU) })
 	}
+	f.mu.Unlock()
 	select {
 	case a := <-fr.done:
 		return a
 	case <-ctx.Done():
 		return readAnswer{err: context.Cause(ctx)}
 	}
+}
+
+// close waits for every SKU's reader to answer its buyers, once no new
+// reader may start.
+func (f *firstReads) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.running.Wait()
 }
 
 // run reads sku for its waiting buyers, one read after another, until
@@ -141,10 +156,9 @@ func (f *firstReads) answer(sku string, batch []*firstRead) {
 		pairs[i] = "(?, ?)"
 		args = append(args, fr.r.UserID, fr.r.IdempotencyKey)
 	}
-	args = append(args, sku)
-	rows, err := f.db.WithContext(ctx).Raw(`SELECT s.available, o.user_id, o.idempotency_key FROM stock_items s
-		LEFT JOIN orders o ON (o.user_id, o.idempotency_key) IN (`+strings.Join(pairs, ", ")+`)
-		WHERE s.sku = ?`, args...).Rows()
+	args = append([]any{stock.AvailableOf(f.db, sku)}, args...)
+	rows, err := f.db.WithContext(ctx).Raw(`SELECT s.available, o.user_id, o.idempotency_key FROM (?) s
+		LEFT JOIN orders o ON (o.user_id, o.idempotency_key) IN (`+strings.Join(pairs, ", ")+`)`, args...).Rows()
 	var a readAnswer
 	keyed := make(map[[2]string]bool)
 	if err == nil {

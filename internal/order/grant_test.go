@@ -15,7 +15,7 @@ import (
 func TestGrant(t *testing.T) {
 	t.Parallel()
 	buyer := func(user, key string, quantity, limit int) *pending {
-		return &pending{ctx: context.Background(), r: PlaceRequest{SKU: "s", UserID: user, Quantity: quantity, IdempotencyKey: key}, rules: rules{limit: limit}}
+		return &pending{ctx: context.Background(), r: PlaceRequest{SKU: "s", UserID: user, Quantity: quantity, IdempotencyKey: key}, rules: Rules{Limit: limit}}
 	}
 	reservation := func(user string, epoch int64) *pending {
 		p := buyer(user, user, 1, 0)

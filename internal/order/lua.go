@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
@@ -33,10 +33,11 @@ type Lua struct {
 	w       *writer
 	single  stock.Guard // the database side of refunds
 	reads   *firstReads
-	rules   rules // of the reservations it claims from dead processes
+	rules   Rules // of the reservations it claims from dead processes
 	idle    time.Duration
 	keep    time.Duration // how long a final answer is kept
 	buckets int           // each SKU's Redis stock is split into (buckets.go)
+	log     *slog.Logger
 
 	// betweenLines, when set, runs before each line of a saga: a test's
 	// way to fail a store between two lines.
@@ -46,6 +47,8 @@ type Lua struct {
 	mu         sync.Mutex
 	epochs     map[string]int64 // each SKU's epoch, as last read or built
 	fixing     map[string]bool
+	closed     bool           // by Close: no fix starts again
+	fixes      sync.WaitGroup // the fixes under way
 	// failures counts the Redis failures this process has seen, and
 	// checked, by SKU, the count when its state was last checked against
 	// the database (behind.go).
@@ -72,6 +75,9 @@ type LuaOptions struct {
 	// masters of a Redis Cluster. Default 1. See
 	// docs/strategies.md#buckets.
 	Buckets int
+	// Log is where the Redis failures that no buyer hears of are told;
+	// nil is slog.Default().
+	Log *slog.Logger
 }
 
 // NewLua returns the fast path on gdb and rdb.
@@ -88,11 +94,14 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 	}
 	o.Buckets = max(o.Buckets, 1)
 	l := &Lua{db: gdb, redis: stock.NewRedisStock(rdb, o.Prefix), w: newWriter(gdb, "lua"), single: stock.NewAtomic(gdb), reads: newFirstReads(gdb),
-		rules: rules{limit: o.PerUserLimit, window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, buckets: o.Buckets, rebuilding: make(chan struct{}, 1),
+		rules: Rules{Limit: o.PerUserLimit, Window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), fixing: make(map[string]bool), checked: make(map[string]uint64)}
 	l.w.settle = l.settle
 	for _, result := range []string{"persisted", "released"} {
 		metrics.LuaClaimed.WithLabelValues(result)
+	}
+	for _, op := range []string{"keep", "settle", "cart-done", "adjust", "rebuild"} {
+		metrics.LuaRedisErrors.WithLabelValues(op)
 	}
 	for _, reason := range []string{"missing", "epoch", "drift"} {
 		metrics.LuaCorrections.WithLabelValues(reason)
@@ -104,12 +113,12 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 // when the buyer's ctx has ended.
 const redisTimeout = 5 * time.Second
 
-// place implements placer: one script claims the buyer's key and
+// Place implements Placer: one script claims the buyer's key and
 // reserves in Redis (stock.RedisStock.Reserve), then the writer persists.
 // A key already answered gets its answer again. Redis's refusals are
 // final, and kept by the script; the database's are checked against the
 // key's order, and kept here.
-func (l *Lua) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bool, error) {
+func (l *Lua) Place(ctx context.Context, r PlaceRequest, rules Rules) (Order, bool, error) {
 	res := stock.Reservation{UserID: r.UserID, Key: r.IdempotencyKey, Quantity: r.Quantity}
 	lookedUp := false
 	var over *stock.OverLimitError
@@ -120,11 +129,11 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bo
 		if err != nil {
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
-		keep := stock.Refusals{TTL: l.keep, SoldOut: string(refusedSoldOut), OverLimit: keptLimit(rules.limit)}
+		keep := stock.Refusals{TTL: l.keep, SoldOut: string(refusedSoldOut), OverLimit: keptLimit(rules.Limit)}
 		if len(route) > 1 {
 			keep.SoldOut = "" // one bucket's sold out is not the SKU's
 		}
-		terms := stock.Terms{Epoch: epoch, Limit: rules.limit, LookedUp: lookedUp, TakeOver: l.idle, Keep: keep}
+		terms := stock.Terms{Epoch: epoch, Limit: rules.Limit, LookedUp: lookedUp, TakeOver: l.idle, Keep: keep}
 		id, answer, err := l.redis.Reserve(ctx, route[0], res, terms)
 		switch {
 		case err == nil && id == "":
@@ -157,9 +166,9 @@ func (l *Lua) place(ctx context.Context, r PlaceRequest, rules rules) (Order, bo
 			route = route[1:] // the next bucket
 			attempt--
 		case errors.Is(err, stock.ErrSoldOut):
-			return Order{}, false, l.keepRefusal(ctx, r, soldOut(r.SKU))
+			return Order{}, false, l.keepRefusal(ctx, r, soldOutRefusal(r.SKU))
 		case errors.As(err, &over):
-			return Order{}, false, limitReached(r.UserID, r.SKU, over.Held, rules.limit)
+			return Order{}, false, limitReached(r.UserID, r.SKU, over.Held, rules.Limit)
 		case errors.Is(err, stock.ErrInProgress):
 			return Order{}, false, fmt.Errorf("order: place: %w", err)
 		case errors.Is(err, stock.ErrKeyReused):
@@ -201,7 +210,7 @@ func (l *Lua) keepRefusal(ctx context.Context, r PlaceRequest, err error) error 
 	if answer, ok := kept(placed{err: err}); ok {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
 		defer cancel()
-		_ = l.redis.Keep(ctx, l.route(r.SKU, r.UserID)[0], r.UserID, r.IdempotencyKey, r.Quantity, answer, l.keep)
+		l.dropped(ctx, "keep", l.redis.Keep(ctx, l.route(r.SKU, r.UserID)[0], r.UserID, r.IdempotencyKey, r.Quantity, answer, l.keep))
 	}
 	return err
 }
@@ -239,8 +248,9 @@ func (l *Lua) settle(ctx context.Context, sku string, batch []*pending, answers 
 	defer cancel()
 	// Should it fail, they stay pending and are claimed and settled later.
 	for bucket, ss := range byBucket(sku, ss) {
-		_, err := l.redis.Settle(ctx, bucket, ss, l.rules.limit > 0)
+		_, err := l.redis.Settle(ctx, bucket, ss, l.rules.Limit > 0)
 		l.failed(err)
+		l.dropped(ctx, "settle", err)
 	}
 	if refused {
 		// Redis granted what the database refused: its state is stale.
@@ -259,124 +269,51 @@ func byBucket(sku string, ss []stock.Settlement) map[string][]stock.Settlement {
 	return by
 }
 
+// dropped logs and counts a Redis call that failed where no buyer waits
+// for it: what it would have written is set right later.
+func (l *Lua) dropped(ctx context.Context, op string, err error) {
+	if err == nil {
+		return
+	}
+	metrics.LuaRedisErrors.WithLabelValues(op).Inc()
+	l.log.WarnContext(ctx, "lua: a Redis call failed; it is set right later", slog.String("op", op), slog.Any("err", err))
+}
+
 // fix builds the SKU's state again in the background, once at a time.
 func (l *Lua) fix(sku string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.fixing[sku] {
+	if l.fixing[sku] || l.closed {
 		return
 	}
 	l.fixing[sku] = true
-	go func() {
+	l.fixes.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
 		defer cancel()
-		_, _ = l.rebuild(ctx, sku, 0) // Reconcile tries again if it fails
+		_, err := l.rebuild(ctx, sku, 0)
+		l.dropped(ctx, "rebuild", err) // Reconcile tries again
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		delete(l.fixing, sku)
-	}()
-}
-
-// Adjust implements the strategy for orders without an Idempotency-Key,
-// which the HTTP API never sends, and refunds: the change commits in the
-// database, then goes to Redis.
-func (l *Lua) Adjust(ctx context.Context, sku string, delta int, fn stock.Fn) error {
-	return l.adjust(ctx, []stock.Line{{SKU: sku, Delta: delta}}, "", only(fn))
-}
-
-// AdjustLines is Adjust for several lines.
-func (l *Lua) AdjustLines(ctx context.Context, lines []stock.Line, fn stock.Fn) error {
-	return l.adjust(ctx, lines, "", only(fn))
-}
-
-// refund returns o's units, to the database and then to Redis, and takes
-// them off what its user holds there.
-func (l *Lua) refund(ctx context.Context, o Order, fn stock.Fn) error {
-	return l.adjust(ctx, stockLines(o.lines(), 1), o.UserID, only(fn))
-}
-
-// restock implements SetStock's change of an existing SKU: set changes
-// the stock in the database, under the stock row's lock, and Redis then
-// takes the same change, in the same epoch, without a rebuild.
-func (l *Lua) restock(ctx context.Context, sku string, set func(tx *gorm.DB) (int, error)) error {
-	return l.adjust(ctx, []stock.Line{{SKU: sku}}, "", set)
-}
-
-// only is fn as adjust takes it: it changes no stock beyond the lines.
-func only(fn stock.Fn) func(tx *gorm.DB) (int, error) {
-	return func(tx *gorm.DB) (int, error) { return 0, fn(tx) }
-}
-
-// adjust applies lines, and whatever more fn changes of the first line's
-// stock in the same transaction, to the database and then to Redis.
-func (l *Lua) adjust(ctx context.Context, lines []stock.Line, user string, fn func(tx *gorm.DB) (int, error)) error {
-	lines = stock.Sorted(lines)
-	epochs := make([]int64, len(lines))
-	change := slices.Clone(lines) // what reaches Redis: the last attempt's, should the transaction run again
-	err := l.single.AdjustLines(ctx, lines, func(tx *gorm.DB) error {
-		more, err := fn(tx)
-		if err != nil {
-			return err
-		}
-		change[0].Delta = lines[0].Delta + more
-		// Read under the stock rows' locks, which a rebuild takes too: a
-		// state of this epoch was built without this change, one of a
-		// later epoch with it. So the change reaches Redis exactly once.
-		for i, ln := range lines {
-			if epochs[i], err = stock.Epoch(tx, ln.SKU); err != nil {
-				return err
-			}
-		}
-		return nil
 	})
-	if err != nil {
-		return err
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
-	defer cancel()
-	for i, c := range change {
-		if l.buckets > 1 && c.Delta < 0 {
-			// Which buckets to take it from is the rebuild's to say.
-			l.fix(c.SKU)
-			continue
-		}
-		// Units that come back go to bucket 0, where the last units of a
-		// sale gather (shares).
-		if _, err := l.redis.Adjust(rctx, c.SKU, epochs[i], c.Delta, user, l.rules.limit > 0); err != nil {
-			l.fix(c.SKU) // the database has the change; Redis gets it from there
-		}
-	}
-	return nil
 }
 
-// newSale implements saleKeeper: a new epoch, in the transaction that sets
-// the SKU up, so that no state built before it sells again.
-func (l *Lua) newSale(tx *gorm.DB, sku string) error {
-	_, err := stock.NextEpoch(tx, sku)
-	return err
+// Placement is what the service places through under lua: every step is
+// its own. It keeps its buyers' Idempotency-Keys itself: Reserve claims
+// the key, and the writer keeps the answer with its XACK. Its
+// reconciliation is the app's to run.
+func (l *Lua) Placement() Placement {
+	return Placement{Guard: l, Placer: l, Carts: l, KeepsKeys: true, Refunder: l, Restocker: l, Sale: l, Reconciler: l, Close: l.Close}
 }
 
-// forget implements saleKeeper: it drops the SKU's Redis state.
-func (l *Lua) forget(ctx context.Context, sku string) error {
+// Close answers the buyers its writer holds and waits for the work it
+// runs in the background: the writers, the first reads and the fixes. A
+// buyer who comes after it is answered busy.
+func (l *Lua) Close() {
+	l.w.close()
+	l.reads.close()
 	l.mu.Lock()
-	delete(l.epochs, sku)
+	l.closed = true
 	l.mu.Unlock()
-	for _, name := range l.bucketNames(sku) {
-		if err := l.redis.Forget(ctx, name); err != nil {
-			return err
-		}
-	}
-	return nil
+	l.fixes.Wait()
 }
-
-// keepsKeys implements keyKeeper: Reserve claims the key, and the writer
-// keeps the answer with its XACK.
-func (*Lua) keepsKeys() {}
-
-var (
-	_ keyKeeper  = (*Lua)(nil)
-	_ saleKeeper = (*Lua)(nil)
-	_ restocker  = (*Lua)(nil)
-	_ refunder   = (*Lua)(nil)
-	_ placer     = (*Lua)(nil)
-)

@@ -55,12 +55,12 @@ func newLuaFleet(t *testing.T, set func(*config.Config)) luaFleet {
 	t.Cleanup(func() { rdb.Close() })
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	return luaFleet{gdb: gdb, rdb: rdb, prefix: cfg.RedisPrefix, stock: stock.NewRedisStock(rdb, cfg.RedisPrefix), new: func() luaShop {
-		b, guard := strategytest.Open(t, s, cfg)
-		r, ok := guard.(order.Reconciler)
-		if !ok {
-			t.Fatalf("strategy lua: its guard %T has no reconcile", guard)
+		b, p := strategytest.Open(t, s, cfg)
+		r := p.Reconciler
+		if r == nil {
+			t.Fatal("strategy lua: it declares no reconciliation")
 		}
-		return luaShop{order.NewService(b.DB, guard, &order.Options{PerUserLimit: cfg.PerUserLimit}), r}
+		return luaShop{order.NewService(b.DB, p, &order.Options{PerUserLimit: cfg.PerUserLimit}), r}
 	}}
 }
 

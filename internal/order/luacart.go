@@ -24,16 +24,16 @@ import (
 // pending in its SKU's log: the reconciler gives it back once it has been
 // idle for the claim timeout. See docs/orders.md#carts.
 
-// placeCart implements cartPlacer: Redis first, then the database, then
+// PlaceCart implements CartPlacer: Redis first, then the database, then
 // the reservations end: done, or given back.
-func (l *Lua) placeCart(ctx context.Context, r PlaceRequest, place func(context.Context, PlaceRequest, stock.Guard) (Order, bool, error)) (Order, bool, error) {
+func (l *Lua) PlaceCart(ctx context.Context, r PlaceRequest, place PlaceFunc) (Order, bool, error) {
 	// A retry of a cart the database has gets it again, and takes nothing.
 	if o, found, err := replayOr(ctx, l.db, r, nil); found || err != nil {
 		return o, found, err
 	}
 	doubts := 0
 	for attempt := 0; ; attempt++ {
-		c := stock.Cart{UserID: r.UserID, Key: r.IdempotencyKey, Saga: rand.Text(), Limit: l.rules.limit}
+		c := stock.Cart{UserID: r.UserID, Key: r.IdempotencyKey, Saga: rand.Text(), Limit: l.rules.Limit}
 		held, err := l.reserveCart(ctx, c, r.Items)
 		var line *stock.LineError
 		var over *stock.OverLimitError
@@ -68,7 +68,7 @@ func (l *Lua) placeCart(ctx context.Context, r PlaceRequest, place func(context.
 			// request still in flight when this one looked.
 			return replayOr(ctx, l.db, r, asRefusal(err))
 		case errors.As(err, &line) && errors.As(err, &over):
-			return replayOr(ctx, l.db, r, limitReached(r.UserID, line.SKU, over.Held, l.rules.limit))
+			return replayOr(ctx, l.db, r, limitReached(r.UserID, line.SKU, over.Held, l.rules.Limit))
 		default: // Redis is down, or the state keeps changing: nothing is held
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
@@ -200,10 +200,10 @@ func (l *Lua) endCart(saga string, held []string, persisted bool) {
 	defer cancel()
 	for _, sku := range held {
 		if persisted {
-			_ = l.redis.CartDone(ctx, sku, saga)
+			l.dropped(ctx, "cart-done", l.redis.CartDone(ctx, sku, saga))
 			continue
 		}
-		n, err := l.redis.GiveBack(ctx, sku, saga, l.rules.limit > 0)
+		n, err := l.redis.GiveBack(ctx, sku, saga, l.rules.Limit > 0)
 		countGiveBack(n, err)
 	}
 }
@@ -228,9 +228,7 @@ func countGiveBack(n int, err error) {
 // left pending in sku's log.
 func (l *Lua) giveBackClaimed(ctx context.Context, sku string, claimed []stock.Reservation) {
 	for _, r := range claimed {
-		n, err := l.redis.GiveBack(ctx, sku, r.Saga, l.rules.limit > 0)
+		n, err := l.redis.GiveBack(ctx, sku, r.Saga, l.rules.Limit > 0)
 		countGiveBack(n, err)
 	}
 }
-
-var _ cartPlacer = (*Lua)(nil)

@@ -93,18 +93,19 @@ type Options struct {
 
 // Service places, refunds and reads orders.
 type Service struct {
-	db     *gorm.DB
-	guard  stock.Guard
-	limit  int
-	window time.Duration
-	reads  *firstReads
-	keys   *keys // nil: the caller keeps them
-	maxLen int64 // of the events stream; 0: none
+	db       *gorm.DB
+	strategy Placement // what it places through, and the steps its strategy makes itself
+	limit    int
+	window   time.Duration
+	reads    *firstReads
+	keys     *keys // nil: the caller keeps them
+	maxLen   int64 // of the events stream; 0: none
 }
 
-// NewService returns a Service whose stock changes go through guard.
-func NewService(gdb *gorm.DB, guard stock.Guard, opts *Options) *Service {
-	s := &Service{db: gdb, guard: guard, reads: newFirstReads(gdb)}
+// NewService returns a Service that places orders through p, which the
+// strategy's registry entry builds (Guarded for a guard alone).
+func NewService(gdb *gorm.DB, p Placement, opts *Options) *Service {
+	s := &Service{db: gdb, strategy: p, reads: newFirstReads(gdb)}
 	if opts != nil {
 		s.limit, s.window, s.maxLen = opts.PerUserLimit, opts.PaymentWindow, opts.StreamMaxLen
 		if opts.Keys != nil {
@@ -114,24 +115,18 @@ func NewService(gdb *gorm.DB, guard stock.Guard, opts *Options) *Service {
 	return s
 }
 
-// rules are what a placement applies beyond the stock.
-type rules struct {
-	limit  int           // per user; 0 for none
-	window time.Duration // the payment window; 0 for none
-}
-
 // placedAs sets o's status, and with a payment window its deadline, from
 // the database's clock, in the transaction tx that inserts it.
-func (r rules) placedAs(tx *gorm.DB, o *Order) error {
+func (r Rules) placedAs(tx *gorm.DB, o *Order) error {
 	o.Status = StatusCreated
-	if r.window <= 0 {
+	if r.Window <= 0 {
 		return nil
 	}
 	now, err := db.Now(tx)
 	if err != nil {
 		return err
 	}
-	deadline := now.Add(r.window)
+	deadline := now.Add(r.Window)
 	o.Status, o.ExpiresAt = StatusPending, &deadline
 	return nil
 }
@@ -154,7 +149,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed 
 	if r, err = r.normal(); err != nil {
 		return Order{}, false, err
 	}
-	if _, own := s.guard.(keyKeeper); s.keys != nil && r.IdempotencyKey != "" && !own {
+	if s.keys != nil && r.IdempotencyKey != "" && !s.strategy.KeepsKeys {
 		o, replayed, err = s.keys.place(ctx, r, func() (Order, bool, error) { return s.placeOnce(ctx, r) })
 	} else {
 		o, replayed, err = s.placeOnce(ctx, r)
@@ -184,18 +179,19 @@ func (o Order) asPlaced() Order {
 }
 
 func (s *Service) placeOnce(ctx context.Context, r PlaceRequest) (Order, bool, error) {
-	if c, ok := s.guard.(cartPlacer); ok && r.isCart() && r.IdempotencyKey != "" {
-		return c.placeCart(ctx, r, s.placeWith)
-	}
-	if p, ok := s.guard.(placer); ok && !r.isCart() && r.IdempotencyKey != "" {
-		return p.place(ctx, r, rules{limit: s.limit, window: s.window})
+	switch {
+	case r.IdempotencyKey == "":
+	case r.isCart() && s.strategy.Carts != nil:
+		return s.strategy.Carts.PlaceCart(ctx, r, s.placeWith)
+	case !r.isCart() && s.strategy.Placer != nil:
+		return s.strategy.Placer.Place(ctx, r, Rules{Limit: s.limit, Window: s.window})
 	}
 	return s.place(ctx, r)
 }
 
 // place places r through the service's guard.
 func (s *Service) place(ctx context.Context, r PlaceRequest) (Order, bool, error) {
-	return s.placeWith(ctx, r, s.guard)
+	return s.placeWith(ctx, r, s.strategy.Guard)
 }
 
 // errAnswered ends a purchase that its first read answered.
@@ -209,7 +205,7 @@ func (s *Service) placeWith(ctx context.Context, r PlaceRequest, guard stock.Gua
 		if err := s.holdLines(tx, r.UserID, lines); err != nil {
 			return err
 		}
-		if err := (rules{window: s.window}).placedAs(tx, &o); err != nil {
+		if err := (Rules{Window: s.window}).placedAs(tx, &o); err != nil {
 			return err
 		}
 		if err := o.insert(tx); err != nil {
@@ -218,7 +214,7 @@ func (s *Service) placeWith(ctx context.Context, r PlaceRequest, guard stock.Gua
 		return record(tx, EventPlaced, o)
 	}
 	var err error
-	if f, ok := guard.(firstReader); ok && r.IdempotencyKey != "" && !r.isCart() {
+	if f := s.strategy.FirstRead; f != nil && r.IdempotencyKey != "" && !r.isCart() {
 		var first placed // the first read's answer, if it ended the purchase
 		answered := false
 		err = f.AdjustAfter(ctx, r.SKU, -r.Quantity, func(ctx context.Context) error {

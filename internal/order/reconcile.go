@@ -71,6 +71,39 @@ func (r Reconciled) String() string {
 	return s
 }
 
+// states reads the Redis state of each of a SKU's buckets, names, and says
+// why it must be built anew: "" when every bucket has a state of epoch.
+func (l *Lua) states(ctx context.Context, names []string, epoch int64) ([]stock.State, string, error) {
+	states := make([]stock.State, len(names))
+	why := ""
+	for i, name := range names {
+		var err error
+		if states[i], err = l.redis.State(ctx, name); err != nil {
+			return nil, "", err
+		}
+		switch st := states[i]; {
+		case !st.Exists:
+			why = "missing"
+		case st.Epoch != epoch && why == "":
+			why = fmt.Sprintf("epoch %d, want %d", st.Epoch, epoch)
+		}
+	}
+	return states, why, nil
+}
+
+// holdings reads, in tx, the units of sku that each user holds.
+func holdings(tx *gorm.DB, sku string) (map[string]int, error) {
+	var rows []purchase
+	if err := tx.Raw(`SELECT * FROM user_purchases WHERE sku = ?`, sku).Scan(&rows).Error; err != nil {
+		return nil, err
+	}
+	held := make(map[string]int, len(rows))
+	for _, p := range rows {
+		held[p.UserID] = p.Units
+	}
+	return held, nil
+}
+
 // rebuild sets sku's Redis state from the database, in a new epoch if the
 // state, of any bucket, is missing or of another epoch, under the stock
 // row's lock: no batch commits, and no refund reads the epoch, until it is
@@ -87,19 +120,11 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 			return err
 		}
 		names := l.bucketNames(sku)
-		states := make([]stock.State, len(names))
-		for i, name := range names {
-			if states[i], err = l.redis.State(ctx, name); err != nil {
-				return err
-			}
-			switch st := states[i]; {
-			case !st.Exists:
-				rec.Rebuilt = "missing"
-			case st.Epoch != rec.Epoch && rec.Rebuilt == "":
-				rec.Rebuilt = fmt.Sprintf("epoch %d, want %d", st.Epoch, rec.Epoch)
-			}
+		var states []stock.State
+		if states, rec.Rebuilt, err = l.states(ctx, names, rec.Epoch); err != nil {
+			return err
 		}
-		load := stock.Load{Token: token, Epoch: rec.Epoch, Limited: l.rules.limit > 0, Dealt: l.buckets > 1}
+		load := stock.Load{Token: token, Epoch: rec.Epoch, Limited: l.rules.Limit > 0, Dealt: l.buckets > 1}
 		if rec.Rebuilt != "" {
 			if rec.Epoch, err = stock.NextEpoch(tx, sku); err != nil {
 				return err
@@ -113,13 +138,8 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 			load.Lookup = &sold
 		}
 		if load.Limited {
-			var rows []purchase
-			if err := tx.Raw(`SELECT * FROM user_purchases WHERE sku = ?`, sku).Scan(&rows).Error; err != nil {
+			if load.Held, err = holdings(tx, sku); err != nil {
 				return err
-			}
-			load.Held = make(map[string]int, len(rows))
-			for _, p := range rows {
-				load.Held[p.UserID] = p.Units
 			}
 		}
 		done := make([][]string, len(names)) // each bucket's log entries whose orders the database has
@@ -245,8 +265,7 @@ func (l *Lua) Reconcile(ctx context.Context, token int64) (Report, error) {
 		metrics.LuaClaimed.WithLabelValues("persisted").Add(float64(persisted))
 		metrics.LuaClaimed.WithLabelValues("released").Add(float64(len(claimed) - persisted))
 	}
-	var sold []string
-	err = l.db.WithContext(ctx).Raw(`SELECT e.sku FROM stock_epochs e JOIN stock_items s ON s.sku = e.sku ORDER BY e.sku`).Scan(&sold).Error
+	sold, err := stock.OnSale(ctx, l.db)
 	if err != nil {
 		return rep, fmt.Errorf("order: reconcile: %w", err)
 	}

@@ -85,8 +85,8 @@ func TestStreamCap(t *testing.T) {
 	}
 	cfg := strategytest.Config(t, s)
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
-	b, guard := strategytest.Open(t, s, cfg)
-	svc := order.NewService(b.DB, guard, &order.Options{StreamMaxLen: 10})
+	b, p := strategytest.Open(t, s, cfg)
+	svc := order.NewService(b.DB, p, &order.Options{StreamMaxLen: 10})
 	values := strings.Repeat("(1, 'placed', '{}', CURRENT_TIMESTAMP), ", 999) + "(1, 'placed', '{}', CURRENT_TIMESTAMP)"
 	if err := gdb.Exec(`INSERT INTO order_events (order_id, type, payload, created_at) VALUES ` + values).Error; err != nil {
 		t.Fatal(err)

@@ -80,18 +80,18 @@ func (s *Service) SetStockExpected(ctx context.Context, sku string, available, e
 // create sets sku up with available units, unless it exists, and reports
 // whether it did.
 func (s *Service) create(ctx context.Context, sku string, available int) (created bool, err error) {
-	keeper, keeps := s.guard.(saleKeeper)
+	sale := s.strategy.Sale
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
-		if created, err = stock.Create(tx, sku, available); err != nil || !created || !keeps {
+		if created, err = stock.Create(tx, sku, available); err != nil || !created || sale == nil {
 			return err
 		}
-		return keeper.newSale(tx, sku)
+		return sale.NewSale(tx, sku)
 	})
-	if err == nil && created && keeps {
+	if err == nil && created && sale != nil {
 		// Should this fail, the new sale's epoch still keeps what is left
 		// from selling.
-		err = keeper.forget(ctx, sku)
+		err = sale.Forget(ctx, sku)
 	}
 	return created, err
 }
@@ -100,12 +100,12 @@ func (s *Service) create(ctx context.Context, sku string, available int) (create
 // expected, or expected is nil (see SetStock).
 func (s *Service) change(ctx context.Context, sku string, available int, expected *int) error {
 	set := func(tx *gorm.DB) (int, error) { return stock.Set(tx, sku, available, expected) }
-	if r, ok := s.guard.(restocker); ok {
-		return r.restock(ctx, sku, set)
+	if r := s.strategy.Restocker; r != nil {
+		return r.Restock(ctx, sku, set)
 	}
 	// A change of 0 takes whatever guards the SKU, and set then makes the
 	// change under it.
-	return s.guard.Adjust(ctx, sku, 0, func(tx *gorm.DB) error {
+	return s.strategy.Guard.Adjust(ctx, sku, 0, func(tx *gorm.DB) error {
 		_, err := set(tx)
 		return err
 	})
@@ -124,12 +124,8 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// The stock row first: every purchase and refund takes it before it
 		// writes, so none is under way once it is locked.
-		res := tx.Where("sku = ?", sku).Delete(&stock.Item{})
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return fmt.Errorf("%w: %s", stock.ErrNotFound, sku)
+		if err := stock.Delete(tx, sku); err != nil {
+			return err
 		}
 		if err := stock.Forget(tx, sku); err != nil {
 			return err
@@ -143,7 +139,7 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 			return err
 		}
 		for _, o := range others {
-			if err := tx.Exec(`UPDATE stock_items SET available = available + ? WHERE sku = ?`, o.Quantity, o.SKU).Error; err != nil {
+			if err := stock.Give(tx, o.SKU, o.Quantity); err != nil {
 				return err
 			}
 			err := tx.Model(&purchase{}).Where("user_id = ? AND sku = ?", o.UserID, o.SKU).Update("units", gorm.Expr("units - ?", o.Quantity)).Error
@@ -170,9 +166,9 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 		_, err = stock.NextEpoch(tx, sku)
 		return err
 	})
-	if keeper, ok := s.guard.(saleKeeper); ok && err == nil {
+	if sale := s.strategy.Sale; sale != nil && err == nil {
 		// Should this fail, the epoch moved on keeps the state from selling.
-		err = keeper.forget(ctx, sku)
+		err = sale.Forget(ctx, sku)
 	}
 	if err != nil {
 		return fmt.Errorf("order: delete stock: %w", err)

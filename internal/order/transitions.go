@@ -48,9 +48,9 @@ func (s *Service) giveBack(ctx context.Context, o Order, t transition) (Order, e
 		}
 		o = orders[0]
 	}
-	adjust := func(fn stock.Fn) error { return s.guard.AdjustLines(ctx, stockLines(o.lines(), 1), fn) }
-	if r, ok := s.guard.(refunder); ok {
-		adjust = func(fn stock.Fn) error { return r.refund(ctx, o, fn) }
+	adjust := func(fn stock.Fn) error { return s.strategy.Guard.AdjustLines(ctx, stockLines(o.lines(), 1), fn) }
+	if r := s.strategy.Refunder; r != nil {
+		adjust = func(fn stock.Fn) error { return r.Refund(ctx, o, fn) }
 	}
 	after := o
 	err := adjust(func(tx *gorm.DB) error {

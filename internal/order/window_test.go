@@ -36,8 +36,8 @@ func windowShop(t *testing.T, name string) (*order.Service, *gorm.DB, redis.Univ
 	cfg := strategytest.Config(t, s)
 	cfg.PaymentWindow = window
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
-	b, guard := strategytest.Open(t, s, cfg)
-	return order.NewService(b.DB, guard, &order.Options{PaymentWindow: window, PerUserLimit: 2}), gdb, b.Redis
+	b, p := strategytest.Open(t, s, cfg)
+	return order.NewService(b.DB, p, &order.Options{PaymentWindow: window, PerUserLimit: 2}), gdb, b.Redis
 }
 
 func buy(t *testing.T, svc *order.Service, sku, user string) order.Order {

@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -28,19 +29,21 @@ type writer struct {
 	// reservations there.
 	settle func(ctx context.Context, sku string, batch []*pending, answers []placed)
 
-	mu   sync.Mutex
-	skus map[string]*line // a SKU is here while its writer runs
+	mu      sync.Mutex
+	skus    map[string]*skuQueue // a SKU is here while its writer runs
+	closed  bool                 // by close: no SKU's writer starts again
+	running sync.WaitGroup       // the SKUs' writers
 
 	idsOnce sync.Once
 	ids     idSource
 }
 
 func newWriter(gdb *gorm.DB, name string) *writer {
-	return &writer{db: gdb, name: name, skus: make(map[string]*line)}
+	return &writer{db: gdb, name: name, skus: make(map[string]*skuQueue)}
 }
 
-// line is one SKU's waiting buyers, and what its last batch left.
-type line struct {
+// skuQueue is one SKU's waiting buyers, and what its last batch left.
+type skuQueue struct {
 	queue []*pending
 	// stocked: the last batch committed and left stock. Until a first
 	// batch has, or once one leaves none, buyers read the stock first.
@@ -58,7 +61,7 @@ const maxBatch = 128
 type pending struct {
 	ctx   context.Context
 	r     PlaceRequest
-	rules rules
+	rules Rules
 	done  chan placed // buffered: the writer never waits for the buyer
 	// entry is the reservation's id in lua's stream, and epoch the epoch
 	// of the Redis state it was taken from; empty and 0 for batched.
@@ -80,22 +83,36 @@ type placed struct {
 func (w *writer) submit(p *pending) (Order, bool, error) {
 	p.done = make(chan placed, 1)
 	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, errClosed)
+	}
 	l, running := w.skus[p.r.SKU]
 	if !running {
-		l = &line{}
+		l = &skuQueue{}
 		w.skus[p.r.SKU] = l
+		w.running.Go(func() { w.write(p.r.SKU) })
 	}
 	l.queue = append(l.queue, p)
 	w.mu.Unlock()
-	if !running {
-		go w.write(p.r.SKU)
-	}
 	select {
 	case res := <-p.done:
 		return res.o, res.replayed, res.err
 	case <-p.ctx.Done():
 		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, context.Cause(p.ctx))
 	}
+}
+
+// errClosed answers a buyer who comes once the shop is closing.
+var errClosed = errors.New("order: the shop is closing")
+
+// close waits for every SKU's writer to answer its buyers, once no new
+// writer may start.
+func (w *writer) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.running.Wait()
 }
 
 // stocked reports whether sku's writer runs and its last batch left stock.
@@ -127,7 +144,7 @@ func (w *writer) write(sku string) {
 					kept = append(kept, p)
 					continue
 				}
-				p.done <- placed{err: soldOut(sku)}
+				p.done <- placed{err: soldOutRefusal(sku)}
 			}
 			l.queue = kept
 		}

@@ -28,12 +28,11 @@ func (s *Atomic) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
 	return transact(ctx, s.db, func(tx *gorm.DB) error {
 		var sh short
 		for _, l := range lines {
-			res := tx.Exec(`UPDATE stock_items SET available = available + ?, version = version + 1, updated_at = ?
-				WHERE sku = ? AND available + ? >= 0`, l.Delta, now(), l.SKU, l.Delta)
-			if res.Error != nil {
-				return res.Error
+			changed, err := change(tx, l.SKU, l.Delta)
+			if err != nil {
+				return err
 			}
-			if res.RowsAffected == 0 {
+			if !changed {
 				if err := missing(ctx, tx, l.SKU); !errors.Is(err, ErrSoldOut) {
 					return err
 				}

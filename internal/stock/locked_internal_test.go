@@ -52,7 +52,7 @@ func TestLockedRun(t *testing.T) {
 	const sku, buyers = "run", 64
 	gdb, rdb, opts := onRedisLock(t, sku, buyers)
 	locker := &acquisitions{Locker: lock.NewRedis(rdb, opts)}
-	q := NewQueued(gdb, NewLocked(gdb, locker))
+	q := QueueLocked(gdb, NewLocked(gdb, locker))
 	var wg sync.WaitGroup
 	for range buyers {
 		wg.Go(func() {
@@ -91,7 +91,7 @@ func TestLockedKeptLeaseDropped(t *testing.T) {
 	const sku = "kept"
 	gdb, rdb, opts := onRedisLock(t, sku, 5)
 	locked := NewLocked(gdb, lock.NewRedis(rdb, opts))
-	q := NewQueued(gdb, locked)
+	q := QueueLocked(gdb, locked)
 	other := lock.NewRedis(rdb, opts) // another process's view of the lock
 
 	l, _ := q.enter(sku) // the waiter

@@ -22,28 +22,37 @@ import (
 type Queued struct {
 	db    *gorm.DB
 	guard Guard
+	relay relay // guard, when it keeps a lease for the next buyer (QueueLocked); else nil
 
 	mu   sync.Mutex
-	skus map[string]*line
+	skus map[string]*skuQueue
 }
 
-// line is the queue of one SKU, kept while anyone is in it.
-type line struct {
+// skuQueue is the queue of one SKU, kept while anyone is in it.
+type skuQueue struct {
 	turn    chan struct{} // holds one value while a change is at the guard
-	refs    int           // buyers in the line, at the guard or waiting
+	refs    int           // buyers in the queue, at the guard or waiting
 	tickets uint64        // the last ticket handed out
-	// A waiter whose ticket is at most soldOut, and who wants at least
+	// A waiter whose ticket is at most soldOutTicket, and who wants at least
 	// need units, is sold out: the stock was read below need while it
-	// waited. wake is closed whenever soldOut rises.
-	soldOut uint64
-	need    int
-	wake    chan struct{}
-	stocked bool // the guard's last answer to a buyer was a sale
+	// waited. wake is closed whenever soldOutTicket rises.
+	soldOutTicket uint64
+	need          int
+	wake          chan struct{}
+	stocked       bool // the guard's last answer to a buyer was a sale
 }
 
 // NewQueued returns guard behind a queue per SKU in this process.
 func NewQueued(gdb *gorm.DB, guard Guard) *Queued {
-	return &Queued{db: gdb, guard: guard, skus: make(map[string]*line)}
+	return &Queued{db: gdb, guard: guard, skus: make(map[string]*skuQueue)}
+}
+
+// QueueLocked is NewQueued of a lock strategy's guard, which passes a
+// lease that sold to the next buyer of the SKU waiting in this queue.
+func QueueLocked(gdb *gorm.DB, l *Locked) *Queued {
+	q := NewQueued(gdb, l)
+	q.relay = l
+	return q
 }
 
 // FirstRead is a purchase's first read, the plain read that Queued makes
@@ -100,12 +109,12 @@ func (q *Queued) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
 			return fmt.Errorf("%w: %s", err, l.SKU)
 		}
 		defer func() { <-ln.turn }()
-		if r, ok := q.guard.(relay); ok {
-			r.drop(l.SKU)
+		if q.relay != nil {
+			q.relay.drop(l.SKU)
 		}
 	}
-	if r, ok := q.guard.(relay); ok {
-		return r.adjustThen(ctx, lines, fn, q.waiting)
+	if q.relay != nil {
+		return q.relay.adjustThen(ctx, lines, fn, q.waiting)
 	}
 	return q.guard.AdjustLines(ctx, lines, fn)
 }
@@ -131,8 +140,8 @@ func (q *Queued) AdjustAfter(ctx context.Context, sku string, delta int, first F
 	}
 	defer func() { <-l.turn }()
 	var err error
-	if r, ok := q.guard.(relay); ok {
-		err = r.adjustThen(ctx, []Line{{SKU: sku, Delta: delta}}, fn, q.waiting)
+	if q.relay != nil {
+		err = q.relay.adjustThen(ctx, []Line{{SKU: sku, Delta: delta}}, fn, q.waiting)
 	} else {
 		err = q.guard.Adjust(ctx, sku, delta, fn)
 	}
@@ -156,7 +165,7 @@ func (q *Queued) waiting(sku string) bool {
 	return l != nil && l.refs > 1
 }
 
-// stocked reports whether sku's line is in use and its last buyer bought.
+// stocked reports whether sku's queue is in use and its last buyer bought.
 func (q *Queued) stocked(sku string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -168,7 +177,7 @@ func (q *Queued) stocked(sku string) bool {
 // buyer waiting in l that wants more than is left that it is sold out. They
 // were all waiting when the stock was read, so the answer was true while
 // each of them waited, even if a refund returns a unit just after.
-func (q *Queued) tellWaiting(ctx context.Context, sku string, l *line) {
+func (q *Queued) tellWaiting(ctx context.Context, sku string, l *skuQueue) {
 	q.mu.Lock()
 	waiting := l.tickets
 	q.mu.Unlock()
@@ -178,8 +187,8 @@ func (q *Queued) tellWaiting(ctx context.Context, sku string, l *line) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if waiting > l.soldOut {
-		l.soldOut, l.need = waiting, max(it.Available+1, 1)
+	if waiting > l.soldOutTicket {
+		l.soldOutTicket, l.need = waiting, max(it.Available+1, 1)
 		close(l.wake)
 		l.wake = make(chan struct{})
 	}
@@ -189,10 +198,10 @@ func (q *Queued) tellWaiting(ctx context.Context, sku string, l *line) {
 // stock was read too short for want units while it waited (want <= 0 for a
 // change that takes none, which is never sold out), or with ErrBusy when
 // ctx ends.
-func (q *Queued) wait(ctx context.Context, l *line, ticket uint64, want int) error {
+func (q *Queued) wait(ctx context.Context, l *skuQueue, ticket uint64, want int) error {
 	for {
 		q.mu.Lock()
-		if want > 0 && ticket <= l.soldOut && want >= l.need {
+		if want > 0 && ticket <= l.soldOutTicket && want >= l.need {
 			q.mu.Unlock()
 			return ErrSoldOut
 		}
@@ -208,12 +217,12 @@ func (q *Queued) wait(ctx context.Context, l *line, ticket uint64, want int) err
 	}
 }
 
-func (q *Queued) enter(sku string) (*line, uint64) {
+func (q *Queued) enter(sku string) (*skuQueue, uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	l := q.skus[sku]
 	if l == nil {
-		l = &line{turn: make(chan struct{}, 1), wake: make(chan struct{})}
+		l = &skuQueue{turn: make(chan struct{}, 1), wake: make(chan struct{})}
 		q.skus[sku] = l
 	}
 	l.refs++
@@ -222,8 +231,8 @@ func (q *Queued) enter(sku string) (*line, uint64) {
 }
 
 // leave takes a buyer out of l. The last one out has the guard drop what
-// it kept for the line.
-func (q *Queued) leave(sku string, l *line) {
+// it kept for the queue.
+func (q *Queued) leave(sku string, l *skuQueue) {
 	q.mu.Lock()
 	l.refs--
 	empty := l.refs == 0
@@ -231,8 +240,8 @@ func (q *Queued) leave(sku string, l *line) {
 		delete(q.skus, sku)
 	}
 	q.mu.Unlock()
-	if r, ok := q.guard.(relay); ok && empty {
-		r.drop(sku)
+	if q.relay != nil && empty {
+		q.relay.drop(sku)
 	}
 }
 

@@ -119,7 +119,7 @@ func Set(tx *gorm.DB, sku string, n int, expected *int) (delta int, err error) {
 		return 0, &NotExpectedError{SKU: sku, Available: available}
 	}
 	delta = n - available
-	if err := tx.Exec(`UPDATE stock_items SET available = ?, updated_at = ? WHERE sku = ?`, n, now(), sku).Error; err != nil {
+	if err := tx.Exec(`UPDATE stock_items SET available = ?, version = version + 1, updated_at = ? WHERE sku = ?`, n, now(), sku).Error; err != nil {
 		return 0, err
 	}
 	return delta, Record(tx, Movement{SKU: sku, Delta: delta, Reason: ReasonSet, Actor: ActorAdmin})

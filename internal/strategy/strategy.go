@@ -1,11 +1,13 @@
 // Package strategy is the registry of the shop's stock strategies: each
-// one's name, the servers it needs, how its guard is built from the opened
-// backends, how it runs on the demo's embedded backends, and the ceiling
-// the bench compares it with.
+// one's name, the servers it needs, what it builds for the order service
+// from the opened backends (a guard that the service's placement wraps, or
+// a placement of its own), how it runs on the demo's embedded backends,
+// and the ceiling the bench compares it with.
 //
 // Adding a strategy is one file for its guard (in internal/stock, or a lock
-// in internal/lock) and one entry in registry below. Serve, demo, bench and
-// the tests all read this list.
+// in internal/lock) or its placer, and one entry in registry below. Serve,
+// demo, bench and the tests all read this list. See "Adding a strategy" in
+// docs/strategies.md.
 package strategy
 
 import (
@@ -28,20 +30,24 @@ type Strategy struct {
 	// Needs lists the servers it uses beyond the database, which every
 	// strategy uses, and Redis, where the shop keeps its Idempotency-Keys.
 	Needs []backend.Need
-	// New builds the guard of a strategy that takes no lock.
+	// New builds the guard of a strategy that takes no lock, which the
+	// order service's own placement wraps.
 	New func(*backend.Backends, config.Config) (stock.Guard, error)
 	// Lock builds the lock of a lock strategy, whose guard is then the one
 	// composition stock.Locked on it.
 	Lock func(*backend.Backends, config.Config) (stock.Locker, error)
+	// Own builds the placement of a strategy that places its own orders
+	// (batched, lua): its guard, the steps it makes in place of the
+	// service, and the background work the app runs for it.
+	Own func(*backend.Backends, config.Config) (order.Placement, error)
 	// Embedded is how it runs on the demo's embedded backends.
 	Embedded Embedded
 	// Ceiling names the raw loop of the bench that bounds its throughput.
 	Ceiling Ceiling
-	// NoQueue leaves out stock.Queued, which every other guard stands
-	// behind so that sold-out answers never wait in its queue: none must
-	// not have it, and a guard that places its own orders (batched, lua;
-	// order.PlacesOrders) queues its buyers itself. Guard refuses to put
-	// such a guard behind the queue.
+	// NoQueue leaves out stock.Queued, which every other guard of New
+	// or Lock stands behind so that sold-out answers never wait in its
+	// queue: none must not have it. A strategy of Own queues its buyers
+	// itself, and never stands behind it.
 	NoQueue bool
 }
 
@@ -84,12 +90,13 @@ var registry = []Strategy{
 	{Name: "pessimistic", New: onDB(stock.NewPessimistic), Ceiling: SQLForUpdate,
 		Embedded: Embedded{Note: "FOR UPDATE takes SQLite's one write lock, as BEGIN IMMEDIATE does: SQLite has no row locks"}},
 	{Name: "optimistic", New: onDB(stock.NewOptimistic), Ceiling: SQLAtomic},
-	{Name: "batched", New: func(b *backend.Backends, _ config.Config) (stock.Guard, error) { return order.NewBatched(b.DB), nil },
-		Ceiling: SQLBatched, NoQueue: true},
-	{Name: "lua", Needs: []backend.Need{backend.Redis}, New: func(b *backend.Backends, cfg config.Config) (stock.Guard, error) {
+	{Name: "batched", Own: func(b *backend.Backends, _ config.Config) (order.Placement, error) {
+		return order.NewBatched(b.DB).Placement(), nil
+	}, Ceiling: SQLBatched},
+	{Name: "lua", Needs: []backend.Need{backend.Redis}, Own: func(b *backend.Backends, cfg config.Config) (order.Placement, error) {
 		return order.NewLua(b.DB, b.Redis, &order.LuaOptions{Prefix: cfg.RedisPrefix, PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
-			ClaimIdle: cfg.ClaimIdle, AnswerTTL: cfg.IdempotencyTTL, Buckets: cfg.SKUBuckets}), nil
-	}, Ceiling: RedisLua, NoQueue: true},
+			ClaimIdle: cfg.ClaimIdle, AnswerTTL: cfg.IdempotencyTTL, Buckets: cfg.SKUBuckets}).Placement(), nil
+	}, Ceiling: RedisLua},
 	{Name: "local", Lock: func(*backend.Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil },
 		Ceiling: Serial("local")},
 	{Name: "redis", Needs: []backend.Need{backend.Redis}, Lock: func(b *backend.Backends, cfg config.Config) (stock.Locker, error) {
@@ -125,28 +132,45 @@ func redisLockOptions(cfg config.Config) *lock.RedisOptions {
 	return &lock.RedisOptions{TTL: cfg.LockTTL, Prefix: cfg.RedisPrefix + "lock:"}
 }
 
-// Guard builds the strategy's guard on the opened backends.
-func (s Strategy) Guard(b *backend.Backends, cfg config.Config) (stock.Guard, error) {
-	var g stock.Guard
-	var err error
+// Build builds what the order service places through under the strategy,
+// on the opened backends: its own placement (Own), or its guard, behind
+// stock.Queued unless NoQueue, for the service's placement to wrap.
+func (s Strategy) Build(b *backend.Backends, cfg config.Config) (order.Placement, error) {
+	if s.Own != nil {
+		return s.Own(b, cfg)
+	}
+	var q *stock.Queued
 	if s.Lock != nil {
-		var l stock.Locker
-		if l, err = s.Lock(b, cfg); err == nil {
-			g = stock.NewLocked(b.DB, l)
+		l, err := s.Lock(b, cfg)
+		if err != nil {
+			return order.Placement{}, err
 		}
+		q = stock.QueueLocked(b.DB, stock.NewLocked(b.DB, l))
 	} else {
-		g, err = s.New(b, cfg)
+		g, err := s.New(b, cfg)
+		if err != nil || s.NoQueue {
+			return order.Guarded(g), err
+		}
+		q = stock.NewQueued(b.DB, g)
 	}
-	if err != nil {
-		return nil, err
+	return order.Placement{Guard: q, FirstRead: q}, nil
+}
+
+// Guard is the guard of what Build builds.
+func (s Strategy) Guard(b *backend.Backends, cfg config.Config) (stock.Guard, error) {
+	p, err := s.Build(b, cfg)
+	return p.Guard, err
+}
+
+// Register adds s to the registry, after the others: a strategy of a
+// program's own, or of a test. It refuses a name already taken, and must
+// run before the registry is read, as from an init function.
+func Register(s Strategy) error {
+	if slices.ContainsFunc(registry, func(r Strategy) bool { return r.Name == s.Name }) {
+		return fmt.Errorf("strategy %s: already registered", s.Name)
 	}
-	switch {
-	case s.NoQueue:
-		return g, nil
-	case order.PlacesOrders(g):
-		return nil, fmt.Errorf("strategy %s: its guard places its own orders, and would lose that behind stock.Queued: set NoQueue", s.Name)
-	}
-	return stock.NewQueued(b.DB, g), nil
+	registry = append(registry, s)
+	return nil
 }
 
 // All returns every strategy, in the order reports show them.

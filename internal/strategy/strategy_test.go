@@ -11,7 +11,6 @@ import (
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
-	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/strategy"
 )
 
@@ -53,14 +52,21 @@ func TestRequire(t *testing.T) {
 	}
 }
 
-// TestRegistry: every entry has a unique name, a constructor and a ceiling,
+// TestRegistry: every entry has a unique name, one constructor (New, Lock
+// or Own) and a ceiling,
 // and All cannot change the registry.
 func TestRegistry(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
 	all := strategy.All()
 	for _, s := range all {
-		if s.Name == "" || seen[s.Name] || (s.New == nil) == (s.Lock == nil) || s.Ceiling == "" {
+		built := 0
+		for _, set := range []bool{s.New != nil, s.Lock != nil, s.Own != nil} {
+			if set {
+				built++
+			}
+		}
+		if s.Name == "" || seen[s.Name] || built != 1 || s.Ceiling == "" {
 			t.Errorf("entry %q: empty or repeated name, not one constructor, or no ceiling", s.Name)
 		}
 		seen[s.Name] = true
@@ -74,10 +80,9 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
-// TestRegistryQueues: every guard that does not place its own orders
-// stands behind stock.Queued, but none's; one that places its own orders
-// must not, and a registry entry that would put it there is refused. The
-// guards are built on embedded backends: SQLite and miniredis.
+// TestRegistryQueues: every guard stands behind stock.Queued, but
+// none's; a placement of its own does not, and has its placer. They are
+// built on embedded backends: SQLite and miniredis.
 func TestRegistryQueues(t *testing.T) {
 	t.Parallel()
 	m := miniredis.RunT(t)
@@ -88,30 +93,23 @@ func TestRegistryQueues(t *testing.T) {
 	}
 	t.Cleanup(func() { b.Close() })
 	for _, s := range strategy.All() {
-		if s.New == nil {
-			continue // a lock strategy: stock.Locked, which places no orders
+		if s.NoQueue != (s.Name == "none") {
+			t.Errorf("%s: NoQueue %v; only none may do without the queue", s.Name, s.NoQueue)
 		}
-		raw, err := s.New(b, cfg)
-		if err != nil {
-			t.Fatal(err)
+		if s.Lock != nil {
+			continue // its lock needs its server; Build puts stock.Locked behind the queue
 		}
-		g, err := s.Guard(b, cfg)
+		p, err := s.Build(b, cfg)
 		if err != nil {
 			t.Errorf("%s: %v", s.Name, err)
 			continue
 		}
-		if order.PlacesOrders(raw) != order.PlacesOrders(g) {
-			t.Errorf("%s: its guard places its own orders, and the registry hides that", s.Name)
+		queued := p.FirstRead != nil
+		if want := s.Own == nil && !s.NoQueue; queued != want {
+			t.Errorf("%s: behind the queue %v, want %v: a placement of its own queues its buyers itself", s.Name, queued, want)
 		}
-		if !order.PlacesOrders(raw) && s.NoQueue != (s.Name == "none") {
-			t.Errorf("%s: NoQueue %v; only none may do without the queue", s.Name, s.NoQueue)
-		}
-		if order.PlacesOrders(raw) {
-			wrong := s
-			wrong.NoQueue = false
-			if _, err := wrong.Guard(b, cfg); err == nil {
-				t.Errorf("%s without NoQueue: its guard was put behind the queue", s.Name)
-			}
+		if s.Own != nil && p.Placer == nil {
+			t.Errorf("%s: its own placement has no placer", s.Name)
 		}
 	}
 }

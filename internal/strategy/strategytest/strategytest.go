@@ -15,6 +15,7 @@ import (
 
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -119,35 +120,42 @@ func Each(t *testing.T, strategies []strategy.Strategy, test func(t *testing.T, 
 // stops.
 func Guard(t testing.TB, name string, b *backend.Backends, env map[string]string) stock.Guard {
 	t.Helper()
+	return Placement(t, name, b, env).Guard
+}
+
+// Placement is Guard's whole placement: what the order service places
+// through.
+func Placement(t testing.TB, name string, b *backend.Backends, env map[string]string) order.Placement {
+	t.Helper()
 	s, err := strategy.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	env = maps.Clone(env)
 	env["SHOP_STRATEGY"] = name
-	g, err := s.Guard(b, Load(t, env))
+	p, err := s.Build(b, Load(t, env))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return g
+	return p
 }
 
 // Open opens the backends that s needs with cfg, closed at cleanup, and
-// builds s's guard on them through the registry: one instance of the
+// builds s's placement on them through the registry: one instance of the
 // shop, as a separate process would have, with connections and locks of
 // its own.
-func Open(t testing.TB, s strategy.Strategy, cfg config.Config) (*backend.Backends, stock.Guard) {
+func Open(t testing.TB, s strategy.Strategy, cfg config.Config) (*backend.Backends, order.Placement) {
 	t.Helper()
 	b, err := backend.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	guard, err := s.Guard(b, cfg)
+	p, err := s.Build(b, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, guard
+	return b, p
 }
 
 // Environ returns env as KEY=value lines, in a stable order.
