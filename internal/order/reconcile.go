@@ -182,7 +182,12 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 }
 
 // persisted returns the ids of the reservations in log whose orders the
-// database has.
+// database has. A cart's line is its own row of sku, but only the cart's
+// head row carries the Idempotency-Key: a line's key is its head's. A
+// cart's line that the database has, but whose saga has not ended it yet
+// (CartDone), must count as persisted: counted as pending too, its units
+// would be taken twice from what Redis may sell, and a buyer told sold out
+// while the database still has them.
 func persisted(tx *gorm.DB, sku string, log []stock.Reservation) ([]string, error) {
 	if len(log) == 0 {
 		return nil, nil
@@ -192,7 +197,9 @@ func persisted(tx *gorm.DB, sku string, log []stock.Reservation) ([]string, erro
 		users[i] = r.UserID
 	}
 	var rows []Order
-	if err := tx.Raw(`SELECT user_id, idempotency_key FROM orders WHERE sku = ? AND user_id IN ?`, sku, users).Scan(&rows).Error; err != nil {
+	err := tx.Raw(`SELECT h.user_id, h.idempotency_key FROM orders o JOIN orders h ON h.id = COALESCE(o.cart_id, o.id)
+		WHERE o.sku = ? AND o.user_id IN ?`, sku, users).Scan(&rows).Error
+	if err != nil {
 		return nil, err
 	}
 	have := make(map[userKey]bool, len(rows))

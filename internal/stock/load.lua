@@ -10,7 +10,10 @@
 -- same step as the write, so that a reservation made meanwhile is counted
 -- too. A log entry whose order the database has leaves the log, as its
 -- settlement would have it (a replica promoted to master may lack the
--- settlement). A kept state whose available was wrong had lost writes, so its
+-- settlement). A cart's line whose order the database has stays in the
+-- log until its saga ends it (give.lua): it is not pending, but counts in
+-- "carts", as every cart line in the log does (see cart.lua). A kept state
+-- whose available was wrong had lost writes, so its
 -- keys may have too: it gets lookup set, which sends every key to the
 -- database before it reserves (see reserve.lua). A token below the fence,
 -- a later run's, changes nothing. Returns
@@ -51,13 +54,18 @@ for _, e in ipairs(redis.call("XRANGE", KEYS[3], "-", "+")) do
 		end
 		redis.call("XACK", KEYS[3], ARGV[1], e[1])
 		redis.call("XDEL", KEYS[3], e[1])
-	elseif not persisted[e[1]] then
+	else
 		local qty = tonumber(f.qty)
-		pending, count = pending + qty, count + 1
 		if f.cart then
+			-- Every cart line in the log counts in "carts", persisted or
+			-- not: its saga's end (give.lua) takes it off, once it leaves
+			-- the log, either way.
 			carts = carts + qty
 		end
-		held[f.user] = (held[f.user] or 0) + qty
+		if not persisted[e[1]] then
+			pending, count = pending + qty, count + 1
+			held[f.user] = (held[f.user] or 0) + qty
+		end
 	end
 end
 local before = redis.call("HGET", KEYS[1], "available") or ""
