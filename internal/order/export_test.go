@@ -16,7 +16,7 @@ func Home(r Reconciler, sku, user string) string { return r.(*Lua).route(sku, us
 // lua, and runs then once the database has the cart, before its saga ends
 // the lines' reservations in Redis.
 func PlaceCartThen(ctx context.Context, s *Service, lua Reconciler, r PlaceRequest, then func()) (Order, error) {
-	o, _, err := lua.(*Lua).placeCart(ctx, r, func(ctx context.Context, r PlaceRequest, g stock.Guard) (Order, bool, error) {
+	o, _, err := lua.(*Lua).PlaceCart(ctx, r, func(ctx context.Context, r PlaceRequest, g stock.Guard) (Order, bool, error) {
 		o, replayed, err := s.placeWith(ctx, r, g)
 		then()
 		return o, replayed, err
