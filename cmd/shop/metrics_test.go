@@ -49,8 +49,12 @@ func TestMetrics(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.strategy, func(t *testing.T) {
+			// The relay's job takes its lock on the same Redis, counted under
+			// the same backend: it waits an hour here, so that the counts are
+			// the orders'.
 			addrs, _ := runShop(t, "--debug=127.0.0.1:0", []string{"SHOP_MYSQL_DSN=" + dsn, "SHOP_REDIS_ADDR=" + redis.Addr,
-				"SHOP_REDIS_PREFIX=" + redis.Prefix + tc.strategy + ":", "SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=" + tc.strategy})
+				"SHOP_REDIS_PREFIX=" + redis.Prefix + tc.strategy + ":", "SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=" + tc.strategy,
+				"SHOP_RELAY_INTERVAL=1h"})
 			base, debug := "http://"+addrs[0], "http://"+addrs[1]
 			sku := "metrics-" + tc.strategy
 			if code, body := send(t, "PUT", base+"/api/v1/stock/"+sku, `{"quantity":10}`, "Authorization", "Bearer secret"); code != http.StatusOK {
