@@ -33,10 +33,8 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	}
 	before := version()
 	queued := func() int { // -1 while no writer runs
-		b.w.mu.Lock()
-		defer b.w.mu.Unlock()
-		if l := b.w.skus["last"]; l != nil {
-			return len(l.queue)
+		if n, out := b.w.skus.Queued("last"); out {
+			return n
 		}
 		return -1
 	}
@@ -106,11 +104,8 @@ func TestBatchedClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc.Close()
-	b.w.mu.Lock()
-	running := len(b.w.skus)
-	b.w.mu.Unlock()
-	if running != 0 {
-		t.Errorf("%d SKUs' writers run after Close", running)
+	if _, running := b.w.skus.Queued("closing"); running {
+		t.Error("the SKU's writer runs after Close")
 	}
 	_, _, err := svc.Place(ctx, PlaceRequest{SKU: "closing", UserID: "bob", Quantity: 1, IdempotencyKey: "k-bob"})
 	if !errors.Is(err, stock.ErrBusy) {

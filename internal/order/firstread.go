@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/batch"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/stock"
 )
@@ -21,12 +21,8 @@ import (
 // keys, which starts only after every buyer it answers has arrived. See
 // docs/strategies.md#sold-out-answers-never-queue.
 type firstReads struct {
-	db *gorm.DB
-
-	mu      sync.Mutex
-	skus    map[string][]*firstRead // a SKU is here while its read is out
-	closed  bool                    // by close: no SKU's reader starts again
-	running sync.WaitGroup          // the SKUs' readers
+	db   *gorm.DB
+	skus *batch.Batcher[string, *firstRead]
 }
 
 // maxRead bounds the buyers one read answers, and so its statement.
@@ -48,7 +44,9 @@ type readAnswer struct {
 }
 
 func newFirstReads(gdb *gorm.DB) *firstReads {
-	return &firstReads{db: gdb, skus: make(map[string][]*firstRead)}
+	f := &firstReads{db: gdb}
+	f.skus = batch.New(maxRead, f.answer, nil)
+	return f
 }
 
 // first answers r's first read.
@@ -91,17 +89,9 @@ func (f *firstReads) checkRefusal(ctx context.Context, r PlaceRequest, o Order, 
 // that wait for the next read.
 func (f *firstReads) read(ctx context.Context, r PlaceRequest) readAnswer {
 	fr := &firstRead{ctx: ctx, r: r, done: make(chan readAnswer, 1)}
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
+	if err := f.skus.Add(r.SKU, fr); err != nil {
 		return readAnswer{err: errClosed}
 	}
-	waiting, out := f.skus[r.SKU]
-	f.skus[r.SKU] = append(waiting, fr)
-	if !out {
-		f.running.Go(func() { f.run(r.SKU) })
-	}
-	f.mu.Unlock()
 	select {
 	case a := <-fr.done:
 		return a
@@ -112,33 +102,7 @@ func (f *firstReads) read(ctx context.Context, r PlaceRequest) readAnswer {
 
 // close waits for every SKU's reader to answer its buyers, once no new
 // reader may start.
-func (f *firstReads) close() {
-	f.mu.Lock()
-	f.closed = true
-	f.mu.Unlock()
-	f.running.Wait()
-}
-
-// run reads sku for its waiting buyers, one read after another, until
-// none waits.
-func (f *firstReads) run(sku string) {
-	for {
-		f.mu.Lock()
-		waiting := f.skus[sku]
-		n := min(len(waiting), maxRead)
-		batch := waiting[:n:n]
-		if n == 0 {
-			delete(f.skus, sku)
-		} else {
-			f.skus[sku] = waiting[n:]
-		}
-		f.mu.Unlock()
-		if n == 0 {
-			return
-		}
-		f.answer(sku, batch)
-	}
-}
+func (f *firstReads) close() { f.skus.Close() }
 
 // answer reads sku and the keys of batch in one statement and answers each
 // buyer.

@@ -71,9 +71,8 @@ func TestFirstReadsShared(t *testing.T) {
 		read(i)
 	}
 	testinfra.WaitFor(t, "the buyers to wait", func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return len(f.skus["gone"]) == buyers-1
+		n, _ := f.skus.Queued("gone")
+		return n == buyers-1
 	})
 	close(release)
 	wg.Wait()
@@ -119,9 +118,8 @@ func TestFirstReadsNotStale(t *testing.T) {
 		_, _, late = f.first(ctx, PlaceRequest{SKU: "back", UserID: "late", Quantity: 1, IdempotencyKey: "l"})
 	})
 	testinfra.WaitFor(t, "the late buyer to wait", func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return len(f.skus["back"]) == 1
+		n, _ := f.skus.Queued("back")
+		return n == 1
 	})
 	release <- struct{}{} // the early read answers
 	close(release)        // and any read after it

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/backoff"
+	"github.com/stockguard/shop/internal/batch"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/stock"
@@ -29,26 +30,33 @@ type writer struct {
 	// reservations there.
 	settle func(ctx context.Context, sku string, batch []*pending, answers []placed)
 
-	mu      sync.Mutex
-	skus    map[string]*skuQueue // a SKU is here while its writer runs
-	closed  bool                 // by close: no SKU's writer starts again
-	running sync.WaitGroup       // the SKUs' writers
+	skus *batch.Batcher[string, *pending]
+
+	mu   sync.Mutex
+	last map[string]lastBatch // of each SKU whose writer runs, once a batch ended
 
 	idsOnce sync.Once
 	ids     idSource
 }
 
 func newWriter(gdb *gorm.DB, name string) *writer {
-	return &writer{db: gdb, name: name, skus: make(map[string]*skuQueue)}
+	w := &writer{db: gdb, name: name, last: make(map[string]lastBatch)}
+	w.skus = batch.New(maxBatch, w.write, w.forget)
+	return w
 }
 
-// skuQueue is one SKU's waiting buyers, and what its last batch left.
-type skuQueue struct {
-	queue []*pending
-	// stocked: the last batch committed and left stock. Until a first
-	// batch has, or once one leaves none, buyers read the stock first.
-	stocked bool
-}
+// lastBatch is what a SKU's last batch left.
+type lastBatch int
+
+const (
+	// leftUnknown: it did not commit.
+	leftUnknown lastBatch = iota
+	// leftStock: it committed and left stock. Until a first batch has, or
+	// once one leaves none, buyers read the stock first.
+	leftStock
+	// leftNone: it committed and left none.
+	leftNone
+)
 
 // maxBatch bounds a batch. The group-commit loop of `shop bench`
 // (sql-batched) sells tens of thousands of orders a second at 100 orders a
@@ -82,19 +90,9 @@ type placed struct {
 // submit queues p for its SKU's next batch and waits for its answer.
 func (w *writer) submit(p *pending) (Order, bool, error) {
 	p.done = make(chan placed, 1)
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
+	if err := w.skus.Add(p.r.SKU, p); err != nil {
 		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, errClosed)
 	}
-	l, running := w.skus[p.r.SKU]
-	if !running {
-		l = &skuQueue{}
-		w.skus[p.r.SKU] = l
-		w.running.Go(func() { w.write(p.r.SKU) })
-	}
-	l.queue = append(l.queue, p)
-	w.mu.Unlock()
 	select {
 	case res := <-p.done:
 		return res.o, res.replayed, res.err
@@ -108,48 +106,54 @@ var errClosed = errors.New("order: the shop is closing")
 
 // close waits for every SKU's writer to answer its buyers, once no new
 // writer may start.
-func (w *writer) close() {
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
-	w.running.Wait()
-}
+func (w *writer) close() { w.skus.Close() }
 
 // stocked reports whether sku's writer runs and its last batch left stock.
 func (w *writer) stocked(sku string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	l := w.skus[sku]
-	return l != nil && l.stocked
+	return w.last[sku] == leftStock
 }
 
-// write commits the SKU's batches until nobody waits.
-func (w *writer) write(sku string) {
+// forget drops what sku's batches left once its writer stops.
+func (w *writer) forget(sku string) {
 	w.mu.Lock()
-	l := w.skus[sku]
-	for len(l.queue) > 0 {
-		n := min(len(l.queue), maxBatch)
-		batch := l.queue[:n:n]
-		l.queue = l.queue[n:]
-		w.mu.Unlock()
-		left, ok := w.commit(sku, batch)
-		w.mu.Lock()
-		l.stocked = ok && left > 0
-		if ok && left == 0 {
-			// A lua reservation holds units in Redis: a batch decides it,
-			// so that it is settled.
-			kept := l.queue[:0]
-			for _, p := range l.queue {
-				if p.entry != "" {
-					kept = append(kept, p)
-					continue
-				}
-				p.done <- placed{err: soldOutRefusal(sku)}
+	defer w.mu.Unlock()
+	delete(w.last, sku)
+}
+
+// write commits one batch of the SKU. Once a batch has left no stock, the
+// buyers who queued meanwhile are refused without one, but for lua's: a
+// lua reservation holds units in Redis, and a batch decides it, so that
+// it is settled.
+func (w *writer) write(sku string, queued []*pending) {
+	w.mu.Lock()
+	last := w.last[sku]
+	w.mu.Unlock()
+	if last == leftNone {
+		kept := queued[:0]
+		for _, p := range queued {
+			if p.entry != "" {
+				kept = append(kept, p)
+				continue
 			}
-			l.queue = kept
+			p.done <- placed{err: soldOutRefusal(sku)}
+		}
+		if queued = kept; len(queued) == 0 {
+			return
 		}
 	}
-	delete(w.skus, sku)
+	left, ok := w.commit(sku, queued)
+	switch {
+	case !ok:
+		last = leftUnknown
+	case left > 0:
+		last = leftStock
+	default:
+		last = leftNone
+	}
+	w.mu.Lock()
+	w.last[sku] = last
 	w.mu.Unlock()
 }
 
