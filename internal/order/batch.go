@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/stock"
@@ -60,16 +59,16 @@ type grants struct {
 // decide is one batch's transaction. It returns each buyer's answer and the
 // stock it leaves, or -1 if the SKU is not on sale. known holds the orders
 // that the batch's keys have already, when they were looked up.
-func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, ids idSource) ([]placed, int, error) {
-	now := createdAt()
+func decide(tx *gorm.DB, sku string, batch []*pending, known map[UserKey]Order, ids IDSource) ([]Answer, int, error) {
+	now := Now()
 	st, err := readBatch(tx, sku, batch, known)
 	if err != nil {
 		return nil, 0, err // a failed statement may have ended the transaction
 	}
-	answers := make([]placed, len(batch))
+	answers := make([]Answer, len(batch))
 	if !st.found {
 		for i := range answers {
-			answers[i].err = notFound(sku)
+			answers[i].Err = NotFound(sku)
 		}
 		return answers, -1, nil
 	}
@@ -80,16 +79,16 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 	for i, d := range g.decisions {
 		switch d.verdict {
 		case granted:
-			answers[i] = placed{o: d.order}
+			answers[i] = Answer{Order: d.order}
 		case replayed:
-			answers[i] = replayOf(d.order, batch[i].r)
+			answers[i] = Replay(d.order, batch[i].r)
 		case refused:
-			answers[i] = placed{err: d.err}
+			answers[i] = Answer{Err: d.err}
 		}
 	}
 	for i, d := range g.decisions {
 		if d.verdict == repeated {
-			answers[i] = sameKeyAnswer(answers[d.first], batch[i].r)
+			answers[i] = SameKey(answers[d.first], batch[i].r)
 		}
 	}
 	return answers, st.available - g.taken, nil
@@ -99,7 +98,7 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 // every buyer's units fit and no per-user limit applies, its first
 // statement takes them all, which locks the row and saves a statement;
 // writeBatch gives back what grant then refuses.
-func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order) (batchState, error) {
+func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[UserKey]Order) (batchState, error) {
 	var st batchState
 	limit := batch[0].rules.Limit
 	if asked := askedUnits(batch, known); asked > 0 && limit == 0 {
@@ -138,13 +137,8 @@ func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Orde
 		for i, p := range batch {
 			users[i] = p.r.UserID
 		}
-		var rows []purchase
-		if err := tx.Raw(`SELECT * FROM user_purchases WHERE sku = ? AND user_id IN ?`, sku, users).Scan(&rows).Error; err != nil {
+		if st.held, err = Held(tx, sku, users); err != nil {
 			return st, err
-		}
-		st.held = make(map[string]int, len(rows))
-		for _, row := range rows {
-			st.held[row.UserID] = row.Units
 		}
 	}
 	return st, nil
@@ -152,10 +146,10 @@ func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Orde
 
 // askedUnits is what the batch asks for: the units of each key that has
 // no order yet, once.
-func askedUnits(batch []*pending, known map[userKey]Order) int {
-	asked, seen := 0, map[userKey]bool{}
+func askedUnits(batch []*pending, known map[UserKey]Order) int {
+	asked, seen := 0, map[UserKey]bool{}
 	for _, p := range batch {
-		k := userKey{p.r.UserID, p.r.IdempotencyKey}
+		k := UserKey{p.r.UserID, p.r.IdempotencyKey}
 		if _, ok := known[k]; !ok && !seen[k] {
 			seen[k] = true
 			asked += p.r.Quantity
@@ -173,12 +167,12 @@ func askedUnits(batch []*pending, known map[userKey]Order) int {
 // unit that Redis sells again, and its buyer, answered busy, may since
 // have been told sold out: it is refused, busy, and its buyer's retry
 // reserves in the current state.
-func grant(sku string, batch []*pending, known map[userKey]Order, st batchState, now time.Time) grants {
+func grant(sku string, batch []*pending, known map[UserKey]Order, st batchState, now time.Time) grants {
 	g := grants{decisions: make([]decision, len(batch)), holdings: map[string]int{}}
-	first := map[userKey]int{}
+	first := map[UserKey]int{}
 	fenced := batch[0].entry != ""
 	for i, p := range batch {
-		r, k, d := p.r, userKey{p.r.UserID, p.r.IdempotencyKey}, &g.decisions[i]
+		r, k, d := p.r, UserKey{p.r.UserID, p.r.IdempotencyKey}, &g.decisions[i]
 		if o, ok := known[k]; ok {
 			d.verdict, d.order = replayed, o
 			continue
@@ -198,9 +192,9 @@ func grant(sku string, batch []*pending, known map[userKey]Order, st batchState,
 		}
 		switch {
 		case p.rules.Limit > 0 && held+r.Quantity > p.rules.Limit:
-			d.verdict, d.err = refused, limitReached(r.UserID, sku, held, p.rules.Limit)
+			d.verdict, d.err = refused, LimitReached(r.UserID, sku, held, p.rules.Limit)
 		case r.Quantity > st.available-g.taken:
-			d.verdict, d.err = refused, soldOutRefusal(sku)
+			d.verdict, d.err = refused, SoldOut(sku)
 		default:
 			g.taken += r.Quantity
 			if p.rules.Limit > 0 {
@@ -219,7 +213,7 @@ func grant(sku string, batch []*pending, known map[userKey]Order, st batchState,
 // writeBatch writes what grant decided: the units taken, the orders, with
 // their ids set in g, and the holdings. The orders' events keep their
 // requests' traceparents.
-func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, ids idSource, batch []*pending) error {
+func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, ids IDSource, batch []*pending) error {
 	switch {
 	case st.took > g.taken: // refused reservations of a lost epoch
 		if err := stock.Give(tx, sku, st.took-g.taken); err != nil {
@@ -247,21 +241,11 @@ func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, ids idSource,
 	if len(orders) == 0 {
 		return nil
 	}
-	if err := insertOrders(tx, orders, ids); err != nil {
+	if err := InsertOrders(tx, orders, ids); err != nil {
 		return err
 	}
-	if len(g.holdings) > 0 {
-		rows := make([]purchase, 0, len(g.holdings))
-		for user, units := range g.holdings {
-			rows = append(rows, purchase{UserID: user, SKU: sku, Units: units})
-		}
-		err := tx.Clauses(clause.OnConflict{
-			Columns:   []clause.Column{{Name: "user_id"}, {Name: "sku"}},
-			DoUpdates: clause.AssignmentColumns([]string{"units"}),
-		}).Create(&rows).Error
-		if err != nil {
-			return err
-		}
+	if err := SetHeld(tx, sku, g.holdings); err != nil {
+		return err
 	}
 	n := 0
 	for i := range g.decisions {
@@ -270,29 +254,17 @@ func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, ids idSource,
 			n++
 		}
 	}
-	return recordTraced(tx, EventPlaced, orders, parents)
+	return RecordTraced(tx, EventPlaced, orders, parents)
 }
 
 // lookup reads the orders that the batch's keys already have, outside the
 // batch's transaction, so that its row lock is not held for the read. A key
 // that gets an order after the read fails the INSERT on the unique index,
 // and the batch runs again.
-func lookup(ctx context.Context, gdb *gorm.DB, batch []*pending) (map[userKey]Order, error) {
+func lookup(ctx context.Context, gdb *gorm.DB, batch []*pending) (map[UserKey]Order, error) {
 	users := make([]string, len(batch))
 	for i, p := range batch {
 		users[i] = p.r.UserID
 	}
-	// By user alone: the index's prefix, one range per user, where users
-	// and keys together would ask for every pair.
-	var existing []Order
-	if err := gdb.WithContext(ctx).Raw(`SELECT * FROM orders WHERE user_id IN ?`, users).Scan(&existing).Error; err != nil {
-		return nil, err
-	}
-	known := make(map[userKey]Order, len(existing))
-	for _, o := range existing {
-		if o.IdempotencyKey != nil {
-			known[userKey{o.UserID, *o.IdempotencyKey}] = o
-		}
-	}
-	return known, nil
+	return Known(ctx, gdb, users)
 }

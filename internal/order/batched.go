@@ -23,12 +23,12 @@ type Batched struct {
 	db     *gorm.DB
 	single stock.Guard // refunds, and orders without a key
 	w      *writer
-	reads  *firstReads
+	reads  *FirstReads
 }
 
 // NewBatched returns the group-commit strategy on gdb.
 func NewBatched(gdb *gorm.DB) *Batched {
-	return &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), w: newWriter(gdb, "batched"), reads: newFirstReads(gdb)}
+	return &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), w: newWriter(gdb, "batched"), reads: NewFirstReads(gdb)}
 }
 
 // Adjust implements the strategy for what does not batch: refunds, and
@@ -50,12 +50,12 @@ func (b *Batched) AdjustLines(ctx context.Context, lines []stock.Line, fn stock.
 func (b *Batched) Place(ctx context.Context, r PlaceRequest, rules Rules) (Order, bool, error) {
 	if !b.w.stocked(r.SKU) {
 		// Sold out is answered at once, by a read that takes no lock.
-		if o, found, err := b.reads.first(ctx, r); found || err != nil {
+		if o, found, err := b.reads.First(ctx, r); found || err != nil {
 			return o, found, err
 		}
 	}
 	o, replayed, err := b.w.submit(&pending{ctx: ctx, r: r, rules: rules})
-	return b.reads.checkRefusal(ctx, r, o, replayed, err)
+	return b.reads.CheckRefusal(ctx, r, o, replayed, err)
 }
 
 // Placement is what the service places through under batched: its own
@@ -66,5 +66,5 @@ func (b *Batched) Placement() Placement { return Placement{Guard: b, Placer: b, 
 // first reads. A buyer who comes after it is answered busy.
 func (b *Batched) Close() {
 	b.w.close()
-	b.reads.close()
+	b.reads.Close()
 }

@@ -58,15 +58,15 @@ func BenchmarkBatchTransaction(b *testing.B) {
 			user := fmt.Sprint(run, "-", round, "-", i)
 			batch[i] = &pending{ctx: ctx, r: PlaceRequest{SKU: "hot", UserID: user, Quantity: 1, IdempotencyKey: user}}
 		}
-		var answers []placed
+		var answers []Answer
 		if err := gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-			answers, _, err = decide(tx, "hot", batch, map[userKey]Order{}, w.idSource(tx))
+			answers, _, err = decide(tx, "hot", batch, map[UserKey]Order{}, w.idSource(tx))
 			return err
 		}); err != nil {
 			b.Fatal(err)
 		}
-		if answers[0].err != nil {
-			b.Fatal(answers[0].err)
+		if answers[0].Err != nil {
+			b.Fatal(answers[0].Err)
 		}
 	}
 	b.ReportMetric(float64(maxBatch)*float64(b.N)/b.Elapsed().Seconds(), "orders/s")

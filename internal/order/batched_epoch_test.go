@@ -34,18 +34,18 @@ func TestBatchRefusesLostEpoch(t *testing.T) {
 		batch[i] = &pending{ctx: ctx, r: PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: user},
 			entry: fmt.Sprint(i+1, "-0"), epoch: e}
 	}
-	var answers []placed
+	var answers []Answer
 	var left int
 	err := gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-		answers, left, err = decide(tx, sku, batch, map[userKey]Order{}, idsRead)
+		answers, left, err = decide(tx, sku, batch, map[UserKey]Order{}, idsRead)
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, a := range answers {
-		if current := epochs[i] == 2; current != (a.err == nil) || !current && !errors.Is(a.err, stock.ErrBusy) {
-			t.Errorf("reservation %d of epoch %d: %v", i, epochs[i], a.err)
+		if current := epochs[i] == 2; current != (a.Err == nil) || !current && !errors.Is(a.Err, stock.ErrBusy) {
+			t.Errorf("reservation %d of epoch %d: %v", i, epochs[i], a.Err)
 		}
 	}
 	it, err := stock.Get(ctx, gdb, sku)

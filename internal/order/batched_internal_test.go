@@ -60,14 +60,14 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	waitQueued(0) // the writer has taken the first buyer, and waits for the row
 
 	const n = 30
-	answers := make([]placed, n)
+	answers := make([]Answer, n)
 	for i := range n {
 		wg.Go(func() {
 			user, key := fmt.Sprint("late-", i), "k"
 			if i == 0 {
 				user = "first" // a second click of the first buyer
 			}
-			answers[i].o, answers[i].replayed, answers[i].err = place(user, key)
+			answers[i].Order, answers[i].Replayed, answers[i].Err = place(user, key)
 		})
 	}
 	waitQueued(n)
@@ -79,11 +79,11 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	if a := version() - before; a != 1 {
 		t.Errorf("%d transactions took the stock row, want 1: the queued buyers must not queue on it", a)
 	}
-	if !answers[0].replayed || answers[0].o.ID != first.ID {
+	if !answers[0].Replayed || answers[0].Order.ID != first.ID {
 		t.Errorf("the first buyer's second click: %+v, want order %d replayed", answers[0], first.ID)
 	}
 	for i, a := range answers[1:] {
-		if !errors.Is(a.err, stock.ErrSoldOut) {
+		if !errors.Is(a.Err, stock.ErrSoldOut) {
 			t.Errorf("queued buyer %d: %+v, want sold out", i+1, a)
 		}
 	}

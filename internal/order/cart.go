@@ -123,7 +123,7 @@ func (o Order) MarshalJSON() ([]byte, error) {
 func newOrder(r PlaceRequest) Order {
 	lines := r.lines()
 	o := Order{SKU: lines[0].SKU, UserID: r.UserID, Quantity: lines[0].Quantity, Status: StatusCreated,
-		CreatedAt: createdAt(), LineCount: len(lines)}
+		CreatedAt: Now(), LineCount: len(lines)}
 	if r.isCart() {
 		o.Items = lines
 	}

@@ -42,7 +42,7 @@ func TestGrant(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := grant("s", tt.batch, map[userKey]Order{{"kim", "k"}: known}, tt.st, time.Now())
+			g := grant("s", tt.batch, map[UserKey]Order{{"kim", "k"}: known}, tt.st, time.Now())
 			var errs []error
 			for i, d := range g.decisions {
 				if d.verdict != tt.want[i] {

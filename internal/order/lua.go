@@ -32,7 +32,7 @@ type Lua struct {
 	redis   *stock.RedisStock
 	w       *writer
 	single  stock.Guard // the database side of refunds
-	reads   *firstReads
+	reads   *FirstReads
 	rules   Rules // of the reservations it claims from dead processes
 	idle    time.Duration
 	keep    time.Duration // how long a final answer is kept
@@ -93,7 +93,7 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 		o.AnswerTTL = 24 * time.Hour
 	}
 	o.Buckets = max(o.Buckets, 1)
-	l := &Lua{db: gdb, redis: stock.NewRedisStock(rdb, o.Prefix), w: newWriter(gdb, "lua"), single: stock.NewAtomic(gdb), reads: newFirstReads(gdb),
+	l := &Lua{db: gdb, redis: stock.NewRedisStock(rdb, o.Prefix), w: newWriter(gdb, "lua"), single: stock.NewAtomic(gdb), reads: NewFirstReads(gdb),
 		rules: Rules{Limit: o.PerUserLimit, Window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), fixing: make(map[string]bool), checked: make(map[string]uint64)}
 	l.w.settle = l.settle
@@ -129,7 +129,7 @@ func (l *Lua) Place(ctx context.Context, r PlaceRequest, rules Rules) (Order, bo
 		if err != nil {
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
-		keep := stock.Refusals{TTL: l.keep, SoldOut: string(refusedSoldOut), OverLimit: keptLimit(rules.Limit)}
+		keep := stock.Refusals{TTL: l.keep, SoldOut: string(refusedSoldOut), OverLimit: KeptLimit(rules.Limit)}
 		if len(route) > 1 {
 			keep.SoldOut = "" // one bucket's sold out is not the SKU's
 		}
@@ -137,22 +137,22 @@ func (l *Lua) Place(ctx context.Context, r PlaceRequest, rules Rules) (Order, bo
 		id, answer, err := l.redis.Reserve(ctx, route[0], res, terms)
 		switch {
 		case err == nil && id == "":
-			a := replayKept(answer, r)
-			return a.o, a.replayed, a.err
+			a := ReplayKept(answer, r)
+			return a.Order, a.Replayed, a.Err
 		case err == nil:
 			o, replayed, err := l.w.submit(&pending{ctx: ctx, r: r, rules: rules, entry: id, epoch: epoch, bucket: route[0]})
-			o, replayed, err = l.reads.checkRefusal(ctx, r, o, replayed, err)
+			o, replayed, err = l.reads.CheckRefusal(ctx, r, o, replayed, err)
 			return o, replayed, l.keepRefusal(ctx, r, err)
 		case errors.Is(err, stock.ErrLookup) && !lookedUp:
 			// The key may have an order that Redis does not know of: find
 			// it before taking stock that a new buyer then misses.
-			if o, found, err := replayOr(ctx, l.db, r, nil); found || err != nil {
+			if o, found, err := ReplayOr(ctx, l.db, r, nil); found || err != nil {
 				return o, found, l.keepRefusal(ctx, r, err)
 			}
 			lookedUp = true
 		case errors.Is(err, stock.ErrStale) && attempt < 3:
 			if err := l.refresh(ctx, r.SKU, epoch); errors.Is(err, stock.ErrNotFound) {
-				return Order{}, false, l.keepRefusal(ctx, r, notFound(r.SKU))
+				return Order{}, false, l.keepRefusal(ctx, r, NotFound(r.SKU))
 			} else if err != nil {
 				return Order{}, false, fmt.Errorf("order: place: %w", err)
 			}
@@ -166,9 +166,9 @@ func (l *Lua) Place(ctx context.Context, r PlaceRequest, rules Rules) (Order, bo
 			route = route[1:] // the next bucket
 			attempt--
 		case errors.Is(err, stock.ErrSoldOut):
-			return Order{}, false, l.keepRefusal(ctx, r, soldOutRefusal(r.SKU))
+			return Order{}, false, l.keepRefusal(ctx, r, SoldOut(r.SKU))
 		case errors.As(err, &over):
-			return Order{}, false, limitReached(r.UserID, r.SKU, over.Held, rules.Limit)
+			return Order{}, false, LimitReached(r.UserID, r.SKU, over.Held, rules.Limit)
 		case errors.Is(err, stock.ErrInProgress):
 			return Order{}, false, fmt.Errorf("order: place: %w", err)
 		case errors.Is(err, stock.ErrKeyReused):
@@ -207,7 +207,7 @@ func (l *Lua) keepRefusal(ctx context.Context, r PlaceRequest, err error) error 
 	if err == nil {
 		return nil
 	}
-	if answer, ok := kept(placed{err: err}); ok {
+	if answer, ok := Kept(Answer{Err: err}); ok {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
 		defer cancel()
 		l.dropped(ctx, "keep", l.redis.Keep(ctx, l.route(r.SKU, r.UserID)[0], r.UserID, r.IdempotencyKey, r.Quantity, answer, l.keep))
@@ -217,7 +217,7 @@ func (l *Lua) keepRefusal(ctx context.Context, r PlaceRequest, err error) error 
 
 // settle runs once a batch has committed: its reservations are in the
 // database now, or were refused, and leave the stream.
-func (l *Lua) settle(ctx context.Context, sku string, batch []*pending, answers []placed) {
+func (l *Lua) settle(ctx context.Context, sku string, batch []*pending, answers []Answer) {
 	ss := make([]stock.Settlement, len(batch))
 	refused := false
 	for i, p := range batch {
@@ -226,8 +226,8 @@ func (l *Lua) settle(ctx context.Context, sku string, batch []*pending, answers 
 		s.Reservation = stock.Reservation{ID: p.entry, UserID: p.r.UserID, Key: p.r.IdempotencyKey, Quantity: p.r.Quantity}
 		// An order is its buyer's answer, kept with its XACK. A refusal
 		// is kept once place has checked it against the key's order.
-		if answers[i].err == nil {
-			s.Answer, _ = kept(answers[i])
+		if answers[i].Err == nil {
+			s.Answer, _ = Kept(answers[i])
 		}
 		// A replay gives its units back: the key's order took units of its
 		// own. Should that order be this very reservation's (its commit's
@@ -235,13 +235,13 @@ func (l *Lua) settle(ctx context.Context, sku string, batch []*pending, answers 
 		// which refuses it, and reconcile corrects it: too many in Redis,
 		// never too few.
 		switch a := answers[i]; {
-		case a.err == nil && a.replayed:
+		case a.Err == nil && a.Replayed:
 			s.How = stock.Replayed
-		case a.err == nil:
+		case a.Err == nil:
 			s.How = stock.Kept
 		default:
 			s.How = stock.Released
-			refused = refused || errors.Is(a.err, stock.ErrSoldOut) || errors.Is(a.err, ErrLimitReached)
+			refused = refused || errors.Is(a.Err, stock.ErrSoldOut) || errors.Is(a.Err, ErrLimitReached)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
@@ -311,7 +311,7 @@ func (l *Lua) Placement() Placement {
 // buyer who comes after it is answered busy.
 func (l *Lua) Close() {
 	l.w.close()
-	l.reads.close()
+	l.reads.Close()
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()

@@ -28,7 +28,7 @@ import (
 // the reservations end: done, or given back.
 func (l *Lua) PlaceCart(ctx context.Context, r PlaceRequest, place PlaceFunc) (Order, bool, error) {
 	// A retry of a cart the database has gets it again, and takes nothing.
-	if o, found, err := replayOr(ctx, l.db, r, nil); found || err != nil {
+	if o, found, err := ReplayOr(ctx, l.db, r, nil); found || err != nil {
 		return o, found, err
 	}
 	doubts := 0
@@ -54,7 +54,7 @@ func (l *Lua) PlaceCart(ctx context.Context, r PlaceRequest, place PlaceFunc) (O
 			// empty mid-saga): the saga starts over, with a new barrier.
 			seen, _ := l.epoch(ctx, line.SKU)
 			if err := l.refresh(ctx, line.SKU, seen); errors.Is(err, stock.ErrNotFound) {
-				return Order{}, false, notFound(line.SKU)
+				return Order{}, false, NotFound(line.SKU)
 			} else if err != nil {
 				return Order{}, false, fmt.Errorf("order: place: %w", err)
 			}
@@ -66,9 +66,9 @@ func (l *Lua) PlaceCart(ctx context.Context, r PlaceRequest, place PlaceFunc) (O
 		case errors.Is(err, stock.ErrSoldOut):
 			// The stock may have gone to this key's own order, placed by a
 			// request still in flight when this one looked.
-			return replayOr(ctx, l.db, r, asRefusal(err))
+			return ReplayOr(ctx, l.db, r, asRefusal(err))
 		case errors.As(err, &line) && errors.As(err, &over):
-			return replayOr(ctx, l.db, r, limitReached(r.UserID, line.SKU, over.Held, l.rules.Limit))
+			return ReplayOr(ctx, l.db, r, LimitReached(r.UserID, line.SKU, over.Held, l.rules.Limit))
 		default: // Redis is down, or the state keeps changing: nothing is held
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}

@@ -117,7 +117,7 @@ type Reconciler interface {
 // placement: its background work ends. A buyer who comes after it is
 // answered busy.
 func (s *Service) Close() {
-	s.reads.close()
+	s.reads.Close()
 	if s.strategy.Close != nil {
 		s.strategy.Close()
 	}

@@ -28,7 +28,7 @@ type writer struct {
 	// settle, if set, runs once a batch has committed, before its buyers
 	// are answered, with the batch's span in its ctx: lua acknowledges its
 	// reservations there.
-	settle func(ctx context.Context, sku string, batch []*pending, answers []placed)
+	settle func(ctx context.Context, sku string, batch []*pending, answers []Answer)
 
 	skus *batch.Batcher[string, *pending]
 
@@ -36,7 +36,7 @@ type writer struct {
 	last map[string]lastBatch // of each SKU whose writer runs, once a batch ended
 
 	idsOnce sync.Once
-	ids     idSource
+	ids     IDSource
 }
 
 func newWriter(gdb *gorm.DB, name string) *writer {
@@ -70,7 +70,7 @@ type pending struct {
 	ctx   context.Context
 	r     PlaceRequest
 	rules Rules
-	done  chan placed // buffered: the writer never waits for the buyer
+	done  chan Answer // buffered: the writer never waits for the buyer
 	// entry is the reservation's id in lua's stream, and epoch the epoch
 	// of the Redis state it was taken from; empty and 0 for batched.
 	entry string
@@ -80,29 +80,29 @@ type pending struct {
 	bucket string
 }
 
-// placed is a buyer's answer.
-type placed struct {
-	o        Order
-	replayed bool
-	err      error
+// Answer is a buyer's answer.
+type Answer struct {
+	Order        Order
+	Replayed bool
+	Err      error
 }
 
 // submit queues p for its SKU's next batch and waits for its answer.
 func (w *writer) submit(p *pending) (Order, bool, error) {
-	p.done = make(chan placed, 1)
+	p.done = make(chan Answer, 1)
 	if err := w.skus.Add(p.r.SKU, p); err != nil {
-		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, errClosed)
+		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, ErrClosed)
 	}
 	select {
 	case res := <-p.done:
-		return res.o, res.replayed, res.err
+		return res.Order, res.Replayed, res.Err
 	case <-p.ctx.Done():
 		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, context.Cause(p.ctx))
 	}
 }
 
-// errClosed answers a buyer who comes once the shop is closing.
-var errClosed = errors.New("order: the shop is closing")
+// ErrClosed answers a buyer who comes once the shop is closing.
+var ErrClosed = errors.New("order: the shop is closing")
 
 // close waits for every SKU's writer to answer its buyers, once no new
 // writer may start.
@@ -137,7 +137,7 @@ func (w *writer) write(sku string, queued []*pending) {
 				kept = append(kept, p)
 				continue
 			}
-			p.done <- placed{err: soldOutRefusal(sku)}
+			p.done <- Answer{Err: SoldOut(sku)}
 		}
 		if queued = kept; len(queued) == 0 {
 			return
@@ -180,8 +180,8 @@ func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
 			cancel()
 			return 0, false // every buyer has been answered busy
 		}
-		var answers []placed
-		var known map[userKey]Order // nil: no key has an order
+		var answers []Answer
+		var known map[UserKey]Order // nil: no key has an order
 		var err error
 		if lookedUp {
 			known, err = lookup(ctx, w.db, batch)
@@ -215,7 +215,7 @@ func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
 		if !db.IsRetryable(err) && !db.IsDuplicate(err) && !backend.Unavailable(err) {
 			tracing.End(span, err)
 			for _, p := range batch {
-				p.done <- placed{err: fmt.Errorf("order: place: %w", err)}
+				p.done <- Answer{Err: fmt.Errorf("order: place: %w", err)}
 			}
 			return 0, false
 		}
@@ -237,7 +237,7 @@ func pendingCtxs(batch []*pending) []context.Context {
 }
 
 // idSource is how a batch learns its orders' ids, asked once.
-func (w *writer) idSource(tx *gorm.DB) idSource {
-	w.idsOnce.Do(func() { w.ids = idSourceOf(tx) })
+func (w *writer) idSource(tx *gorm.DB) IDSource {
+	w.idsOnce.Do(func() { w.ids = IDSourceOf(tx) })
 	return w.ids
 }
