@@ -30,6 +30,9 @@ type refusal struct {
 	order int64 // key reused: the order the key has
 }
 
+// KeptSoldOut is a sold-out refusal of the request's own SKU, as kept.
+const KeptSoldOut = string(refusedSoldOut)
+
 // The kinds of refusal, as kept.
 const (
 	refusedSoldOut  = 's'

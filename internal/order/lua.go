@@ -129,7 +129,7 @@ func (l *Lua) Place(ctx context.Context, r PlaceRequest, rules Rules) (Order, bo
 		if err != nil {
 			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
-		keep := stock.Refusals{TTL: l.keep, SoldOut: string(refusedSoldOut), OverLimit: KeptLimit(rules.Limit)}
+		keep := stock.Refusals{TTL: l.keep, SoldOut: KeptSoldOut, OverLimit: KeptLimit(rules.Limit)}
 		if len(route) > 1 {
 			keep.SoldOut = "" // one bucket's sold out is not the SKU's
 		}
@@ -303,7 +303,8 @@ func (l *Lua) fix(sku string) {
 // the key, and the writer keeps the answer with its XACK. Its
 // reconciliation is the app's to run.
 func (l *Lua) Placement() Placement {
-	return Placement{Guard: l, Placer: l, Carts: l, KeepsKeys: true, Refunder: l, Restocker: l, Sale: l, Reconciler: l, Close: l.Close}
+	return Placement{Guard: l, Placer: l, Carts: l, KeepsKeys: true, Refunder: l, Restocker: l, Sale: l, Close: l.Close,
+		Reconcile: func(ctx context.Context, token int64) (Reconciliation, error) { return l.Reconcile(ctx, token) }}
 }
 
 // Close answers the buyers its writer holds and waits for the work it

@@ -19,8 +19,6 @@ import (
 // persists the reservations that dead processes left pending. It runs on
 // one instance at a time (lock.Job); see docs/strategies.md.
 
-var _ Reconciler = (*Lua)(nil)
-
 // Reconciled is what setting one SKU's Redis state from the database found
 // and did.
 type Reconciled struct {
