@@ -1,4 +1,4 @@
-package order_test
+package groupcommit_test
 
 import (
 	"errors"

@@ -1,8 +1,10 @@
-package order
+package lua
 
 import (
 	"context"
 	"fmt"
+	"github.com/stockguard/shop/internal/groupcommit"
+	"github.com/stockguard/shop/internal/order"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,14 +118,14 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 			}
 			load.Epoch = rec.Epoch
 			// Keys that have orders are unknown to a state built anew.
-			sold, err := Sold(tx, sku)
+			sold, err := order.Sold(tx, sku)
 			if err != nil {
 				return err
 			}
 			load.Lookup = &sold
 		}
 		if load.Limited {
-			if load.Held, err = Held(tx, sku, nil); err != nil {
+			if load.Held, err = order.Held(tx, sku, nil); err != nil {
 				return err
 			}
 		}
@@ -181,13 +183,13 @@ func persisted(tx *gorm.DB, sku string, log []stock.Reservation) ([]string, erro
 	for i, r := range log {
 		users[i] = r.UserID
 	}
-	have, err := KeysOf(tx, sku, users)
+	have, err := order.KeysOf(tx, sku, users)
 	if err != nil {
 		return nil, err
 	}
 	var ids []string
 	for _, r := range log {
-		if have[UserKey{r.UserID, r.Key}] {
+		if have[order.UserKey{User: r.UserID, Key: r.Key}] {
 			ids = append(ids, r.ID)
 		}
 	}
@@ -279,8 +281,9 @@ func (l *Lua) persist(ctx context.Context, bucket string, epoch int64, claimed [
 	n := 0
 	for _, r := range claimed {
 		wg.Go(func() {
-			_, replayed, err := l.w.submit(&pending{ctx: ctx, rules: l.rules, entry: r.ID, epoch: epoch, bucket: bucket,
-				r: PlaceRequest{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, IdempotencyKey: r.Key}})
+			_, replayed, err := l.w.Submit(&groupcommit.Request[reservation]{Ctx: ctx, Rules: l.rules, Held: true, Epoch: epoch,
+				Meta:  reservation{entry: r.ID, bucket: bucket},
+				Order: order.PlaceRequest{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, IdempotencyKey: r.Key}})
 			if err == nil && !replayed {
 				mu.Lock()
 				n++

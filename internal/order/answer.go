@@ -15,6 +15,18 @@ import (
 // retry of the same request: an order, or a refusal. Each is a few bytes,
 // and reads back as the same answer, its text included.
 
+// Answer is a buyer's answer to an order request: the order, and whether
+// it was placed by an earlier request with the same key (Replayed), or a
+// refusal or failure.
+type Answer struct {
+	Order    Order
+	Replayed bool
+	Err      error
+}
+
+// ErrClosed answers, busy, a buyer who comes once the shop is closing.
+var ErrClosed = errors.New("order: the shop is closing")
+
 // Now is a new order's time, to the microsecond that the database
 // keeps: the order a replay reads back is the one first answered.
 func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
@@ -79,9 +91,9 @@ func (e *refusal) Short() []string {
 	return strings.Split(e.sku, "\n")
 }
 
-// asRefusal turns a strategy's sold-out refusal of a cart into the
+// AsRefusal turns a strategy's sold-out refusal of a cart into the
 // service's, which is kept under the buyer's key with the SKUs it names.
-func asRefusal(err error) error {
+func AsRefusal(err error) error {
 	var short *stock.ShortError
 	if errors.As(err, &short) {
 		return &refusal{kind: refusedSoldOut, sku: strings.Join(short.SKUs, "\n")}

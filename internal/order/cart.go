@@ -96,6 +96,10 @@ func (o Order) lines() []Line {
 	return []Line{{SKU: o.SKU, Quantity: o.Quantity}}
 }
 
+// Returns is the change of stock that gives o's units back, a line per
+// SKU.
+func (o Order) Returns() []stock.Line { return stockLines(o.lines(), 1) }
+
 // stockLines returns lines as the strategy takes them, each by sign times
 // its quantity.
 func stockLines(lines []Line, sign int) []stock.Line {

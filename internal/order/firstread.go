@@ -104,19 +104,19 @@ func (f *FirstReads) read(ctx context.Context, r PlaceRequest) readAnswer {
 // reader may start.
 func (f *FirstReads) Close() { f.skus.Close() }
 
-// answer reads sku and the keys of batch in one statement and answers each
+// answer reads sku and the keys of reads in one statement and answers each
 // buyer.
-func (f *FirstReads) answer(sku string, batch []*firstRead) {
-	metrics.FirstReadBuyers.Observe(float64(len(batch)))
-	ctxs := make([]context.Context, len(batch))
-	for i, fr := range batch {
+func (f *FirstReads) answer(sku string, reads []*firstRead) {
+	metrics.FirstReadBuyers.Observe(float64(len(reads)))
+	ctxs := make([]context.Context, len(reads))
+	for i, fr := range reads {
 		ctxs[i] = fr.ctx
 	}
-	ctx, cancel := waiting(ctxs)
+	ctx, cancel := batch.Waiting(ctxs)
 	defer cancel()
-	pairs := make([]string, len(batch))
-	args := make([]any, 0, 2*len(batch)+1)
-	for i, fr := range batch {
+	pairs := make([]string, len(reads))
+	args := make([]any, 0, 2*len(reads)+1)
+	for i, fr := range reads {
 		pairs[i] = "(?, ?)"
 		args = append(args, fr.r.UserID, fr.r.IdempotencyKey)
 	}
@@ -137,7 +137,7 @@ func (f *FirstReads) answer(sku string, batch []*firstRead) {
 		err = errors.Join(err, rows.Err(), rows.Close())
 	}
 	a.err = err
-	for _, fr := range batch {
+	for _, fr := range reads {
 		a.found = keyed[[2]string{fr.r.UserID, fr.r.IdempotencyKey}]
 		fr.done <- a
 	}

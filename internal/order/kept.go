@@ -25,6 +25,10 @@ import (
 // replays it. Refusals, which leave no row, are kept in Redis, read and
 // written in pipelines that concurrent requests share (redispipe).
 
+// RedisTimeout bounds the Redis calls that run even when the buyer's ctx
+// has ended, such as keeping an answer once its order has committed.
+const RedisTimeout = 5 * time.Second
+
 // KeyOptions say where the service keeps its buyers' refusals.
 type KeyOptions struct {
 	Redis  redis.UniversalClient
@@ -128,7 +132,7 @@ func (k *keys) keep(ctx context.Context, r PlaceRequest, err error) {
 		return
 	}
 	if answer, ok := Kept(Answer{Err: err}); ok {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RedisTimeout)
 		defer cancel()
 		skus, quantities := r.what()
 		v := skus + "|" + quantities + "|" + answer

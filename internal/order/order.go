@@ -235,7 +235,7 @@ func (s *Service) placeWith(ctx context.Context, r PlaceRequest, guard stock.Gua
 	}
 	if err != nil {
 		if r.isCart() {
-			return s.checkCartRefusal(ctx, r, asRefusal(err))
+			return s.checkCartRefusal(ctx, r, AsRefusal(err))
 		}
 		err = fmt.Errorf("order: place: %w", err)
 		return s.reads.CheckRefusal(ctx, r, Order{}, false, err)
