@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -19,7 +20,7 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	// Not through the registry: the test reads the group-commit writer's
 	// queue inside *Batched, which the registry's guard does not show.
 	b := NewBatched(gdb)
-	svc := NewService(gdb, b.Placement(), nil)
+	svc := order.NewService(gdb, b.Placement(), nil)
 	ctx := t.Context()
 	if err := stock.Reset(ctx, gdb, "last", 1); err != nil {
 		t.Fatal(err)
@@ -46,10 +47,10 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	if err := tx.Exec(`UPDATE stock_items SET updated_at = updated_at WHERE sku = 'last'`).Error; err != nil {
 		t.Fatal(err)
 	}
-	place := func(user, key string) (Order, bool, error) {
-		return svc.Place(ctx, PlaceRequest{SKU: "last", UserID: user, Quantity: 1, IdempotencyKey: key})
+	place := func(user, key string) (order.Order, bool, error) {
+		return svc.Place(ctx, order.PlaceRequest{SKU: "last", UserID: user, Quantity: 1, IdempotencyKey: key})
 	}
-	var first Order
+	var first order.Order
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		var err error
@@ -60,7 +61,7 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	waitQueued(0) // the writer has taken the first buyer, and waits for the row
 
 	const n = 30
-	answers := make([]Answer, n)
+	answers := make([]order.Answer, n)
 	for i := range n {
 		wg.Go(func() {
 			user, key := fmt.Sprint("late-", i), "k"
@@ -95,19 +96,19 @@ func TestBatchedClose(t *testing.T) {
 	t.Parallel()
 	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
 	b := NewBatched(gdb)
-	svc := NewService(gdb, b.Placement(), nil)
+	svc := order.NewService(gdb, b.Placement(), nil)
 	ctx := t.Context()
 	if err := stock.Reset(ctx, gdb, "closing", 2); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := svc.Place(ctx, PlaceRequest{SKU: "closing", UserID: "ann", Quantity: 1, IdempotencyKey: "k-ann"}); err != nil {
+	if _, _, err := svc.Place(ctx, order.PlaceRequest{SKU: "closing", UserID: "ann", Quantity: 1, IdempotencyKey: "k-ann"}); err != nil {
 		t.Fatal(err)
 	}
 	svc.Close()
 	if _, running := b.w.skus.Queued("closing"); running {
 		t.Error("the SKU's writer runs after Close")
 	}
-	_, _, err := svc.Place(ctx, PlaceRequest{SKU: "closing", UserID: "bob", Quantity: 1, IdempotencyKey: "k-bob"})
+	_, _, err := svc.Place(ctx, order.PlaceRequest{SKU: "closing", UserID: "bob", Quantity: 1, IdempotencyKey: "k-bob"})
 	if !errors.Is(err, stock.ErrBusy) {
 		t.Errorf("a buyer after Close: %v, want busy", err)
 	}

@@ -45,9 +45,9 @@ const (
 // decision is grant's answer for one buyer.
 type decision struct {
 	verdict verdict
-	o order.Order // granted: the order to insert; replayed: the key's order
-	first   int   // repeated: the batch index of the buyer who asked first
-	err     error // refused: why
+	o       order.Order // granted: the order to insert; replayed: the key's order
+	first   int         // repeated: the batch index of the buyer who asked first
+	err     error       // refused: why
 }
 
 // grants is grant's answer for a batch.

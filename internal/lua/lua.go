@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/groupcommit"
 	"github.com/stockguard/shop/internal/order"
 	"hash/fnv"
@@ -80,6 +81,12 @@ type Options struct {
 	// Log is where the Redis failures that no buyer hears of are told;
 	// nil is slog.Default().
 	Log *slog.Logger
+}
+
+// OptionsOf is the options that cfg, the shop's configuration, sets.
+func OptionsOf(cfg config.Config) *Options {
+	return &Options{Prefix: cfg.RedisPrefix, PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
+		ClaimIdle: cfg.ClaimIdle, AnswerTTL: cfg.IdempotencyTTL, Buckets: cfg.SKUBuckets}
 }
 
 // reservation is what lua keeps with each order it queues for the

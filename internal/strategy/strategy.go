@@ -96,8 +96,7 @@ var registry = []Strategy{
 		return groupcommit.NewBatched(b.DB).Placement(), nil
 	}, Ceiling: SQLBatched},
 	{Name: "lua", Needs: []backend.Need{backend.Redis}, Own: func(b *backend.Backends, cfg config.Config) (order.Placement, error) {
-		return lua.New(b.DB, b.Redis, &lua.Options{Prefix: cfg.RedisPrefix, PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
-			ClaimIdle: cfg.ClaimIdle, AnswerTTL: cfg.IdempotencyTTL, Buckets: cfg.SKUBuckets}).Placement(), nil
+		return lua.New(b.DB, b.Redis, lua.OptionsOf(cfg)).Placement(), nil
 	}, Ceiling: RedisLua},
 	{Name: "local", Lock: func(*backend.Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil },
 		Ceiling: Serial("local")},
