@@ -140,8 +140,8 @@ func (a *App) startJobs(ctx context.Context, b *backend.Backends, cfg config.Con
 			})
 		})
 	}
-	if l := placement.Reconciler; l != nil {
-		every(reconcileName, cfg.ReconcileEvery, reconcileJob(l, func(rep order.Report) {
+	if l := placement.Reconcile; l != nil {
+		every(reconcileName, cfg.ReconcileEvery, reconcileJob(l, func(rep order.Reconciliation) {
 			if rep.Fixed() {
 				log.Info("reconciled", slog.Any("report", rep))
 			}
@@ -182,9 +182,9 @@ func jobLocker(b *backend.Backends, cfg config.Config) lock.Locker {
 	return lock.NewRedis(b.Redis, &lock.RedisOptions{TTL: cfg.LockTTL, Prefix: cfg.RedisPrefix + "lock:"})
 }
 
-func reconcileJob(l order.Reconciler, report func(order.Report)) lock.Job {
+func reconcileJob(reconcile func(context.Context, int64) (order.Reconciliation, error), report func(order.Reconciliation)) lock.Job {
 	return func(ctx context.Context, token int64) error {
-		rep, err := l.Reconcile(ctx, token)
+		rep, err := reconcile(ctx, token)
 		if err == nil {
 			report(rep)
 		}
@@ -195,31 +195,31 @@ func reconcileJob(l order.Reconciler, report func(order.Report)) lock.Job {
 // Reconcile runs lua's reconciliation once, by hand, under the lock of the
 // job that `shop serve` runs: it waits while an instance runs it, until ctx
 // ends.
-func Reconcile(ctx context.Context, cfg config.Config, log *slog.Logger) (order.Report, error) {
+func Reconcile(ctx context.Context, cfg config.Config, log *slog.Logger) (order.Reconciliation, error) {
 	s, err := strategy.Lookup("lua")
 	if err != nil {
-		return order.Report{}, err
+		return nil, err
 	}
 	if err := s.Require(cfg); err != nil {
-		return order.Report{}, err
+		return nil, err
 	}
 	b, err := backend.Open(ctx, cfg, s.Needs, log)
 	if err != nil {
-		return order.Report{}, err
+		return nil, err
 	}
 	defer b.Close()
 	if err := db.PrepareSchema(ctx, b.DB, cfg.Migrate); err != nil {
-		return order.Report{}, err
+		return nil, err
 	}
 	placement, err := s.Build(b, cfg)
 	if err != nil {
-		return order.Report{}, err
+		return nil, err
 	}
-	l := placement.Reconciler
+	l := placement.Reconcile
 	if l == nil {
-		return order.Report{}, fmt.Errorf("strategy lua: it declares no reconciliation")
+		return nil, fmt.Errorf("strategy lua: it declares no reconciliation")
 	}
-	var rep order.Report
-	err = traced(reconcileName, reconcileJob(l, func(r order.Report) { rep = r })).Once(ctx, jobLocker(b, cfg), reconcileName, true)
+	var rep order.Reconciliation
+	err = traced(reconcileName, reconcileJob(l, func(r order.Reconciliation) { rep = r })).Once(ctx, jobLocker(b, cfg), reconcileName, true)
 	return rep, err
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/lua"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 )
@@ -79,8 +80,8 @@ func fastPathQueue(ctx context.Context, env *Env) (Trial, error) {
 // instance's reconcile claims and persists them.
 func fastPathLua(ctx context.Context, env *Env) (Trial, error) {
 	sku := env.Prefix + "fast-path-crash-fix"
-	opts := &order.LuaOptions{Prefix: env.Prefix + "lua:", ClaimIdle: fastIdle}
-	dying := order.NewService(env.DB, order.NewLua(env.DB, env.Redis, opts).Placement(), nil)
+	opts := &lua.Options{Prefix: env.Prefix + "lua:", ClaimIdle: fastIdle}
+	dying := order.NewService(env.DB, lua.New(env.DB, env.Redis, opts).Placement(), nil)
 	// A sale from nothing: what an earlier run of the lesson left goes.
 	if err := dying.DeleteStock(ctx, sku); err != nil && !errors.Is(err, stock.ErrNotFound) {
 		return Trial{}, err
@@ -113,7 +114,7 @@ func fastPathLua(ctx context.Context, env *Env) (Trial, error) {
 	// past the claim timeout.
 	time.Sleep(fastIdle + 50*time.Millisecond)
 	env.Advance(fastIdle + 50*time.Millisecond)
-	if _, err := order.NewLua(env.DB, env.Redis, opts).Reconcile(ctx, 0); err != nil {
+	if _, err := lua.New(env.DB, env.Redis, opts).Reconcile(ctx, 0); err != nil {
 		return Trial{}, err
 	}
 	st, err := reserving.State(ctx, sku)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/order/ordertest"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
@@ -36,14 +37,14 @@ func restock(sku string, op, i int) stock.Movement {
 func restockDuringSale(t *testing.T, sku string, shops []*order.Service) (acked []int64, ms []stock.Movement, errs []error) {
 	t.Helper()
 	ctx := t.Context()
-	if _, err := shops[0].SetStock(ctx, sku, units); err != nil {
+	if _, err := shops[0].SetStock(ctx, sku, ordertest.Units); err != nil {
 		t.Fatal(err)
 	}
 	var (
 		mu       sync.Mutex
 		restocks []error
 	)
-	acked, _, errs = release(ctx, sku, func() {
+	acked, _, errs = ordertest.Release(ctx, sku, func() {
 		var wg sync.WaitGroup
 		for op := range operators {
 			for i := range adjustments {
@@ -85,8 +86,8 @@ func TestRestocksDuringSale(t *testing.T) {
 			t.Errorf("a buyer or a restock: %v", err)
 		}
 		before := auditLedger(t, gdb, sku, acked)
-		if want := units + operators*adjustments; before.Received != want {
-			t.Errorf("received %d, want %d: %d units and %d restocks of 1", before.Received, want, units, operators*adjustments)
+		if want := ordertest.Units + operators*adjustments; before.Received != want {
+			t.Errorf("received %d, want %d: %d units and %d restocks of 1", before.Received, want, ordertest.Units, operators*adjustments)
 		}
 
 		ctx := t.Context()

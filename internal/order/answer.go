@@ -15,9 +15,21 @@ import (
 // retry of the same request: an order, or a refusal. Each is a few bytes,
 // and reads back as the same answer, its text included.
 
-// createdAt is a new order's time, to the microsecond that the database
+// Answer is a buyer's answer to an order request: the order, and whether
+// it was placed by an earlier request with the same key (Replayed), or a
+// refusal or failure.
+type Answer struct {
+	Order    Order
+	Replayed bool
+	Err      error
+}
+
+// ErrClosed answers, busy, a buyer who comes once the shop is closing.
+var ErrClosed = errors.New("order: the shop is closing")
+
+// Now is a new order's time, to the microsecond that the database
 // keeps: the order a replay reads back is the one first answered.
-func createdAt() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 // refusal is a final answer that is not an order. Its text is made from
 // its fields alone, so that its replay reads the same.
@@ -29,6 +41,9 @@ type refusal struct {
 	limit int   // over the limit: the limit
 	order int64 // key reused: the order the key has
 }
+
+// KeptSoldOut is a sold-out refusal of the request's own SKU, as kept.
+const KeptSoldOut = string(refusedSoldOut)
 
 // The kinds of refusal, as kept.
 const (
@@ -65,7 +80,7 @@ func (e *refusal) Is(target error) bool {
 	}
 }
 
-func soldOutRefusal(sku string) error { return &refusal{kind: refusedSoldOut, sku: sku} }
+func SoldOut(sku string) error { return &refusal{kind: refusedSoldOut, sku: sku} }
 
 // Short returns the SKUs that a sold-out refusal found short: of a cart,
 // each of them, kept newline-separated in sku.
@@ -76,9 +91,9 @@ func (e *refusal) Short() []string {
 	return strings.Split(e.sku, "\n")
 }
 
-// asRefusal turns a strategy's sold-out refusal of a cart into the
+// AsRefusal turns a strategy's sold-out refusal of a cart into the
 // service's, which is kept under the buyer's key with the SKUs it names.
-func asRefusal(err error) error {
+func AsRefusal(err error) error {
 	var short *stock.ShortError
 	if errors.As(err, &short) {
 		return &refusal{kind: refusedSoldOut, sku: strings.Join(short.SKUs, "\n")}
@@ -86,29 +101,29 @@ func asRefusal(err error) error {
 	return err
 }
 
-func limitReached(user, sku string, held, limit int) error {
+func LimitReached(user, sku string, held, limit int) error {
 	return &refusal{kind: refusedLimit, sku: sku, user: user, held: held, limit: limit}
 }
 
 func keyReused(order int64) error { return &refusal{kind: refusedReused, order: order} }
 
-func notFound(sku string) error { return &refusal{kind: refusedNotFound, sku: sku} }
+func NotFound(sku string) error { return &refusal{kind: refusedNotFound, sku: sku} }
 
-// kept is a's answer as it is kept under its key; ok is false for an
-// answer that is not final, such as busy, which is not kept.
-func kept(a placed) (answer string, ok bool) {
+// Kept is a's answer as it is Kept under its key; ok is false for an
+// answer that is not final, such as busy, which is not Kept.
+func Kept(a Answer) (answer string, ok bool) {
 	var e *refusal
 	switch {
-	case a.err == nil:
-		answer = "o" + strconv.FormatInt(a.o.ID, 10) + ":" + strconv.FormatInt(a.o.CreatedAt.UnixMicro(), 10)
-		if a.o.ExpiresAt != nil { // placed pending: its deadline
-			answer += ":" + strconv.FormatInt(a.o.ExpiresAt.UnixMicro(), 10)
+	case a.Err == nil:
+		answer = "o" + strconv.FormatInt(a.Order.ID, 10) + ":" + strconv.FormatInt(a.Order.CreatedAt.UnixMicro(), 10)
+		if a.Order.ExpiresAt != nil { // placed pending: its deadline
+			answer += ":" + strconv.FormatInt(a.Order.ExpiresAt.UnixMicro(), 10)
 		}
 		return answer, true
-	case !errors.As(a.err, &e):
+	case !errors.As(a.Err, &e):
 		return "", false
 	case e.kind == refusedLimit:
-		return keptLimit(e.limit) + strconv.Itoa(e.held), true
+		return KeptLimit(e.limit) + strconv.Itoa(e.held), true
 	case e.kind == refusedReused:
 		return "r" + strconv.FormatInt(e.order, 10), true
 	case e.kind == refusedSoldOut:
@@ -117,13 +132,13 @@ func kept(a placed) (answer string, ok bool) {
 	return string(e.kind), true
 }
 
-// keptLimit is the kept form of a refusal over limit, less what the user
+// KeptLimit is the kept form of a refusal over limit, less what the user
 // held, which follows it: Redis's script, which knows that, appends it.
-func keptLimit(limit int) string { return "l" + strconv.Itoa(limit) + ":" }
+func KeptLimit(limit int) string { return "l" + strconv.Itoa(limit) + ":" }
 
-// replayKept is the answer kept as answer, replayed to r: the request
+// ReplayKept is the answer kept as answer, replayed to r: the request
 // that got it, the same user, key, SKU and quantity.
-func replayKept(answer string, r PlaceRequest) placed {
+func ReplayKept(answer string, r PlaceRequest) Answer {
 	kind, rest := byte(0), ""
 	if answer != "" {
 		kind, rest = answer[0], answer[1:]
@@ -133,27 +148,27 @@ func replayKept(answer string, r PlaceRequest) placed {
 	x, errA := strconv.ParseInt(a, 10, 64)
 	y, errB := strconv.ParseInt(b, 10, 64)
 	z, errC := strconv.ParseInt(c, 10, 64)
-	var p placed
+	var p Answer
 	switch {
 	case kind == 'o' && errA == nil && errB == nil && (!pending || errC == nil):
 		key := r.IdempotencyKey
-		p.o = Order{ID: x, SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated,
+		p.Order = Order{ID: x, SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated,
 			IdempotencyKey: &key, CreatedAt: time.UnixMicro(y).UTC()}
 		if pending {
 			deadline := time.UnixMicro(z).UTC()
-			p.o.Status, p.o.ExpiresAt = StatusPending, &deadline
+			p.Order.Status, p.Order.ExpiresAt = StatusPending, &deadline
 		}
 	case kind == refusedSoldOut && rest != "":
-		p.err = &refusal{kind: kind, sku: rest}
+		p.Err = &refusal{kind: kind, sku: rest}
 	case kind == refusedSoldOut || kind == refusedNotFound:
-		p.err = &refusal{kind: kind, sku: r.SKU}
+		p.Err = &refusal{kind: kind, sku: r.SKU}
 	case kind == refusedLimit && errA == nil && errB == nil:
-		p.err = limitReached(r.UserID, r.SKU, int(y), int(x))
+		p.Err = LimitReached(r.UserID, r.SKU, int(y), int(x))
 	case kind == refusedReused && errA == nil:
-		p.err = keyReused(x)
+		p.Err = keyReused(x)
 	default:
-		return placed{err: fmt.Errorf("order: the answer kept under %s's key %q is malformed: %q", r.UserID, r.IdempotencyKey, answer)}
+		return Answer{Err: fmt.Errorf("order: the answer kept under %s's key %q is malformed: %q", r.UserID, r.IdempotencyKey, answer)}
 	}
-	p.replayed = true
+	p.Replayed = true
 	return p
 }

@@ -19,26 +19,26 @@ func TestKeptAnswers(t *testing.T) {
 	final := Order{ID: 7, SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, IdempotencyKey: &key, CreatedAt: created}
 	pending := final
 	pending.Status, pending.ExpiresAt = StatusPending, &deadline
-	for _, want := range []placed{
-		{o: final}, {o: pending},
-		{err: soldOutRefusal(r.SKU)}, {err: notFound(r.SKU)}, {err: limitReached(r.UserID, r.SKU, 1, 2)}, {err: keyReused(9)},
+	for _, want := range []Answer{
+		{Order: final}, {Order: pending},
+		{Err: SoldOut(r.SKU)}, {Err: NotFound(r.SKU)}, {Err: LimitReached(r.UserID, r.SKU, 1, 2)}, {Err: keyReused(9)},
 	} {
-		answer, ok := kept(want)
+		answer, ok := Kept(want)
 		if !ok {
 			t.Errorf("%+v is not kept", want)
 			continue
 		}
-		got := replayKept(answer, r)
-		if !got.replayed || got.o.ID != want.o.ID || got.o.Status != want.o.Status || !got.o.CreatedAt.Equal(want.o.CreatedAt) ||
-			(got.o.ExpiresAt == nil) != (want.o.ExpiresAt == nil) || (want.o.ExpiresAt != nil && !got.o.ExpiresAt.Equal(*want.o.ExpiresAt)) ||
-			(got.err == nil) != (want.err == nil) || (want.err != nil && got.err.Error() != want.err.Error()) {
+		got := ReplayKept(answer, r)
+		if !got.Replayed || got.Order.ID != want.Order.ID || got.Order.Status != want.Order.Status || !got.Order.CreatedAt.Equal(want.Order.CreatedAt) ||
+			(got.Order.ExpiresAt == nil) != (want.Order.ExpiresAt == nil) || (want.Order.ExpiresAt != nil && !got.Order.ExpiresAt.Equal(*want.Order.ExpiresAt)) ||
+			(got.Err == nil) != (want.Err == nil) || (want.Err != nil && got.Err.Error() != want.Err.Error()) {
 			t.Errorf("kept as %q, read back as %+v; want %+v", answer, got, want)
 		}
 	}
-	if answer, ok := kept(placed{err: stock.ErrBusy}); ok {
+	if answer, ok := Kept(Answer{Err: stock.ErrBusy}); ok {
 		t.Errorf("busy is kept as %q; it is not final", answer)
 	}
-	if got := replayKept("o7:x", r); got.err == nil || errors.Is(got.err, stock.ErrSoldOut) {
+	if got := ReplayKept("o7:x", r); got.Err == nil || errors.Is(got.Err, stock.ErrSoldOut) {
 		t.Errorf("a malformed answer reads back as %+v, want an error", got)
 	}
 }

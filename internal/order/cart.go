@@ -96,6 +96,10 @@ func (o Order) lines() []Line {
 	return []Line{{SKU: o.SKU, Quantity: o.Quantity}}
 }
 
+// Returns is the change of stock that gives o's units back, a line per
+// SKU.
+func (o Order) Returns() []stock.Line { return stockLines(o.lines(), 1) }
+
 // stockLines returns lines as the strategy takes them, each by sign times
 // its quantity.
 func stockLines(lines []Line, sign int) []stock.Line {
@@ -123,7 +127,7 @@ func (o Order) MarshalJSON() ([]byte, error) {
 func newOrder(r PlaceRequest) Order {
 	lines := r.lines()
 	o := Order{SKU: lines[0].SKU, UserID: r.UserID, Quantity: lines[0].Quantity, Status: StatusCreated,
-		CreatedAt: createdAt(), LineCount: len(lines)}
+		CreatedAt: Now(), LineCount: len(lines)}
 	if r.isCart() {
 		o.Items = lines
 	}

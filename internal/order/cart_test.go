@@ -1,136 +1,21 @@
 package order_test
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/order/ordertest"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
-
-const (
-	cartBuyers = 300
-	cartUnits  = 60 // of each hot SKU
-)
-
-// hot are the SKUs the carts draw from.
-var hot = []string{"hot-a", "hot-b", "hot-c"}
-
-// cartOutcome is what a cart burst's buyers were answered.
-type cartOutcome struct {
-	acked   []audit.Acked
-	soldOut map[string]int // refusals naming each SKU short
-	others  []error        // anything else: busy is one
-}
-
-// cartBurst puts cartUnits of each hot SKU on sale and releases
-// cartBuyers at once, round robin over the instances, each with a cart of
-// 2 or 3 hot SKUs in random order, so that both orders of every pair
-// occur; every fourth buyer buys one SKU alone. Every request has a
-// deadline, so that a deadlock shows as busy answers rather than a hung
-// test: a minute, not the shop's 10 s, since under -race on a shared
-// 2-core machine the lock strategies, which serve the carts of 3 hot SKUs
-// almost one at a time, take longer than 10 s for 300 of them; a
-// deadlock never ends, and fails it still.
-func cartBurst(t *testing.T, seed uint64, instances ...*order.Service) cartOutcome {
-	t.Helper()
-	return cartBurstOf(t, hot, seed, instances...)
-}
-
-// cartBurstOf is cartBurst on the SKUs hot.
-func cartBurstOf(t *testing.T, hot []string, seed uint64, instances ...*order.Service) cartOutcome {
-	t.Helper()
-	ctx := t.Context()
-	for _, sku := range hot {
-		if err := instances[0].DeleteStock(ctx, sku); err != nil && !errors.Is(err, stock.ErrNotFound) {
-			t.Fatal(err)
-		}
-		if _, err := instances[0].SetStock(ctx, sku, cartUnits); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rnd := rand.New(rand.NewPCG(seed, 1))
-	carts := make([][]order.Line, cartBuyers)
-	for i := range carts {
-		skus := slices.Clone(hot)
-		rnd.Shuffle(len(skus), func(a, b int) { skus[a], skus[b] = skus[b], skus[a] })
-		n := 2 + rnd.IntN(2)
-		if i%4 == 0 {
-			n = 1 // single-SKU buyers among the carts: they queue, and keep leases, as before
-		}
-		for _, sku := range skus[:n] {
-			carts[i] = append(carts[i], order.Line{SKU: sku, Quantity: 1})
-		}
-	}
-	out := cartOutcome{soldOut: make(map[string]int)}
-	var (
-		gate = make(chan struct{})
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-	)
-	for i, items := range carts {
-		wg.Go(func() {
-			<-gate
-			rctx, cancel := context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-			o, _, err := instances[i%len(instances)].Place(rctx, order.PlaceRequest{UserID: fmt.Sprintf("user-%d", i), Items: items, IdempotencyKey: fmt.Sprintf("key-%d", i)})
-			mu.Lock()
-			defer mu.Unlock()
-			var short interface{ Short() []string }
-			switch {
-			case err == nil:
-				skus := make([]string, len(items))
-				for i, l := range items {
-					skus[i] = l.SKU
-				}
-				out.acked = append(out.acked, audit.Acked{ID: o.ID, SKUs: skus})
-			case errors.Is(err, stock.ErrSoldOut) && errors.As(err, &short):
-				for _, sku := range short.Short() {
-					out.soldOut[sku]++
-				}
-			default:
-				out.others = append(out.others, err)
-			}
-		})
-	}
-	close(gate)
-	wg.Wait()
-	return out
-}
-
-// auditCarts audits every hot SKU, and counts the orders with some lines
-// taken and others not.
-func auditCarts(t *testing.T, gdb *gorm.DB, out cartOutcome) (map[string]audit.Audit, int) {
-	t.Helper()
-	return auditCartsOf(t, gdb, hot, out)
-}
-
-// auditCartsOf is auditCarts of the SKUs hot.
-func auditCartsOf(t *testing.T, gdb *gorm.DB, hot []string, out cartOutcome) (map[string]audit.Audit, int) {
-	t.Helper()
-	total, each, err := audit.SKUs(context.WithoutCancel(t.Context()), gdb, hot, out.soldOut, out.acked)
-	if err != nil {
-		t.Fatal(err)
-	}
-	audits := make(map[string]audit.Audit)
-	for _, a := range each {
-		audits[a.SKU] = a
-	}
-	return audits, total.Partial + total.MissingLines
-}
 
 // TestCartContract: under every guarded strategy, 300 buyers over 3
 // instances buy carts of the 3 hot SKUs in random order. No SKU is
@@ -145,12 +30,12 @@ func TestCartContract(t *testing.T) {
 			n = 1 // only correct in one process
 		}
 		shops, gdb := fleetOf(t, s, n)
-		out := cartBurst(t, 1, shops...)
-		if len(out.others) > 0 {
-			t.Errorf("%d buyers answered other than an order or sold out; first: %v", len(out.others), out.others[0])
+		out := ordertest.CartBurst(t, 1, shops...)
+		if len(out.Others) > 0 {
+			t.Errorf("%d buyers answered other than an order or sold out; first: %v", len(out.Others), out.Others[0])
 		}
-		audits, partial := auditCarts(t, gdb, out)
-		for _, sku := range hot {
+		audits, partial := ordertest.AuditCarts(t, gdb, out)
+		for _, sku := range ordertest.Hot {
 			a := audits[sku]
 			if v := a.Violations(); len(v) > 0 {
 				t.Errorf("%s: invariants broken: %v", sku, v)
@@ -159,7 +44,7 @@ func TestCartContract(t *testing.T) {
 		if partial > 0 {
 			t.Errorf("%d orders have some lines and not others", partial)
 		}
-		if len(out.acked) == 0 {
+		if len(out.Acked) == 0 {
 			t.Error("no cart was sold")
 		}
 	})
@@ -170,20 +55,20 @@ func TestCartContract(t *testing.T) {
 // what shows that TestCartContract can fail.
 func TestCartNoneOversells(t *testing.T) {
 	t.Parallel()
-	newShop, gdb := instances(t, "none")
+	newShop, gdb := ordertest.Instances(t, "none")
 	shops := []*order.Service{newShop(), newShop(), newShop()}
 	const rounds = 5
 	for round := range rounds {
-		out := cartBurst(t, uint64(round), shops...)
-		audits, _ := auditCarts(t, gdb, out)
-		for _, sku := range hot {
+		out := ordertest.CartBurst(t, uint64(round), shops...)
+		audits, _ := ordertest.AuditCarts(t, gdb, out)
+		for _, sku := range ordertest.Hot {
 			if a := audits[sku]; a.Oversold > 0 {
 				t.Logf("round %d: %s oversold %d: %v", round, sku, a.Oversold, a.Violations())
 				return
 			}
 		}
 	}
-	t.Fatalf("no oversell in %d rounds of %d carts: the contract cannot tell a broken strategy", rounds, cartBuyers)
+	t.Fatalf("no oversell in %d rounds of %d carts: the contract cannot tell a broken strategy", rounds, ordertest.CartBuyers)
 }
 
 // TestCartWindow walks carts through the payment window under one
@@ -244,7 +129,7 @@ func TestCartWindow(t *testing.T) {
 			if _, _, err := svc.Pay(ctx, late.ID, "pay-cid"); !errors.Is(err, order.ErrOrderExpired) {
 				t.Errorf("pay the expired cart: %v, want ErrOrderExpired", err)
 			}
-			audits, partial := auditCartsOf(t, gdb, skus, cartOutcome{})
+			audits, partial := ordertest.AuditCartsOf(t, gdb, skus, ordertest.CartOutcome{})
 			if partial > 0 {
 				t.Errorf("%d orders have rows in different statuses", partial)
 			}
@@ -266,7 +151,7 @@ func TestCartWindow(t *testing.T) {
 // no order is left with some lines and not others.
 func TestDeleteStockTakesWholeCarts(t *testing.T) {
 	t.Parallel()
-	svc, gdb := newService(t, "atomic")
+	svc, gdb := ordertest.NewService(t, "atomic")
 	ctx := t.Context()
 	for _, sku := range []string{"del-a", "del-b"} {
 		if _, err := svc.SetStock(ctx, sku, 5); err != nil {
@@ -295,7 +180,7 @@ func TestDeleteStockTakesWholeCarts(t *testing.T) {
 	if v := a.Violations(); len(v) > 0 || a.Available != 4 || a.Sold != 1 {
 		t.Errorf("del-b: %+v %v; want bob's unit sold and 4 left", a, v)
 	}
-	_, partial := auditCartsOf(t, gdb, []string{"del-b"}, cartOutcome{})
+	_, partial := ordertest.AuditCartsOf(t, gdb, []string{"del-b"}, ordertest.CartOutcome{})
 	if partial > 0 {
 		t.Errorf("%d partial orders left", partial)
 	}
@@ -308,7 +193,7 @@ func TestDeleteStockTakesWholeCarts(t *testing.T) {
 // cart is refused as reused.
 func TestCartRefusalKept(t *testing.T) {
 	t.Parallel()
-	_, gdb := instances(t, "atomic")
+	_, gdb := ordertest.Instances(t, "atomic")
 	ns := testinfra.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: ns.Addr})
 	t.Cleanup(func() { rdb.Close() })

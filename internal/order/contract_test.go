@@ -1,137 +1,20 @@
 package order_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
-	"sync"
 	"testing"
 
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/audit"
-	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/order/ordertest"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
-	"github.com/stockguard/shop/internal/testinfra"
 )
-
-const (
-	buyers = 200
-	units  = 50
-)
-
-// newService returns a Service on a fresh database, guarded by the named
-// strategy.
-func newService(t *testing.T, strategy string) (*order.Service, *gorm.DB) {
-	t.Helper()
-	newShop, gdb := instances(t, strategy)
-	return newShop(), gdb
-}
-
-// instances returns a constructor of shop instances guarded by the named
-// strategy, on a fresh database, also returned for the audit. The instances
-// share the servers the strategy needs, in a namespace of this test's own
-// (see strategytest). Each instance opens connections and locks of its
-// own, as a separate process would.
-func instances(t *testing.T, name string) (func() *order.Service, *gorm.DB) {
-	t.Helper()
-	return instancesWith(t, name, nil)
-}
-
-// instancesWith is instances on a configuration that set, when not nil,
-// changes first. The guard comes from the registry, and the service is
-// built as the app builds it.
-func instancesWith(t *testing.T, name string, set func(*config.Config)) (func() *order.Service, *gorm.DB) {
-	t.Helper()
-	s, err := strategy.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strategytest.Config(t, s)
-	if set != nil {
-		set(&cfg)
-	}
-	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
-	return func() *order.Service {
-		b, p := strategytest.Open(t, s, cfg)
-		return order.NewService(b.DB, p, &order.Options{PerUserLimit: cfg.PerUserLimit})
-	}, gdb
-}
-
-// burst puts units of sku on sale, from nothing, releases buyers at once through a
-// start gate, and audits the result from the database. Every buyer must
-// buy or be told the stock is sold out.
-func burst(t *testing.T, svc *order.Service, gdb *gorm.DB, sku string) audit.Audit {
-	t.Helper()
-	a, failed := burstOn(t, gdb, sku, svc)
-	if len(failed) > 0 {
-		t.Errorf("%d buyers failed; first: %v", len(failed), failed[0])
-	}
-	return a
-}
-
-// burstOn is burst with the buyers spread round robin over the instances,
-// and the buyers' other errors returned.
-func burstOn(t *testing.T, gdb *gorm.DB, sku string, instances ...*order.Service) (audit.Audit, []error) {
-	t.Helper()
-	ctx := t.Context()
-	// A round that follows another on the same SKU starts from nothing.
-	if err := instances[0].DeleteStock(ctx, sku); err != nil && !errors.Is(err, stock.ErrNotFound) {
-		t.Fatal(err)
-	}
-	if _, err := instances[0].SetStock(ctx, sku, units); err != nil {
-		t.Fatal(err)
-	}
-	acked, soldOut, others := release(ctx, sku, nil, instances...)
-	a, err := audit.SKU(context.WithoutCancel(ctx), gdb, sku, soldOut, acked)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a, others
-}
-
-// release has buyers, user-<i> with key-<i>, buy one unit of sku each,
-// spread round robin over the instances, all at once through a start
-// gate, which also lets also run beside them unless it is nil. It returns
-// the ids of the orders made, how many buyers were told sold out, and the
-// other errors.
-func release(ctx context.Context, sku string, also func(), instances ...*order.Service) (acked []int64, soldOut int, others []error) {
-	var (
-		gate = make(chan struct{})
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-	)
-	if also != nil {
-		wg.Go(func() {
-			<-gate
-			also()
-		})
-	}
-	for i := range buyers {
-		wg.Go(func() {
-			<-gate
-			o, _, err := instances[i%len(instances)].Place(ctx, order.PlaceRequest{SKU: sku, UserID: fmt.Sprintf("user-%d", i), Quantity: 1, IdempotencyKey: fmt.Sprintf("key-%d", i)})
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				acked = append(acked, o.ID)
-			case errors.Is(err, stock.ErrSoldOut):
-				soldOut++
-			default:
-				others = append(others, err)
-			}
-		})
-	}
-	close(gate)
-	wg.Wait()
-	return acked, soldOut, others
-}
 
 // distributed is how many instances of the shop share a strategy that
 // needs servers beyond MySQL: several, since that is what its lock is for.
@@ -151,7 +34,7 @@ func fleet(t *testing.T, s strategy.Strategy) ([]*order.Service, *gorm.DB) {
 // fleetOf returns n instances of s on a fresh database, also returned.
 func fleetOf(t *testing.T, s strategy.Strategy, n int) ([]*order.Service, *gorm.DB) {
 	t.Helper()
-	newShop, gdb := instances(t, s.Name)
+	newShop, gdb := ordertest.Instances(t, s.Name)
 	shops := []*order.Service{newShop()}
 	for len(shops) < n {
 		shops = append(shops, newShop())
@@ -170,15 +53,15 @@ func TestContract(t *testing.T) {
 	guarded := slices.DeleteFunc(strategy.All(), func(s strategy.Strategy) bool { return s.Name == "none" }) // TestNoneOversells
 	strategytest.Each(t, guarded, func(t *testing.T, s strategy.Strategy) {
 		shops, gdb := fleet(t, s)
-		a, failed := burstOn(t, gdb, "sku-"+s.Name, shops...)
+		a, failed := ordertest.BurstOn(t, gdb, "sku-"+s.Name, shops...)
 		if len(failed) > 0 {
 			t.Errorf("%d buyers failed; first: %v", len(failed), failed[0])
 		}
 		if v := a.Violations(); len(v) > 0 {
 			t.Errorf("invariants broken: %v", v)
 		}
-		if a.Orders != units || a.Sold != units || a.Available != 0 {
-			t.Errorf("got %d orders, %d sold, %d available; want %d, %d, 0", a.Orders, a.Sold, a.Available, units, units)
+		if a.Orders != ordertest.Units || a.Sold != ordertest.Units || a.Available != 0 {
+			t.Errorf("got %d orders, %d sold, %d available; want %d, %d, 0", a.Orders, a.Sold, a.Available, ordertest.Units, ordertest.Units)
 		}
 	})
 }
@@ -189,16 +72,16 @@ func TestContract(t *testing.T) {
 // make the test reliable.
 func TestNoneOversells(t *testing.T) {
 	t.Parallel()
-	svc, gdb := newService(t, "none")
+	svc, gdb := ordertest.NewService(t, "none")
 	const rounds = 5
 	for round := range rounds {
-		a := burst(t, svc, gdb, "sku-none")
+		a := ordertest.Burst(t, svc, gdb, "sku-none")
 		if a.Oversold > 0 {
 			t.Logf("round %d: %d orders for %d units, oversold %d: %v", round, a.Orders, a.Initial, a.Oversold, a.Violations())
 			return
 		}
 	}
-	t.Fatalf("no oversell in %d rounds of %d buyers: the contract cannot tell a broken strategy", rounds, buyers)
+	t.Fatalf("no oversell in %d rounds of %d buyers: the contract cannot tell a broken strategy", rounds, ordertest.Buyers)
 }
 
 // TestLocalOversellsAcrossInstances runs the burst against four instances
@@ -210,13 +93,13 @@ func TestNoneOversells(t *testing.T) {
 func TestLocalOversellsAcrossInstances(t *testing.T) {
 	t.Parallel()
 	const processes, rounds = 4, 5
-	newShop, gdb := instances(t, "local")
+	newShop, gdb := ordertest.Instances(t, "local")
 	var shops []*order.Service
 	for range processes {
 		shops = append(shops, newShop())
 	}
 	for round := range rounds {
-		a, failed := burstOn(t, gdb, "sku-local", shops...)
+		a, failed := ordertest.BurstOn(t, gdb, "sku-local", shops...)
 		for _, err := range failed {
 			if !errors.Is(err, stock.ErrFenced) {
 				t.Fatalf("a buyer failed other than fenced off: %v", err)
@@ -237,7 +120,7 @@ func TestLocalOversellsAcrossInstances(t *testing.T) {
 // what an instance remembers.
 func TestRefundThenBuy(t *testing.T) {
 	strategytest.Each(t, strategy.All(), func(t *testing.T, s strategy.Strategy) {
-		newShop, gdb := instances(t, s.Name)
+		newShop, gdb := ordertest.Instances(t, s.Name)
 		a, b := newShop(), newShop()
 		ctx := t.Context()
 		const sku = "last-one"
@@ -278,7 +161,7 @@ func TestRefundThenBuy(t *testing.T) {
 // Redis) must not turn the retry into "sold out".
 func TestRetryAfterSoldOut(t *testing.T) {
 	strategytest.Each(t, strategy.All(), func(t *testing.T, s strategy.Strategy) {
-		newShop, _ := instances(t, s.Name)
+		newShop, _ := ordertest.Instances(t, s.Name)
 		svc := newShop()
 		ctx := t.Context()
 		const sku = "retry"

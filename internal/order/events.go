@@ -59,14 +59,14 @@ func record(tx *gorm.DB, kind string, orders ...Order) error {
 			parents[i] = tp
 		}
 	}
-	return recordTraced(tx, kind, orders, parents)
+	return RecordTraced(tx, kind, orders, parents)
 }
 
-// recordTraced writes the events of type kind of orders in tx, the i-th
+// RecordTraced writes the events of type kind of orders in tx, the i-th
 // with parents[i], the traceparent of its request, when parents is not
 // nil. One INSERT written here, as a batch's orders are (insert.go): GORM
 // would reflect on every row, and a batch records hundreds.
-func recordTraced(tx *gorm.DB, kind string, orders []Order, parents []string) (err error) {
+func RecordTraced(tx *gorm.DB, kind string, orders []Order, parents []string) (err error) {
 	if len(orders) == 0 {
 		return nil
 	}

@@ -14,13 +14,13 @@ import (
 	"github.com/stockguard/shop/internal/stock"
 )
 
-// firstReads reads, for a purchase, what is left of its SKU and whether its
+// FirstReads reads, for a purchase, what is left of its SKU and whether its
 // key already has an order: first, before the purchase queues, and again
 // when it is refused (checkRefusal). The buyers of one SKU who arrive
 // while its read is out share the next read, one statement for all their
 // keys, which starts only after every buyer it answers has arrived. See
 // docs/strategies.md#sold-out-answers-never-queue.
-type firstReads struct {
+type FirstReads struct {
 	db   *gorm.DB
 	skus *batch.Batcher[string, *firstRead]
 }
@@ -43,36 +43,36 @@ type readAnswer struct {
 	found     bool // the buyer's key has an order
 }
 
-func newFirstReads(gdb *gorm.DB) *firstReads {
-	f := &firstReads{db: gdb}
+func NewFirstReads(gdb *gorm.DB) *FirstReads {
+	f := &FirstReads{db: gdb}
 	f.skus = batch.New(maxRead, f.answer, nil)
 	return f
 }
 
-// first answers r's first read.
-func (f *firstReads) first(ctx context.Context, r PlaceRequest) (Order, bool, error) {
+// First answers r's First read.
+func (f *FirstReads) First(ctx context.Context, r PlaceRequest) (Order, bool, error) {
 	a := f.read(ctx, r)
 	switch {
 	case a.err != nil:
 		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, a.err)
 	case !a.stocked:
-		return Order{}, false, notFound(r.SKU)
+		return Order{}, false, NotFound(r.SKU)
 	case a.found:
-		return replayOr(ctx, f.db, r, nil)
+		return ReplayOr(ctx, f.db, r, nil)
 	case a.available < r.Quantity:
-		return Order{}, false, soldOutRefusal(r.SKU)
+		return Order{}, false, SoldOut(r.SKU)
 	}
 	return Order{}, false, nil
 }
 
-// checkRefusal answers a refusal, sold out or over the limit, with the
+// CheckRefusal answers a refusal, sold out or over the limit, with the
 // order r's key already has, if it has one. The refusal may be because
 // that order took the stock or the user's limit: a retry whose first
 // answer the key store forgot, or whose first attempt, answered busy,
 // committed while this one decided. The buyers refused together, such as
 // those a sell-out answers at once, look their keys up together. Other
 // answers pass as they are.
-func (f *firstReads) checkRefusal(ctx context.Context, r PlaceRequest, o Order, replayed bool, err error) (Order, bool, error) {
+func (f *FirstReads) CheckRefusal(ctx context.Context, r PlaceRequest, o Order, replayed bool, err error) (Order, bool, error) {
 	if r.IdempotencyKey == "" || !(errors.Is(err, stock.ErrSoldOut) || errors.Is(err, ErrLimitReached)) {
 		return o, replayed, err
 	}
@@ -80,17 +80,17 @@ func (f *firstReads) checkRefusal(ctx context.Context, r PlaceRequest, o Order, 
 	case a.err != nil:
 		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, a.err)
 	case a.found:
-		return replayOr(ctx, f.db, r, err)
+		return ReplayOr(ctx, f.db, r, err)
 	}
 	return Order{}, false, err
 }
 
 // read reads r's SKU and key, together with the other buyers of the SKU
 // that wait for the next read.
-func (f *firstReads) read(ctx context.Context, r PlaceRequest) readAnswer {
+func (f *FirstReads) read(ctx context.Context, r PlaceRequest) readAnswer {
 	fr := &firstRead{ctx: ctx, r: r, done: make(chan readAnswer, 1)}
 	if err := f.skus.Add(r.SKU, fr); err != nil {
-		return readAnswer{err: errClosed}
+		return readAnswer{err: ErrClosed}
 	}
 	select {
 	case a := <-fr.done:
@@ -100,23 +100,23 @@ func (f *firstReads) read(ctx context.Context, r PlaceRequest) readAnswer {
 	}
 }
 
-// close waits for every SKU's reader to answer its buyers, once no new
+// Close waits for every SKU's reader to answer its buyers, once no new
 // reader may start.
-func (f *firstReads) close() { f.skus.Close() }
+func (f *FirstReads) Close() { f.skus.Close() }
 
-// answer reads sku and the keys of batch in one statement and answers each
+// answer reads sku and the keys of reads in one statement and answers each
 // buyer.
-func (f *firstReads) answer(sku string, batch []*firstRead) {
-	metrics.FirstReadBuyers.Observe(float64(len(batch)))
-	ctxs := make([]context.Context, len(batch))
-	for i, fr := range batch {
+func (f *FirstReads) answer(sku string, reads []*firstRead) {
+	metrics.FirstReadBuyers.Observe(float64(len(reads)))
+	ctxs := make([]context.Context, len(reads))
+	for i, fr := range reads {
 		ctxs[i] = fr.ctx
 	}
-	ctx, cancel := waiting(ctxs)
+	ctx, cancel := batch.Waiting(ctxs)
 	defer cancel()
-	pairs := make([]string, len(batch))
-	args := make([]any, 0, 2*len(batch)+1)
-	for i, fr := range batch {
+	pairs := make([]string, len(reads))
+	args := make([]any, 0, 2*len(reads)+1)
+	for i, fr := range reads {
 		pairs[i] = "(?, ?)"
 		args = append(args, fr.r.UserID, fr.r.IdempotencyKey)
 	}
@@ -137,7 +137,7 @@ func (f *firstReads) answer(sku string, batch []*firstRead) {
 		err = errors.Join(err, rows.Err(), rows.Close())
 	}
 	a.err = err
-	for _, fr := range batch {
+	for _, fr := range reads {
 		a.found = keyed[[2]string{fr.r.UserID, fr.r.IdempotencyKey}]
 		fr.done <- a
 	}

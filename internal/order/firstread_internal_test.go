@@ -49,7 +49,7 @@ func TestFirstReadsShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	reads, release := holdReads(t, gdb)
-	f := newFirstReads(gdb)
+	f := NewFirstReads(gdb)
 	type answer struct {
 		o     Order
 		found bool
@@ -62,7 +62,7 @@ func TestFirstReadsShared(t *testing.T) {
 		wg.Go(func() {
 			r := PlaceRequest{SKU: "gone", UserID: fmt.Sprintf("u-%d", i), Quantity: 1, IdempotencyKey: fmt.Sprintf("k-%d", i)}
 			a := &answers[i]
-			a.o, a.found, a.err = f.first(ctx, r)
+			a.o, a.found, a.err = f.First(ctx, r)
 		})
 	}
 	read(0)
@@ -102,11 +102,11 @@ func TestFirstReadsNotStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	reads, release := holdReads(t, gdb)
-	f := newFirstReads(gdb)
+	f := NewFirstReads(gdb)
 	var early, late error
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, _, early = f.first(ctx, PlaceRequest{SKU: "back", UserID: "early", Quantity: 1, IdempotencyKey: "e"})
+		_, _, early = f.First(ctx, PlaceRequest{SKU: "back", UserID: "early", Quantity: 1, IdempotencyKey: "e"})
 	})
 	testinfra.WaitFor(t, "the early read", func() bool { return reads.Load() == 1 })
 
@@ -115,7 +115,7 @@ func TestFirstReadsNotStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Go(func() {
-		_, _, late = f.first(ctx, PlaceRequest{SKU: "back", UserID: "late", Quantity: 1, IdempotencyKey: "l"})
+		_, _, late = f.First(ctx, PlaceRequest{SKU: "back", UserID: "late", Quantity: 1, IdempotencyKey: "l"})
 	})
 	testinfra.WaitFor(t, "the late buyer to wait", func() bool {
 		n, _ := f.skus.Queued("back")

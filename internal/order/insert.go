@@ -13,13 +13,13 @@ import (
 // than by GORM, which reflects on every row: the INSERT is most of what a
 // batch costs the shop per order.
 
-// idSource is how a batch learns its orders' ids.
-type idSource int
+// IDSource is how a batch learns its orders' ids.
+type IDSource int
 
 const (
 	// idsReturned: the database returns them (INSERT … RETURNING: SQLite,
 	// MariaDB 10.5 and later), in the rows' order.
-	idsReturned idSource = iota
+	idsReturned IDSource = iota
 	// idsCounted: one INSERT's rows get consecutive ids in every InnoDB
 	// lock mode, counted up from LAST_INSERT_ID(), the first's, while the
 	// server's auto_increment_increment is 1 (MySQL).
@@ -28,8 +28,8 @@ const (
 	idsRead
 )
 
-// idSourceOf asks the database how a batch learns its ids.
-func idSourceOf(tx *gorm.DB) idSource {
+// IDSourceOf asks the database how a batch learns its ids.
+func IDSourceOf(tx *gorm.DB) IDSource {
 	if slices.Contains(tx.Callback().Create().Clauses, "RETURNING") {
 		return idsReturned
 	}
@@ -42,9 +42,9 @@ func idSourceOf(tx *gorm.DB) idSource {
 
 const insertOrdersSQL = `INSERT INTO orders (sku, user_id, quantity, status, idempotency_key, created_at, expires_at) VALUES `
 
-// insertOrders inserts orders, all of one SKU, in one statement and sets
+// InsertOrders inserts orders, all of one SKU, in one statement and sets
 // their ids.
-func insertOrders(tx *gorm.DB, orders []Order, ids idSource) (err error) {
+func InsertOrders(tx *gorm.DB, orders []Order, ids IDSource) (err error) {
 	var q strings.Builder
 	q.Grow(len(insertOrdersSQL) + 25*len(orders) + 13)
 	q.WriteString(insertOrdersSQL)
@@ -99,14 +99,14 @@ func readIDs(tx *gorm.DB, sku string, granted []Order) error {
 	if err := tx.Raw(`SELECT id, user_id, idempotency_key FROM orders WHERE sku = ? AND id >= ?`, sku, granted[0].ID).Scan(&ids).Error; err != nil {
 		return err
 	}
-	byKey := make(map[userKey]int64, len(ids))
+	byKey := make(map[UserKey]int64, len(ids))
 	for _, o := range ids {
 		if o.IdempotencyKey != nil {
-			byKey[userKey{o.UserID, *o.IdempotencyKey}] = o.ID
+			byKey[UserKey{o.UserID, *o.IdempotencyKey}] = o.ID
 		}
 	}
 	for i, o := range granted {
-		granted[i].ID = byKey[userKey{o.UserID, *o.IdempotencyKey}]
+		granted[i].ID = byKey[UserKey{o.UserID, *o.IdempotencyKey}]
 	}
 	return nil
 }

@@ -17,18 +17,18 @@ func TestInsertOrders(t *testing.T) {
 	t.Parallel()
 	testinfra.NeedsRealServers(t, "ids counted or read back are MySQL's ways; SQLite returns them")
 	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
-	for name, ids := range map[string]idSource{"returned": idsReturned, "counted": idsCounted, "read back": idsRead} {
+	for name, ids := range map[string]IDSource{"returned": idsReturned, "counted": idsCounted, "read back": idsRead} {
 		t.Run(name, func(t *testing.T) {
 			orders := make([]Order, 5)
 			for i := range orders {
 				key := fmt.Sprint("k-", ids, "-", i)
-				orders[i] = Order{SKU: "ids", UserID: fmt.Sprint("u-", i), Quantity: i + 1, Status: StatusCreated, IdempotencyKey: &key, CreatedAt: createdAt()}
+				orders[i] = Order{SKU: "ids", UserID: fmt.Sprint("u-", i), Quantity: i + 1, Status: StatusCreated, IdempotencyKey: &key, CreatedAt: Now()}
 				if i%2 == 1 {
 					deadline := orders[i].CreatedAt.Add(time.Minute)
 					orders[i].Status, orders[i].ExpiresAt = StatusPending, &deadline
 				}
 			}
-			err := gdb.WithContext(t.Context()).Transaction(func(tx *gorm.DB) error { return insertOrders(tx, orders, ids) })
+			err := gdb.WithContext(t.Context()).Transaction(func(tx *gorm.DB) error { return InsertOrders(tx, orders, ids) })
 			if err != nil {
 				t.Fatal(err)
 			}

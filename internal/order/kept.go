@@ -25,6 +25,10 @@ import (
 // replays it. Refusals, which leave no row, are kept in Redis, read and
 // written in pipelines that concurrent requests share (redispipe).
 
+// RedisTimeout bounds the Redis calls that run even when the buyer's ctx
+// has ended, such as keeping an answer once its order has committed.
+const RedisTimeout = 5 * time.Second
+
 // KeyOptions say where the service keeps its buyers' refusals.
 type KeyOptions struct {
 	Redis  redis.UniversalClient
@@ -39,11 +43,11 @@ type keys struct {
 	ttl    time.Duration
 
 	mu   sync.Mutex
-	held map[userKey]bool // the keys of the requests this instance decides
+	held map[UserKey]bool // the keys of the requests this instance decides
 }
 
 func newKeys(o *KeyOptions) *keys {
-	k := &keys{pipe: redispipe.New(o.Redis), prefix: o.Prefix, ttl: o.TTL, held: make(map[userKey]bool)}
+	k := &keys{pipe: redispipe.New(o.Redis), prefix: o.Prefix, ttl: o.TTL, held: make(map[UserKey]bool)}
 	if k.ttl <= 0 {
 		k.ttl = 24 * time.Hour
 	}
@@ -60,7 +64,7 @@ func (k *keys) place(ctx context.Context, r PlaceRequest, place func() (Order, b
 	}
 	defer release()
 	if a, found := k.find(ctx, r); found {
-		return a.o, a.replayed, a.err
+		return a.Order, a.Replayed, a.Err
 	}
 	o, replayed, err := place()
 	k.keep(ctx, r, err)
@@ -82,7 +86,7 @@ func countKeyAnswer(replayed bool, err error) {
 
 // claim holds r's key, or returns false if a request holds it already.
 func (k *keys) claim(r PlaceRequest) (release func(), ok bool) {
-	uk := userKey{r.UserID, r.IdempotencyKey}
+	uk := UserKey{r.UserID, r.IdempotencyKey}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.held[uk] {
@@ -105,20 +109,20 @@ func (k *keys) key(r PlaceRequest) string {
 // find returns the refusal kept under r's key, replayed; found is false
 // when there is none, or Redis cannot say: the database's unique index
 // still keeps the key from a second order.
-func (k *keys) find(ctx context.Context, r PlaceRequest) (a placed, found bool) {
+func (k *keys) find(ctx context.Context, r PlaceRequest) (a Answer, found bool) {
 	v, err := k.pipe.Do(ctx, "GET", k.key(r)).Text()
 	if err != nil {
 		if !errors.Is(err, redis.Nil) {
 			metrics.Idempotency.WithLabelValues("store-unavailable").Inc()
 		}
-		return placed{}, false
+		return Answer{}, false
 	}
 	sku, rest, _ := strings.Cut(v, "|")
 	quantity, answer, _ := strings.Cut(rest, "|")
 	if skus, quantities := r.what(); sku != skus || quantity != quantities {
-		return placed{err: fmt.Errorf("order: place: %w: its first request was for %s of %s", ErrKeyReused, quantity, sku)}, true
+		return Answer{Err: fmt.Errorf("order: place: %w: its first request was for %s of %s", ErrKeyReused, quantity, sku)}, true
 	}
-	return replayKept(answer, r), true
+	return ReplayKept(answer, r), true
 }
 
 // keep keeps err as r's answer if it is a final refusal. Should Redis fail,
@@ -127,8 +131,8 @@ func (k *keys) keep(ctx context.Context, r PlaceRequest, err error) {
 	if err == nil {
 		return
 	}
-	if answer, ok := kept(placed{err: err}); ok {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
+	if answer, ok := Kept(Answer{Err: err}); ok {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RedisTimeout)
 		defer cancel()
 		skus, quantities := r.what()
 		v := skus + "|" + quantities + "|" + answer

@@ -97,7 +97,7 @@ type Service struct {
 	strategy Placement // what it places through, and the steps its strategy makes itself
 	limit    int
 	window   time.Duration
-	reads    *firstReads
+	reads    *FirstReads
 	keys     *keys // nil: the caller keeps them
 	maxLen   int64 // of the events stream; 0: none
 }
@@ -105,7 +105,7 @@ type Service struct {
 // NewService returns a Service that places orders through p, which the
 // strategy's registry entry builds (Guarded for a guard alone).
 func NewService(gdb *gorm.DB, p Placement, opts *Options) *Service {
-	s := &Service{db: gdb, strategy: p, reads: newFirstReads(gdb)}
+	s := &Service{db: gdb, strategy: p, reads: NewFirstReads(gdb)}
 	if opts != nil {
 		s.limit, s.window, s.maxLen = opts.PerUserLimit, opts.PaymentWindow, opts.StreamMaxLen
 		if opts.Keys != nil {
@@ -215,17 +215,17 @@ func (s *Service) placeWith(ctx context.Context, r PlaceRequest, guard stock.Gua
 	}
 	var err error
 	if f := s.strategy.FirstRead; f != nil && r.IdempotencyKey != "" && !r.isCart() {
-		var first placed // the first read's answer, if it ended the purchase
+		var first Answer // the first read's answer, if it ended the purchase
 		answered := false
 		err = f.AdjustAfter(ctx, r.SKU, -r.Quantity, func(ctx context.Context) error {
-			first.o, first.replayed, first.err = s.reads.first(ctx, r)
-			if answered = first.replayed || first.err != nil; answered {
+			first.Order, first.Replayed, first.Err = s.reads.First(ctx, r)
+			if answered = first.Replayed || first.Err != nil; answered {
 				return errAnswered
 			}
 			return nil
 		}, fn)
 		if answered {
-			return first.o, first.replayed, first.err
+			return first.Order, first.Replayed, first.Err
 		}
 	} else {
 		err = guard.AdjustLines(ctx, stockLines(lines, -1), fn)
@@ -235,10 +235,10 @@ func (s *Service) placeWith(ctx context.Context, r PlaceRequest, guard stock.Gua
 	}
 	if err != nil {
 		if r.isCart() {
-			return s.checkCartRefusal(ctx, r, asRefusal(err))
+			return s.checkCartRefusal(ctx, r, AsRefusal(err))
 		}
 		err = fmt.Errorf("order: place: %w", err)
-		return s.reads.checkRefusal(ctx, r, Order{}, false, err)
+		return s.reads.CheckRefusal(ctx, r, Order{}, false, err)
 	}
 	return o, false, nil
 }

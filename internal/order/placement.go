@@ -42,9 +42,10 @@ type Placement struct {
 	Restocker Restocker
 	// Sale keeps a SKU's sale outside the database: lua, in Redis.
 	Sale Sale
-	// Reconciler is background work the app runs on one instance at a
-	// time: lua's reconciliation of Redis with the database.
-	Reconciler Reconciler
+	// Reconcile is background work the app runs on one instance at a
+	// time, with the run's fencing token: lua's reconciliation of Redis
+	// with the database.
+	Reconcile func(ctx context.Context, token int64) (Reconciliation, error)
 	// Close, when set, stops and waits for the work the strategy runs in
 	// the background by itself (batched's and lua's writers); the
 	// service's Close calls it.
@@ -106,18 +107,17 @@ type Sale interface {
 	Forget(ctx context.Context, sku string) error
 }
 
-// Reconciler sets a strategy's stock outside the database from the
-// database, by a job that runs on one instance at a time: lua, in Redis.
-// token is the run's fencing token.
-type Reconciler interface {
-	Reconcile(ctx context.Context, token int64) (Report, error)
+// Reconciliation is what one run of Placement.Reconcile found and did.
+type Reconciliation interface {
+	Fixed() bool    // whether the run changed anything
+	String() string // the run's report, as `shop reconcile` prints it
 }
 
 // Close waits for the first reads under way, and closes the strategy's
 // placement: its background work ends. A buyer who comes after it is
 // answered busy.
 func (s *Service) Close() {
-	s.reads.close()
+	s.reads.Close()
 	if s.strategy.Close != nil {
 		s.strategy.Close()
 	}

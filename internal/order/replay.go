@@ -14,15 +14,15 @@ import (
 // has an order: that order, replayed, or ErrKeyReused if the key was used
 // for another SKU or quantity.
 
-// userKey is one buyer's Idempotency-Key.
-type userKey struct{ user, key string }
+// UserKey is one buyer's Idempotency-Key.
+type UserKey struct{ User, Key string }
 
-// replayOr answers a buyer with the order its key already has, if it has
+// ReplayOr answers a buyer with the order its key already has, if it has
 // one, and otherwise with err: a refusal, which may only be because that
 // order took the stock, or nil when the buyer has no answer yet. When the
 // database cannot say, the buyer is busy, never refused: its order may
 // exist.
-func replayOr(ctx context.Context, gdb *gorm.DB, r PlaceRequest, err error) (Order, bool, error) {
+func ReplayOr(ctx context.Context, gdb *gorm.DB, r PlaceRequest, err error) (Order, bool, error) {
 	o, found, e := existing(ctx, gdb, r)
 	switch {
 	case found:
@@ -63,22 +63,22 @@ func (s *Service) checkCartRefusal(ctx context.Context, r PlaceRequest, err erro
 	if r.IdempotencyKey == "" || !(errors.Is(err, stock.ErrSoldOut) || errors.Is(err, ErrLimitReached)) {
 		return Order{}, false, err
 	}
-	return replayOr(ctx, s.db, r, err)
+	return ReplayOr(ctx, s.db, r, err)
 }
 
-// replayOf answers r, whose key already has order o.
-func replayOf(o Order, r PlaceRequest) placed {
+// Replay answers r, whose key already has order o.
+func Replay(o Order, r PlaceRequest) Answer {
 	if !o.asks(r) {
-		return placed{err: keyReused(o.ID)}
+		return Answer{Err: keyReused(o.ID)}
 	}
-	return placed{o: o, replayed: true}
+	return Answer{Order: o, Replayed: true}
 }
 
-// sameKeyAnswer answers a repeat of a key from the first buyer's answer: a
+// SameKey answers a repeat of a key from the first buyer's answer: a
 // replay of its order, or ErrKeyReused if the request differs.
-func sameKeyAnswer(first placed, r PlaceRequest) placed {
-	if first.err != nil {
-		return placed{err: first.err}
+func SameKey(first Answer, r PlaceRequest) Answer {
+	if first.Err != nil {
+		return Answer{Err: first.Err}
 	}
-	return replayOf(first.o, r)
+	return Replay(first.Order, r)
 }

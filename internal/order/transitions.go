@@ -48,7 +48,7 @@ func (s *Service) giveBack(ctx context.Context, o Order, t transition) (Order, e
 		}
 		o = orders[0]
 	}
-	adjust := func(fn stock.Fn) error { return s.strategy.Guard.AdjustLines(ctx, stockLines(o.lines(), 1), fn) }
+	adjust := func(fn stock.Fn) error { return s.strategy.Guard.AdjustLines(ctx, o.Returns(), fn) }
 	if r := s.strategy.Refunder; r != nil {
 		adjust = func(fn stock.Fn) error { return r.Refund(ctx, o, fn) }
 	}

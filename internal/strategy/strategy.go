@@ -19,7 +19,9 @@ import (
 
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/groupcommit"
 	"github.com/stockguard/shop/internal/lock"
+	"github.com/stockguard/shop/internal/lua"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 )
@@ -91,11 +93,10 @@ var registry = []Strategy{
 		Embedded: Embedded{Note: "FOR UPDATE takes SQLite's one write lock, as BEGIN IMMEDIATE does: SQLite has no row locks"}},
 	{Name: "optimistic", New: onDB(stock.NewOptimistic), Ceiling: SQLAtomic},
 	{Name: "batched", Own: func(b *backend.Backends, _ config.Config) (order.Placement, error) {
-		return order.NewBatched(b.DB).Placement(), nil
+		return groupcommit.NewBatched(b.DB).Placement(), nil
 	}, Ceiling: SQLBatched},
 	{Name: "lua", Needs: []backend.Need{backend.Redis}, Own: func(b *backend.Backends, cfg config.Config) (order.Placement, error) {
-		return order.NewLua(b.DB, b.Redis, &order.LuaOptions{Prefix: cfg.RedisPrefix, PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
-			ClaimIdle: cfg.ClaimIdle, AnswerTTL: cfg.IdempotencyTTL, Buckets: cfg.SKUBuckets}).Placement(), nil
+		return lua.New(b.DB, b.Redis, lua.OptionsOf(cfg)).Placement(), nil
 	}, Ceiling: RedisLua},
 	{Name: "local", Lock: func(*backend.Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil },
 		Ceiling: Serial("local")},

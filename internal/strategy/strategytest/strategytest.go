@@ -146,16 +146,23 @@ func Placement(t testing.TB, name string, b *backend.Backends, env map[string]st
 // its own.
 func Open(t testing.TB, s strategy.Strategy, cfg config.Config) (*backend.Backends, order.Placement) {
 	t.Helper()
-	b, err := backend.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := Backends(t, s, cfg)
 	p, err := s.Build(b, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b, p
+}
+
+// Backends opens the backends that s needs on cfg, closed when t ends.
+func Backends(t testing.TB, s strategy.Strategy, cfg config.Config) *backend.Backends {
+	t.Helper()
+	b, err := backend.Open(t.Context(), cfg, s.Needs, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
 }
 
 // Environ returns env as KEY=value lines, in a stable order.

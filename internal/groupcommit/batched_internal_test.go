@@ -1,4 +1,4 @@
-package order
+package groupcommit
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -19,7 +20,7 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	// Not through the registry: the test reads the group-commit writer's
 	// queue inside *Batched, which the registry's guard does not show.
 	b := NewBatched(gdb)
-	svc := NewService(gdb, b.Placement(), nil)
+	svc := order.NewService(gdb, b.Placement(), nil)
 	ctx := t.Context()
 	if err := stock.Reset(ctx, gdb, "last", 1); err != nil {
 		t.Fatal(err)
@@ -46,10 +47,10 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	if err := tx.Exec(`UPDATE stock_items SET updated_at = updated_at WHERE sku = 'last'`).Error; err != nil {
 		t.Fatal(err)
 	}
-	place := func(user, key string) (Order, bool, error) {
-		return svc.Place(ctx, PlaceRequest{SKU: "last", UserID: user, Quantity: 1, IdempotencyKey: key})
+	place := func(user, key string) (order.Order, bool, error) {
+		return svc.Place(ctx, order.PlaceRequest{SKU: "last", UserID: user, Quantity: 1, IdempotencyKey: key})
 	}
-	var first Order
+	var first order.Order
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		var err error
@@ -60,14 +61,14 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	waitQueued(0) // the writer has taken the first buyer, and waits for the row
 
 	const n = 30
-	answers := make([]placed, n)
+	answers := make([]order.Answer, n)
 	for i := range n {
 		wg.Go(func() {
 			user, key := fmt.Sprint("late-", i), "k"
 			if i == 0 {
 				user = "first" // a second click of the first buyer
 			}
-			answers[i].o, answers[i].replayed, answers[i].err = place(user, key)
+			answers[i].Order, answers[i].Replayed, answers[i].Err = place(user, key)
 		})
 	}
 	waitQueued(n)
@@ -79,11 +80,11 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	if a := version() - before; a != 1 {
 		t.Errorf("%d transactions took the stock row, want 1: the queued buyers must not queue on it", a)
 	}
-	if !answers[0].replayed || answers[0].o.ID != first.ID {
+	if !answers[0].Replayed || answers[0].Order.ID != first.ID {
 		t.Errorf("the first buyer's second click: %+v, want order %d replayed", answers[0], first.ID)
 	}
 	for i, a := range answers[1:] {
-		if !errors.Is(a.err, stock.ErrSoldOut) {
+		if !errors.Is(a.Err, stock.ErrSoldOut) {
 			t.Errorf("queued buyer %d: %+v, want sold out", i+1, a)
 		}
 	}
@@ -95,19 +96,19 @@ func TestBatchedClose(t *testing.T) {
 	t.Parallel()
 	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
 	b := NewBatched(gdb)
-	svc := NewService(gdb, b.Placement(), nil)
+	svc := order.NewService(gdb, b.Placement(), nil)
 	ctx := t.Context()
 	if err := stock.Reset(ctx, gdb, "closing", 2); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := svc.Place(ctx, PlaceRequest{SKU: "closing", UserID: "ann", Quantity: 1, IdempotencyKey: "k-ann"}); err != nil {
+	if _, _, err := svc.Place(ctx, order.PlaceRequest{SKU: "closing", UserID: "ann", Quantity: 1, IdempotencyKey: "k-ann"}); err != nil {
 		t.Fatal(err)
 	}
 	svc.Close()
 	if _, running := b.w.skus.Queued("closing"); running {
 		t.Error("the SKU's writer runs after Close")
 	}
-	_, _, err := svc.Place(ctx, PlaceRequest{SKU: "closing", UserID: "bob", Quantity: 1, IdempotencyKey: "k-bob"})
+	_, _, err := svc.Place(ctx, order.PlaceRequest{SKU: "closing", UserID: "bob", Quantity: 1, IdempotencyKey: "k-bob"})
 	if !errors.Is(err, stock.ErrBusy) {
 		t.Errorf("a buyer after Close: %v, want busy", err)
 	}

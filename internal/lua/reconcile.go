@@ -1,8 +1,10 @@
-package order
+package lua
 
 import (
 	"context"
 	"fmt"
+	"github.com/stockguard/shop/internal/groupcommit"
+	"github.com/stockguard/shop/internal/order"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,8 +20,6 @@ import (
 // Reconciliation sets each SKU's Redis state from the database, and
 // persists the reservations that dead processes left pending. It runs on
 // one instance at a time (lock.Job); see docs/strategies.md.
-
-var _ Reconciler = (*Lua)(nil)
 
 // Reconciled is what setting one SKU's Redis state from the database found
 // and did.
@@ -91,19 +91,6 @@ func (l *Lua) states(ctx context.Context, names []string, epoch int64) ([]stock.
 	return states, why, nil
 }
 
-// holdings reads, in tx, the units of sku that each user holds.
-func holdings(tx *gorm.DB, sku string) (map[string]int, error) {
-	var rows []purchase
-	if err := tx.Raw(`SELECT * FROM user_purchases WHERE sku = ?`, sku).Scan(&rows).Error; err != nil {
-		return nil, err
-	}
-	held := make(map[string]int, len(rows))
-	for _, p := range rows {
-		held[p.UserID] = p.Units
-	}
-	return held, nil
-}
-
 // rebuild sets sku's Redis state from the database, in a new epoch if the
 // state, of any bucket, is missing or of another epoch, under the stock
 // row's lock: no batch commits, and no refund reads the epoch, until it is
@@ -131,14 +118,14 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 			}
 			load.Epoch = rec.Epoch
 			// Keys that have orders are unknown to a state built anew.
-			var sold bool
-			if err := tx.Raw(`SELECT EXISTS (SELECT 1 FROM orders WHERE sku = ?)`, sku).Row().Scan(&sold); err != nil {
+			sold, err := order.Sold(tx, sku)
+			if err != nil {
 				return err
 			}
 			load.Lookup = &sold
 		}
 		if load.Limited {
-			if load.Held, err = holdings(tx, sku); err != nil {
+			if load.Held, err = order.Held(tx, sku, nil); err != nil {
 				return err
 			}
 		}
@@ -196,21 +183,13 @@ func persisted(tx *gorm.DB, sku string, log []stock.Reservation) ([]string, erro
 	for i, r := range log {
 		users[i] = r.UserID
 	}
-	var rows []Order
-	err := tx.Raw(`SELECT h.user_id, h.idempotency_key FROM orders o JOIN orders h ON h.id = COALESCE(o.cart_id, o.id)
-		WHERE o.sku = ? AND o.user_id IN ?`, sku, users).Scan(&rows).Error
+	have, err := order.KeysOf(tx, sku, users)
 	if err != nil {
 		return nil, err
 	}
-	have := make(map[userKey]bool, len(rows))
-	for _, o := range rows {
-		if o.IdempotencyKey != nil {
-			have[userKey{o.UserID, *o.IdempotencyKey}] = true
-		}
-	}
 	var ids []string
 	for _, r := range log {
-		if have[userKey{r.UserID, r.Key}] {
+		if have[order.UserKey{User: r.UserID, Key: r.Key}] {
 			ids = append(ids, r.ID)
 		}
 	}
@@ -302,8 +281,9 @@ func (l *Lua) persist(ctx context.Context, bucket string, epoch int64, claimed [
 	n := 0
 	for _, r := range claimed {
 		wg.Go(func() {
-			_, replayed, err := l.w.submit(&pending{ctx: ctx, rules: l.rules, entry: r.ID, epoch: epoch, bucket: bucket,
-				r: PlaceRequest{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, IdempotencyKey: r.Key}})
+			_, replayed, err := l.w.Submit(&groupcommit.Request[reservation]{Ctx: ctx, Rules: l.rules, Held: true, Epoch: epoch,
+				Meta:  reservation{entry: r.ID, bucket: bucket},
+				Order: order.PlaceRequest{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, IdempotencyKey: r.Key}})
 			if err == nil && !replayed {
 				mu.Lock()
 				n++

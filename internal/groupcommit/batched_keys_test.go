@@ -1,4 +1,4 @@
-package order_test
+package groupcommit_test
 
 import (
 	"errors"
@@ -7,7 +7,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stockguard/shop/internal/groupcommit"
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/order/ordertest"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -21,12 +23,12 @@ import (
 // and their replays go on, from the database.
 func TestBatchedKeepsKeys(t *testing.T) {
 	t.Parallel()
-	_, gdb := instances(t, "batched")
+	_, gdb := ordertest.Instances(t, "batched")
 	srv := testinfra.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	newShop := func() *order.Service {
-		return order.NewService(gdb, order.NewBatched(gdb).Placement(), &order.Options{Keys: &order.KeyOptions{Redis: rdb}})
+		return order.NewService(gdb, groupcommit.NewBatched(gdb).Placement(), &order.Options{Keys: &order.KeyOptions{Redis: rdb}})
 	}
 	a, b := newShop(), newShop()
 	if !a.KeepsKeys() {

@@ -1,4 +1,4 @@
-package order
+package lua
 
 import "github.com/stockguard/shop/internal/stock"
 

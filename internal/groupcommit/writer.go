@@ -1,8 +1,7 @@
-package order
+package groupcommit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -15,32 +14,38 @@ import (
 	"github.com/stockguard/shop/internal/batch"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/metrics"
+	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/tracing"
 )
 
-// writer is the group-commit writer of batched and lua: it queues an
-// instance's buyers per SKU and commits each SKU's batches one after
-// another, one transaction each (batch.go).
-type writer struct {
-	db   *gorm.DB
-	name string // the strategy's, in the metrics
-	// settle, if set, runs once a batch has committed, before its buyers
-	// are answered, with the batch's span in its ctx: lua acknowledges its
-	// reservations there.
-	settle func(ctx context.Context, sku string, batch []*pending, answers []placed)
+// Writer is the group-commit writer: it queues an instance's buyers per
+// SKU and commits each SKU's batches one after another, one transaction
+// each (decide.go). M is what its caller keeps with each request, and
+// gets back once the request's batch has committed (AfterCommit).
+type Writer[M any] struct {
+	db    *gorm.DB
+	name  string         // the strategy's, in the metrics
+	after AfterCommit[M] // nil for none
 
-	skus *batch.Batcher[string, *pending]
+	skus *batch.Batcher[string, *Request[M]]
 
 	mu   sync.Mutex
 	last map[string]lastBatch // of each SKU whose writer runs, once a batch ended
 
 	idsOnce sync.Once
-	ids     idSource
+	ids     order.IDSource
 }
 
-func newWriter(gdb *gorm.DB, name string) *writer {
-	w := &writer{db: gdb, name: name, last: make(map[string]lastBatch)}
+// AfterCommit runs once a batch of sku has committed, with each request's
+// answer, before the buyers hear them, with the batch's span in its ctx:
+// lua acknowledges its reservations in Redis there.
+type AfterCommit[M any] func(ctx context.Context, sku string, batch []*Request[M], answers []order.Answer)
+
+// NewWriter returns a writer on gdb, named in the metrics as the strategy
+// name; after may be nil.
+func NewWriter[M any](gdb *gorm.DB, name string, after AfterCommit[M]) *Writer[M] {
+	w := &Writer[M]{db: gdb, name: name, after: after, last: make(map[string]lastBatch)}
 	w.skus = batch.New(maxBatch, w.write, w.forget)
 	return w
 }
@@ -65,79 +70,71 @@ const (
 // wait longer.
 const maxBatch = 128
 
-// pending is one buyer waiting for its batch.
-type pending struct {
-	ctx   context.Context
-	r     PlaceRequest
-	rules Rules
-	done  chan placed // buffered: the writer never waits for the buyer
-	// entry is the reservation's id in lua's stream, and epoch the epoch
-	// of the Redis state it was taken from; empty and 0 for batched.
-	entry string
-	epoch int64
-	// bucket names the Redis stock it was taken from: the SKU, or one of
-	// its buckets (stock.BucketOf).
-	bucket string
+// Request is one buyer's order, waiting for its batch.
+type Request[M any] struct {
+	Ctx   context.Context
+	Order order.PlaceRequest
+	Rules order.Rules
+	// Held says that the order's units are held already, elsewhere, taken
+	// from the SKU's sale of Epoch (stock.Epoch): a batch decides it even
+	// once the SKU sold out, and refuses it, busy, when the SKU's sale is
+	// of another epoch by then. lua's reservations are held in Redis.
+	Held  bool
+	Epoch int64
+	// Meta is the caller's, handed back to its AfterCommit.
+	Meta M
+
+	done chan order.Answer // buffered: the writer never waits for the buyer
 }
 
-// placed is a buyer's answer.
-type placed struct {
-	o        Order
-	replayed bool
-	err      error
-}
-
-// submit queues p for its SKU's next batch and waits for its answer.
-func (w *writer) submit(p *pending) (Order, bool, error) {
-	p.done = make(chan placed, 1)
-	if err := w.skus.Add(p.r.SKU, p); err != nil {
-		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, errClosed)
+// Submit queues r for its SKU's next batch and waits for its answer.
+func (w *Writer[M]) Submit(r *Request[M]) (order.Order, bool, error) {
+	r.done = make(chan order.Answer, 1)
+	if err := w.skus.Add(r.Order.SKU, r); err != nil {
+		return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, order.ErrClosed)
 	}
 	select {
-	case res := <-p.done:
-		return res.o, res.replayed, res.err
-	case <-p.ctx.Done():
-		return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, context.Cause(p.ctx))
+	case a := <-r.done:
+		return a.Order, a.Replayed, a.Err
+	case <-r.Ctx.Done():
+		return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, context.Cause(r.Ctx))
 	}
 }
 
-// errClosed answers a buyer who comes once the shop is closing.
-var errClosed = errors.New("order: the shop is closing")
-
-// close waits for every SKU's writer to answer its buyers, once no new
+// Close waits for every SKU's writer to answer its buyers, once no new
 // writer may start.
-func (w *writer) close() { w.skus.Close() }
+func (w *Writer[M]) Close() { w.skus.Close() }
 
-// stocked reports whether sku's writer runs and its last batch left stock.
-func (w *writer) stocked(sku string) bool {
+// Stocked reports whether sku's writer runs and its last batch left stock.
+func (w *Writer[M]) Stocked(sku string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last[sku] == leftStock
 }
 
 // forget drops what sku's batches left once its writer stops.
-func (w *writer) forget(sku string) {
+func (w *Writer[M]) forget(sku string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.last, sku)
 }
 
 // write commits one batch of the SKU. Once a batch has left no stock, the
-// buyers who queued meanwhile are refused without one, but for lua's: a
-// lua reservation holds units in Redis, and a batch decides it, so that
-// it is settled.
-func (w *writer) write(sku string, queued []*pending) {
+// buyers who queued meanwhile are refused without one, but for those
+// whose units are held elsewhere (Request.Held): a batch decides each of
+// them, so that its caller settles it.
+func (w *Writer[M]) write(sku string, queued []*Request[M]) {
 	w.mu.Lock()
 	last := w.last[sku]
 	w.mu.Unlock()
 	if last == leftNone {
 		kept := queued[:0]
 		for _, p := range queued {
-			if p.entry != "" {
+			if p.Held {
 				kept = append(kept, p)
 				continue
 			}
-			p.done <- placed{err: soldOutRefusal(sku)}
+			p.done <- order.Answer{Err: order.SoldOut(sku)}
 		}
 		if queued = kept; len(queued) == 0 {
 			return
@@ -161,8 +158,8 @@ func (w *writer) write(sku string, queued []*pending) {
 // waits after a deadlock, a lock-wait timeout or a lost connection, and
 // answers them. Once the batch has committed, it reports ok and the stock
 // it left.
-func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
-	metrics.BatchSize.WithLabelValues(w.name).Observe(float64(len(batch)))
+func (w *Writer[M]) commit(sku string, reqs []*Request[M]) (left int, ok bool) {
+	metrics.BatchSize.WithLabelValues(w.name).Observe(float64(len(reqs)))
 	defer func(start time.Time) {
 		metrics.BatchCommit.WithLabelValues(w.name).Observe(time.Since(start).Seconds())
 	}(time.Now())
@@ -171,24 +168,24 @@ func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
 	// have, the INSERT fails on the unique index, and the batch runs again
 	// at once, with the keys looked up.
 	lookedUp := false
-	traced, span := traceBatch(w.db.Dialector.Name(), w.name, sku, batch)
+	traced, span := traceBatch(w.db.Dialector.Name(), w.name, sku, reqs)
 	defer span.End()
 	for attempt := 0; ; attempt++ {
-		ctx, cancel := waiting(pendingCtxs(batch))
+		ctx, cancel := batch.Waiting(ctxsOf(reqs))
 		ctx = trace.ContextWithSpan(ctx, span)
 		if ctx.Err() != nil {
 			cancel()
 			return 0, false // every buyer has been answered busy
 		}
-		var answers []placed
-		var known map[userKey]Order // nil: no key has an order
+		var answers []order.Answer
+		var known map[order.UserKey]order.Order // nil: no key has an order
 		var err error
 		if lookedUp {
-			known, err = lookup(ctx, w.db, batch)
+			known, err = lookup(ctx, w.db, reqs)
 		}
 		if err == nil {
 			err = w.db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-				answers, left, err = decide(tx, sku, batch, known, w.idSource(tx))
+				answers, left, err = decide(tx, sku, reqs, known, w.idSource(tx))
 				return err
 			})
 		}
@@ -198,10 +195,10 @@ func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
 			continue
 		}
 		if err == nil {
-			if w.settle != nil {
-				w.settle(traced, sku, batch, answers)
+			if w.after != nil {
+				w.after(traced, sku, reqs, answers)
 			}
-			for i, p := range batch {
+			for i, p := range reqs {
 				p.done <- answers[i]
 			}
 			return left, true
@@ -214,12 +211,12 @@ func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
 		// otherwise wait for the reconciler's claim.
 		if !db.IsRetryable(err) && !db.IsDuplicate(err) && !backend.Unavailable(err) {
 			tracing.End(span, err)
-			for _, p := range batch {
-				p.done <- placed{err: fmt.Errorf("order: place: %w", err)}
+			for _, p := range reqs {
+				p.done <- order.Answer{Err: fmt.Errorf("order: place: %w", err)}
 			}
 			return 0, false
 		}
-		wait, stop := waiting(pendingCtxs(batch))
+		wait, stop := batch.Waiting(ctxsOf(reqs))
 		err = backoff.Wait(wait, attempt)
 		stop()
 		if err != nil {
@@ -228,16 +225,16 @@ func (w *writer) commit(sku string, batch []*pending) (left int, ok bool) {
 	}
 }
 
-func pendingCtxs(batch []*pending) []context.Context {
-	ctxs := make([]context.Context, len(batch))
-	for i, p := range batch {
-		ctxs[i] = p.ctx
+func ctxsOf[M any](reqs []*Request[M]) []context.Context {
+	ctxs := make([]context.Context, len(reqs))
+	for i, r := range reqs {
+		ctxs[i] = r.Ctx
 	}
 	return ctxs
 }
 
 // idSource is how a batch learns its orders' ids, asked once.
-func (w *writer) idSource(tx *gorm.DB) idSource {
-	w.idsOnce.Do(func() { w.ids = idSourceOf(tx) })
+func (w *Writer[M]) idSource(tx *gorm.DB) order.IDSource {
+	w.idsOnce.Do(func() { w.ids = order.IDSourceOf(tx) })
 	return w.ids
 }

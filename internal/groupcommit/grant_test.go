@@ -1,4 +1,4 @@
-package order
+package groupcommit
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -14,35 +15,35 @@ import (
 // repeated keys and reservations of a lost epoch.
 func TestGrant(t *testing.T) {
 	t.Parallel()
-	buyer := func(user, key string, quantity, limit int) *pending {
-		return &pending{ctx: context.Background(), r: PlaceRequest{SKU: "s", UserID: user, Quantity: quantity, IdempotencyKey: key}, rules: Rules{Limit: limit}}
+	buyer := func(user, key string, quantity, limit int) *Request[struct{}] {
+		return &Request[struct{}]{Ctx: context.Background(), Order: order.PlaceRequest{SKU: "s", UserID: user, Quantity: quantity, IdempotencyKey: key}, Rules: order.Rules{Limit: limit}}
 	}
-	reservation := func(user string, epoch int64) *pending {
+	reservation := func(user string, epoch int64) *Request[struct{}] {
 		p := buyer(user, user, 1, 0)
-		p.entry, p.epoch = "1-0", epoch
+		p.Held, p.Epoch = true, epoch
 		return p
 	}
-	known := Order{ID: 7, SKU: "s", UserID: "kim", Quantity: 1}
+	known := order.Order{ID: 7, SKU: "s", UserID: "kim", Quantity: 1}
 	tests := []struct {
 		name  string
-		batch []*pending
+		batch []*Request[struct{}]
 		st    batchState
 		want  []verdict
 		errs  []error // of the refused, in order
 		taken int
 	}{
-		{"stock in arrival order", []*pending{buyer("a", "1", 2, 0), buyer("b", "1", 2, 0), buyer("c", "1", 1, 0)},
+		{"stock in arrival order", []*Request[struct{}]{buyer("a", "1", 2, 0), buyer("b", "1", 2, 0), buyer("c", "1", 1, 0)},
 			batchState{available: 3}, []verdict{granted, refused, granted}, []error{stock.ErrSoldOut}, 3},
-		{"replay and repeat", []*pending{buyer("kim", "k", 1, 0), buyer("ann", "x", 1, 0), buyer("ann", "x", 1, 0)},
+		{"replay and repeat", []*Request[struct{}]{buyer("kim", "k", 1, 0), buyer("ann", "x", 1, 0), buyer("ann", "x", 1, 0)},
 			batchState{available: 5}, []verdict{replayed, granted, repeated}, nil, 1},
-		{"per-user limit", []*pending{buyer("ann", "1", 1, 2), buyer("ann", "2", 1, 2), buyer("bob", "1", 2, 2)},
-			batchState{available: 9, held: map[string]int{"ann": 1}}, []verdict{granted, refused, granted}, []error{ErrLimitReached}, 3},
-		{"lost epoch", []*pending{reservation("a", 2), reservation("b", 1), reservation("c", 2)},
+		{"per-user limit", []*Request[struct{}]{buyer("ann", "1", 1, 2), buyer("ann", "2", 1, 2), buyer("bob", "1", 2, 2)},
+			batchState{available: 9, held: map[string]int{"ann": 1}}, []verdict{granted, refused, granted}, []error{order.ErrLimitReached}, 3},
+		{"lost epoch", []*Request[struct{}]{reservation("a", 2), reservation("b", 1), reservation("c", 2)},
 			batchState{available: 9, epoch: 2}, []verdict{granted, refused, granted}, []error{stock.ErrBusy}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := grant("s", tt.batch, map[userKey]Order{{"kim", "k"}: known}, tt.st, time.Now())
+			g := grant("s", tt.batch, map[order.UserKey]order.Order{{User: "kim", Key: "k"}: known}, tt.st, time.Now())
 			var errs []error
 			for i, d := range g.decisions {
 				if d.verdict != tt.want[i] {
@@ -54,8 +55,8 @@ func TestGrant(t *testing.T) {
 				if d.verdict == repeated && d.first != i-1 {
 					t.Errorf("buyer %d repeats buyer %d, want %d", i, d.first, i-1)
 				}
-				if d.verdict == replayed && d.order.ID != known.ID {
-					t.Errorf("buyer %d replays order %d, want %d", i, d.order.ID, known.ID)
+				if d.verdict == replayed && d.o.ID != known.ID {
+					t.Errorf("buyer %d replays order %d, want %d", i, d.o.ID, known.ID)
 				}
 			}
 			if len(errs) != len(tt.errs) {
@@ -71,7 +72,7 @@ func TestGrant(t *testing.T) {
 			}
 		})
 	}
-	if g := grant("s", []*pending{buyer("ann", "1", 1, 3), buyer("ann", "2", 1, 3)}, nil, batchState{available: 9, held: map[string]int{"ann": 1}}, time.Now()); g.holdings["ann"] != 3 {
+	if g := grant("s", []*Request[struct{}]{buyer("ann", "1", 1, 3), buyer("ann", "2", 1, 3)}, nil, batchState{available: 9, held: map[string]int{"ann": 1}}, time.Now()); g.holdings["ann"] != 3 {
 		t.Errorf("ann holds %d after two units more than 1, want 3", g.holdings["ann"])
 	}
 }

@@ -1,4 +1,4 @@
-package order_test
+package lua_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/config"
-	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/lua"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -128,10 +128,10 @@ func TestBucketsOnRedisCluster(t *testing.T) {
 	sellInBuckets(t, f, "spread", spread, nil)
 
 	probe := f.new()
-	home := order.Home(probe.lua, "one-home", "u-0")
+	home := lua.Home(probe.lua, "one-home", "u-0")
 	var one []string
 	for i := 0; len(one) < 2000; i++ {
-		if u := fmt.Sprint("u-", i); order.Home(probe.lua, "one-home", u) == home {
+		if u := fmt.Sprint("u-", i); lua.Home(probe.lua, "one-home", u) == home {
 			one = append(one, u)
 		}
 	}

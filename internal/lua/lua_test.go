@@ -1,4 +1,4 @@
-package order_test
+package lua_test
 
 import (
 	"context"
@@ -14,18 +14,21 @@ import (
 
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/lua"
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/order/ordertest"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
-// luaShop is one instance of the lua strategy, built through the
-// registry, with its reconcile: the job that app runs on one instance.
+// luaShop is one instance of the lua strategy, built as the registry
+// builds it, with its Lua, whose Reconcile is the job that app runs on one
+// instance.
 type luaShop struct {
 	*order.Service
-	lua order.Reconciler
+	lua *lua.Lua
 }
 
 // luaFleet is instances of the lua strategy on one database and Redis
@@ -55,12 +58,9 @@ func newLuaFleet(t *testing.T, set func(*config.Config)) luaFleet {
 	t.Cleanup(func() { rdb.Close() })
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	return luaFleet{gdb: gdb, rdb: rdb, prefix: cfg.RedisPrefix, stock: stock.NewRedisStock(rdb, cfg.RedisPrefix), new: func() luaShop {
-		b, p := strategytest.Open(t, s, cfg)
-		r := p.Reconciler
-		if r == nil {
-			t.Fatal("strategy lua: it declares no reconciliation")
-		}
-		return luaShop{order.NewService(b.DB, p, &order.Options{PerUserLimit: cfg.PerUserLimit}), r}
+		b := strategytest.Backends(t, s, cfg)
+		l := lua.New(b.DB, b.Redis, lua.OptionsOf(cfg))
+		return luaShop{order.NewService(b.DB, l.Placement(), &order.Options{PerUserLimit: cfg.PerUserLimit}), l}
 	}}
 }
 
@@ -348,15 +348,15 @@ func TestLuaOnRedisCluster(t *testing.T) {
 			t.Fatalf("the shop's client of %s is a %T, not a cluster's", cluster, f.rdb)
 		}
 		shops := []luaShop{f.new(), f.new(), f.new()}
-		if _, err := shops[0].SetStock(t.Context(), sku, units); err != nil {
+		if _, err := shops[0].SetStock(t.Context(), sku, ordertest.Units); err != nil {
 			t.Fatal(err)
 		}
-		acked, soldOut, others := place(t, sku, buyers, shops...)
+		acked, soldOut, others := place(t, sku, ordertest.Buyers, shops...)
 		if len(others) > 0 {
 			t.Fatalf("%s: %d buyers failed; first: %v", sku, len(others), others[0])
 		}
-		if len(acked) != units || soldOut != buyers-units {
-			t.Errorf("%s: %d sold, %d sold out; want %d and %d", sku, len(acked), soldOut, units, buyers-units)
+		if len(acked) != ordertest.Units || soldOut != ordertest.Buyers-ordertest.Units {
+			t.Errorf("%s: %d sold, %d sold out; want %d and %d", sku, len(acked), soldOut, ordertest.Units, ordertest.Buyers-ordertest.Units)
 		}
 		var buyer string
 		if err := f.gdb.Raw(`SELECT user_id FROM orders WHERE id = ?`, acked[0]).Scan(&buyer).Error; err != nil {
@@ -371,8 +371,8 @@ func TestLuaOnRedisCluster(t *testing.T) {
 		}
 		// The refunded unit is for sale again: no buyer was turned away
 		// since.
-		if a := f.settled(t, shops[2], sku, 0, acked[1:]); a.Sold != units-1 {
-			t.Errorf("%s: %d sold after one refund, want %d", sku, a.Sold, units-1)
+		if a := f.settled(t, shops[2], sku, 0, acked[1:]); a.Sold != ordertest.Units-1 {
+			t.Errorf("%s: %d sold after one refund, want %d", sku, a.Sold, ordertest.Units-1)
 		}
 		node, err := rdb.MasterForKey(t.Context(), "{"+sku+"}")
 		if err != nil {

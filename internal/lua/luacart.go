@@ -1,10 +1,11 @@
-package order
+package lua
 
 import (
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/stockguard/shop/internal/order"
 
 	"github.com/stockguard/shop/internal/backoff"
 	"github.com/stockguard/shop/internal/metrics"
@@ -26,9 +27,9 @@ import (
 
 // PlaceCart implements CartPlacer: Redis first, then the database, then
 // the reservations end: done, or given back.
-func (l *Lua) PlaceCart(ctx context.Context, r PlaceRequest, place PlaceFunc) (Order, bool, error) {
+func (l *Lua) PlaceCart(ctx context.Context, r order.PlaceRequest, place order.PlaceFunc) (order.Order, bool, error) {
 	// A retry of a cart the database has gets it again, and takes nothing.
-	if o, found, err := replayOr(ctx, l.db, r, nil); found || err != nil {
+	if o, found, err := order.ReplayOr(ctx, l.db, r, nil); found || err != nil {
 		return o, found, err
 	}
 	doubts := 0
@@ -54,23 +55,23 @@ func (l *Lua) PlaceCart(ctx context.Context, r PlaceRequest, place PlaceFunc) (O
 			// empty mid-saga): the saga starts over, with a new barrier.
 			seen, _ := l.epoch(ctx, line.SKU)
 			if err := l.refresh(ctx, line.SKU, seen); errors.Is(err, stock.ErrNotFound) {
-				return Order{}, false, notFound(line.SKU)
+				return order.Order{}, false, order.NotFound(line.SKU)
 			} else if err != nil {
-				return Order{}, false, fmt.Errorf("order: place: %w", err)
+				return order.Order{}, false, fmt.Errorf("order: place: %w", err)
 			}
 		case errors.Is(err, stock.ErrInDoubt):
 			if err := waitOutDoubt(ctx, &doubts); err != nil {
-				return Order{}, false, err
+				return order.Order{}, false, err
 			}
 			attempt--
 		case errors.Is(err, stock.ErrSoldOut):
 			// The stock may have gone to this key's own order, placed by a
 			// request still in flight when this one looked.
-			return replayOr(ctx, l.db, r, asRefusal(err))
+			return order.ReplayOr(ctx, l.db, r, order.AsRefusal(err))
 		case errors.As(err, &line) && errors.As(err, &over):
-			return replayOr(ctx, l.db, r, limitReached(r.UserID, line.SKU, over.Held, l.rules.Limit))
+			return order.ReplayOr(ctx, l.db, r, order.LimitReached(r.UserID, line.SKU, over.Held, l.rules.Limit))
 		default: // Redis is down, or the state keeps changing: nothing is held
-			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
+			return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
 	}
 }
@@ -92,7 +93,7 @@ func waitOutDoubt(ctx context.Context, doubts *int) error {
 // from the first of its SKU's buckets that has it. It returns the buckets
 // that hold the lines (with one bucket, the SKUs); on error it holds
 // nothing.
-func (l *Lua) reserveCart(ctx context.Context, c stock.Cart, items []Line) ([]string, error) {
+func (l *Lua) reserveCart(ctx context.Context, c stock.Cart, items []order.Line) ([]string, error) {
 	lines := make([]stock.CartLine, len(items))
 	skus := make([]string, len(items))
 	for i, it := range items {
@@ -196,7 +197,7 @@ func (l *Lua) alsoShort(ctx context.Context, lines []stock.CartLine) (short []st
 // ended. Should Redis fail, they stay pending in their logs, and the
 // reconciler gives them back once idle for the claim timeout.
 func (l *Lua) endCart(saga string, held []string, persisted bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), order.RedisTimeout)
 	defer cancel()
 	for _, sku := range held {
 		if persisted {

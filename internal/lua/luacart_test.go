@@ -1,6 +1,8 @@
-package order_test
+package lua_test
 
 import (
+	"gorm.io/gorm"
+
 	"context"
 	"errors"
 	"runtime"
@@ -12,7 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/lua"
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/order/ordertest"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -47,17 +51,17 @@ func TestCartSagaOnRedisCluster(t *testing.T) {
 	f := clusterFleet(t, 30*time.Second)
 	skus := testinfra.SKUsOnMasters(t, f.rdb.(*redis.ClusterClient), "line", 3)
 	shops := []luaShop{f.new(), f.new(), f.new()}
-	out := cartBurstOf(t, skus, 7, shops[0].Service, shops[1].Service, shops[2].Service)
-	if len(out.others) > 0 {
-		t.Errorf("%d buyers answered other than an order or sold out; first: %v", len(out.others), out.others[0])
+	out := ordertest.CartBurstOf(t, skus, 7, shops[0].Service, shops[1].Service, shops[2].Service)
+	if len(out.Others) > 0 {
+		t.Errorf("%d buyers answered other than an order or sold out; first: %v", len(out.Others), out.Others[0])
 	}
-	if len(out.acked) == 0 {
+	if len(out.Acked) == 0 {
 		t.Error("no cart was sold")
 	}
-	if _, partial := auditCartsOf(t, f.gdb, skus, out); partial > 0 {
+	if _, partial := ordertest.AuditCartsOf(t, f.gdb, skus, out); partial > 0 {
 		t.Errorf("%d orders have some lines and not others", partial)
 	}
-	equalAfterReconcile(t, f, shops[0], skus, out.soldOut)
+	equalAfterReconcile(t, f, shops[0], skus, out.SoldOut)
 }
 
 // TestCartSagaShopDies: a shop dies between two lines of a saga, holding
@@ -77,7 +81,7 @@ func TestCartSagaShopDies(t *testing.T) {
 	}
 	// The shop's process ends before its second line: nothing it would do
 	// after runs, as when it is killed.
-	order.BetweenLines(victim.lua, func(line int) {
+	lua.BetweenLines(victim.lua, func(line int) {
 		if line == 1 {
 			runtime.Goexit()
 		}
@@ -122,7 +126,7 @@ func TestCartSagaRedisRestartsEmpty(t *testing.T) {
 		}
 	}
 	var once sync.Once
-	order.BetweenLines(shop.lua, func(line int) {
+	lua.BetweenLines(shop.lua, func(line int) {
 		if line == 2 {
 			once.Do(func() {
 				err := f.rdb.(*redis.ClusterClient).ForEachMaster(context.WithoutCancel(t.Context()), func(ctx context.Context, m *redis.Client) error {
@@ -209,7 +213,7 @@ func TestCartRebuildBeforeSagaEnds(t *testing.T) {
 		}
 	}
 	ctx := t.Context()
-	_, err := order.PlaceCartThen(ctx, shop.Service, shop.lua, order.PlaceRequest{UserID: "ann", IdempotencyKey: "k-ann",
+	_, err := placeCartThen(ctx, f.gdb, shop.lua, order.PlaceRequest{UserID: "ann", IdempotencyKey: "k-ann",
 		Items: []order.Line{{SKU: skus[1], Quantity: 1}, {SKU: skus[0], Quantity: 2}}}, func() {
 		if _, err := shop.lua.Reconcile(context.WithoutCancel(ctx), 0); err != nil {
 			t.Error(err)
@@ -231,4 +235,30 @@ func TestCartRebuildBeforeSagaEnds(t *testing.T) {
 		}
 	}
 	equalAfterReconcile(t, f, shop, skus, nil)
+}
+
+// placeCartThen places r, a cart, through l on a service of its own, which
+// runs then once the database has the cart, before its saga ends the
+// lines' reservations in Redis: the seam of a placement is the test's way
+// in.
+func placeCartThen(ctx context.Context, gdb *gorm.DB, l *lua.Lua, r order.PlaceRequest, then func()) (order.Order, error) {
+	p := l.Placement()
+	p.Carts = cartThen{l, then}
+	o, _, err := order.NewService(gdb, p, nil).Place(ctx, r)
+	return o, err
+}
+
+// cartThen places carts through lua, and runs then once the service has
+// placed each in the database.
+type cartThen struct {
+	lua  *lua.Lua
+	then func()
+}
+
+func (c cartThen) PlaceCart(ctx context.Context, r order.PlaceRequest, place order.PlaceFunc) (order.Order, bool, error) {
+	return c.lua.PlaceCart(ctx, r, func(ctx context.Context, r order.PlaceRequest, g stock.Guard) (order.Order, bool, error) {
+		o, replayed, err := place(ctx, r, g)
+		c.then()
+		return o, replayed, err
+	})
 }

@@ -1,4 +1,4 @@
-package order
+package groupcommit
 
 import (
 	"context"
@@ -13,13 +13,13 @@ import (
 // traceBatch starts the span of one group-commit batch, linked to each
 // request it served (tracing.StartBatch). system is the database's name in
 // the conventions.
-func traceBatch(system, strategy, sku string, batch []*pending) (context.Context, trace.Span) {
+func traceBatch[M any](system, strategy, sku string, batch []*Request[M]) (context.Context, trace.Span) {
 	if !tracing.Enabled() {
 		return context.Background(), tracing.NoSpan
 	}
 	callers := make([]context.Context, len(batch))
 	for i, p := range batch {
-		callers[i] = p.ctx
+		callers[i] = p.Ctx
 	}
 	return tracing.StartBatch("order.batch", callers, semconv.DBSystemNameKey.String(system), semconv.DBOperationName("BATCH"),
 		attribute.String("shop.strategy", strategy), attribute.String("shop.sku", sku))

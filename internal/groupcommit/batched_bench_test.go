@@ -1,4 +1,4 @@
-package order
+package groupcommit
 
 import (
 	"crypto/rand"
@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -18,9 +19,7 @@ import (
 func BenchmarkBatched(b *testing.B) {
 	testinfra.NeedsRealServers(b, "it measures group commit on MySQL")
 	gdb := testinfra.ShopDB(b, testinfra.MySQL(b))
-	// Built by hand: this file is inside the package, which the registry
-	// imports; the registry's batched is this guard as it is.
-	svc := NewService(gdb, NewBatched(gdb).Placement(), nil)
+	svc := order.NewService(gdb, NewBatched(gdb).Placement(), nil)
 	if err := stock.Reset(b.Context(), gdb, "hot", 1_000_000_000); err != nil {
 		b.Fatal(err)
 	}
@@ -30,7 +29,7 @@ func BenchmarkBatched(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			user := fmt.Sprint(run, "-", n.Add(1))
-			if _, _, err := svc.Place(b.Context(), PlaceRequest{SKU: "hot", UserID: user, Quantity: 1, IdempotencyKey: user}); err != nil {
+			if _, _, err := svc.Place(b.Context(), order.PlaceRequest{SKU: "hot", UserID: user, Quantity: 1, IdempotencyKey: user}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -48,25 +47,25 @@ func BenchmarkBatchTransaction(b *testing.B) {
 	if err := stock.Reset(ctx, gdb, "hot", 1_000_000_000); err != nil {
 		b.Fatal(err)
 	}
-	w := newWriter(gdb, "batched")
+	w := NewWriter[struct{}](gdb, "batched", nil)
 	run := rand.Text()[:8]
 	round := 0
 	for b.Loop() {
 		round++
-		batch := make([]*pending, maxBatch)
+		batch := make([]*Request[struct{}], maxBatch)
 		for i := range batch {
 			user := fmt.Sprint(run, "-", round, "-", i)
-			batch[i] = &pending{ctx: ctx, r: PlaceRequest{SKU: "hot", UserID: user, Quantity: 1, IdempotencyKey: user}}
+			batch[i] = &Request[struct{}]{Ctx: ctx, Order: order.PlaceRequest{SKU: "hot", UserID: user, Quantity: 1, IdempotencyKey: user}}
 		}
-		var answers []placed
+		var answers []order.Answer
 		if err := gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-			answers, _, err = decide(tx, "hot", batch, map[userKey]Order{}, w.idSource(tx))
+			answers, _, err = decide(tx, "hot", batch, map[order.UserKey]order.Order{}, w.idSource(tx))
 			return err
 		}); err != nil {
 			b.Fatal(err)
 		}
-		if answers[0].err != nil {
-			b.Fatal(answers[0].err)
+		if answers[0].Err != nil {
+			b.Fatal(answers[0].Err)
 		}
 	}
 	b.ReportMetric(float64(maxBatch)*float64(b.N)/b.Elapsed().Seconds(), "orders/s")

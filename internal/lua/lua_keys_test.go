@@ -1,4 +1,4 @@
-package order_test
+package lua_test
 
 import (
 	"errors"

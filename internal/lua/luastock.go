@@ -1,7 +1,8 @@
-package order
+package lua
 
 import (
 	"context"
+	"github.com/stockguard/shop/internal/order"
 	"slices"
 
 	"gorm.io/gorm"
@@ -26,8 +27,8 @@ func (l *Lua) AdjustLines(ctx context.Context, lines []stock.Line, fn stock.Fn) 
 
 // Refund implements Refunder: it returns o's units, to the database and then to Redis, and takes
 // them off what its user holds there.
-func (l *Lua) Refund(ctx context.Context, o Order, fn stock.Fn) error {
-	return l.adjust(ctx, stockLines(o.lines(), 1), o.UserID, only(fn))
+func (l *Lua) Refund(ctx context.Context, o order.Order, fn stock.Fn) error {
+	return l.adjust(ctx, o.Returns(), o.UserID, only(fn))
 }
 
 // Restock implements Restocker, SetStock's change of an existing SKU: set changes
@@ -67,7 +68,7 @@ func (l *Lua) adjust(ctx context.Context, lines []stock.Line, user string, fn fu
 	if err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), order.RedisTimeout)
 	defer cancel()
 	for i, c := range change {
 		if l.buckets > 1 && c.Delta < 0 {

@@ -1,15 +1,15 @@
-package order
+package batch
 
 import (
 	"context"
 	"time"
 )
 
-// waiting returns a ctx for work done on behalf of buyers who wait
+// Waiting returns a ctx for work done on behalf of buyers who wait
 // together, such as a batch or a shared read: it lasts until the latest
 // deadline of those whose ctx has not ended, a minute for one with no
 // deadline, and is done at once when none waits any more.
-func waiting(ctxs []context.Context) (context.Context, context.CancelFunc) {
+func Waiting(ctxs []context.Context) (context.Context, context.CancelFunc) {
 	var last time.Time
 	for _, ctx := range ctxs {
 		if ctx.Err() != nil {

@@ -1,4 +1,4 @@
-package order_test
+package groupcommit_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/order/ordertest"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -21,13 +22,13 @@ import (
 // spread over three instances that each commit their own batches.
 func TestBatchedAcrossInstances(t *testing.T) {
 	t.Parallel()
-	newShop, gdb := instances(t, "batched")
-	a, failed := burstOn(t, gdb, "sku-batched", newShop(), newShop(), newShop())
+	newShop, gdb := ordertest.Instances(t, "batched")
+	a, failed := ordertest.BurstOn(t, gdb, "sku-batched", newShop(), newShop(), newShop())
 	if len(failed) > 0 {
 		t.Errorf("%d buyers failed; first: %v", len(failed), failed[0])
 	}
-	if v := a.Violations(); len(v) > 0 || a.Orders != units || a.Available != 0 {
-		t.Errorf("audit %+v: %v; want %d orders and none left", a, v, units)
+	if v := a.Violations(); len(v) > 0 || a.Orders != ordertest.Units || a.Available != 0 {
+		t.Errorf("audit %+v: %v; want %d orders and none left", a, v, ordertest.Units)
 	}
 }
 
@@ -36,7 +37,7 @@ func TestBatchedAcrossInstances(t *testing.T) {
 // neither fails the batch.
 func TestBatchedKeys(t *testing.T) {
 	t.Parallel()
-	newShop, gdb := instances(t, "batched")
+	newShop, gdb := ordertest.Instances(t, "batched")
 	svc := newShop()
 	ctx := t.Context()
 	if _, err := svc.SetStock(ctx, "keys", 100); err != nil {
@@ -108,7 +109,7 @@ func TestBatchedKeys(t *testing.T) {
 // wait, and the late buyer's retry with the same key gets its order.
 func TestBatchedDeadline(t *testing.T) {
 	t.Parallel()
-	newShop, gdb := instances(t, "batched")
+	newShop, gdb := ordertest.Instances(t, "batched")
 	svc := newShop()
 	ctx := t.Context()
 	if _, err := svc.SetStock(ctx, "slow", 10); err != nil {
@@ -167,7 +168,7 @@ func auditOf(t *testing.T, gdb *gorm.DB, sku string) audit.Audit {
 // an unknown SKU is not found for every buyer.
 func TestBatchedLimitAndMissing(t *testing.T) {
 	t.Parallel()
-	newShop, _ := instancesWith(t, "batched", func(cfg *config.Config) { cfg.PerUserLimit = 2 })
+	newShop, _ := ordertest.InstancesWith(t, "batched", func(cfg *config.Config) { cfg.PerUserLimit = 2 })
 	svc := newShop()
 	ctx := t.Context()
 	if _, err := svc.SetStock(ctx, "limited", 100); err != nil {
@@ -205,7 +206,7 @@ func TestBatchedLimitAndMissing(t *testing.T) {
 func TestBatchedLockWaitRetried(t *testing.T) {
 	t.Parallel()
 	testinfra.NeedsRealServers(t, "MySQL's lock wait timeout (error 1205)")
-	newShop, gdb := instancesWith(t, "batched", func(cfg *config.Config) { cfg.MySQLDSN += "&innodb_lock_wait_timeout=1" })
+	newShop, gdb := ordertest.InstancesWith(t, "batched", func(cfg *config.Config) { cfg.MySQLDSN += "&innodb_lock_wait_timeout=1" })
 	svc := newShop()
 	ctx := t.Context()
 	if _, err := svc.SetStock(ctx, "held", 1); err != nil {

@@ -1,4 +1,4 @@
-package order
+package groupcommit
 
 import (
 	"context"
@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/tracing"
 )
@@ -45,9 +45,9 @@ const (
 // decision is grant's answer for one buyer.
 type decision struct {
 	verdict verdict
-	order   Order // granted: the order to insert; replayed: the key's order
-	first   int   // repeated: the batch index of the buyer who asked first
-	err     error // refused: why
+	o       order.Order // granted: the order to insert; replayed: the key's order
+	first   int         // repeated: the batch index of the buyer who asked first
+	err     error       // refused: why
 }
 
 // grants is grant's answer for a batch.
@@ -60,16 +60,16 @@ type grants struct {
 // decide is one batch's transaction. It returns each buyer's answer and the
 // stock it leaves, or -1 if the SKU is not on sale. known holds the orders
 // that the batch's keys have already, when they were looked up.
-func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, ids idSource) ([]placed, int, error) {
-	now := createdAt()
+func decide[M any](tx *gorm.DB, sku string, batch []*Request[M], known map[order.UserKey]order.Order, ids order.IDSource) ([]order.Answer, int, error) {
+	now := order.Now()
 	st, err := readBatch(tx, sku, batch, known)
 	if err != nil {
 		return nil, 0, err // a failed statement may have ended the transaction
 	}
-	answers := make([]placed, len(batch))
+	answers := make([]order.Answer, len(batch))
 	if !st.found {
 		for i := range answers {
-			answers[i].err = notFound(sku)
+			answers[i].Err = order.NotFound(sku)
 		}
 		return answers, -1, nil
 	}
@@ -80,16 +80,16 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 	for i, d := range g.decisions {
 		switch d.verdict {
 		case granted:
-			answers[i] = placed{o: d.order}
+			answers[i] = order.Answer{Order: d.o}
 		case replayed:
-			answers[i] = replayOf(d.order, batch[i].r)
+			answers[i] = order.Replay(d.o, batch[i].Order)
 		case refused:
-			answers[i] = placed{err: d.err}
+			answers[i] = order.Answer{Err: d.err}
 		}
 	}
 	for i, d := range g.decisions {
 		if d.verdict == repeated {
-			answers[i] = sameKeyAnswer(answers[d.first], batch[i].r)
+			answers[i] = order.SameKey(answers[d.first], batch[i].Order)
 		}
 	}
 	return answers, st.available - g.taken, nil
@@ -99,9 +99,9 @@ func decide(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order, 
 // every buyer's units fit and no per-user limit applies, its first
 // statement takes them all, which locks the row and saves a statement;
 // writeBatch gives back what grant then refuses.
-func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Order) (batchState, error) {
+func readBatch[M any](tx *gorm.DB, sku string, batch []*Request[M], known map[order.UserKey]order.Order) (batchState, error) {
 	var st batchState
-	limit := batch[0].rules.Limit
+	limit := batch[0].Rules.Limit
 	if asked := askedUnits(batch, known); asked > 0 && limit == 0 {
 		took, err := stock.Take(tx, sku, asked)
 		if err != nil {
@@ -125,7 +125,7 @@ func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Orde
 		return st, err
 	}
 	st.available += st.took
-	if w := batch[0].rules.Window; w > 0 {
+	if w := batch[0].Rules.Window; w > 0 {
 		now, err := db.Now(tx)
 		if err != nil {
 			return st, err
@@ -136,15 +136,10 @@ func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Orde
 	if limit > 0 {
 		users := make([]string, len(batch))
 		for i, p := range batch {
-			users[i] = p.r.UserID
+			users[i] = p.Order.UserID
 		}
-		var rows []purchase
-		if err := tx.Raw(`SELECT * FROM user_purchases WHERE sku = ? AND user_id IN ?`, sku, users).Scan(&rows).Error; err != nil {
+		if st.held, err = order.Held(tx, sku, users); err != nil {
 			return st, err
-		}
-		st.held = make(map[string]int, len(rows))
-		for _, row := range rows {
-			st.held[row.UserID] = row.Units
 		}
 	}
 	return st, nil
@@ -152,13 +147,13 @@ func readBatch(tx *gorm.DB, sku string, batch []*pending, known map[userKey]Orde
 
 // askedUnits is what the batch asks for: the units of each key that has
 // no order yet, once.
-func askedUnits(batch []*pending, known map[userKey]Order) int {
-	asked, seen := 0, map[userKey]bool{}
+func askedUnits[M any](batch []*Request[M], known map[order.UserKey]order.Order) int {
+	asked, seen := 0, map[order.UserKey]bool{}
 	for _, p := range batch {
-		k := userKey{p.r.UserID, p.r.IdempotencyKey}
+		k := order.UserKey{User: p.Order.UserID, Key: p.Order.IdempotencyKey}
 		if _, ok := known[k]; !ok && !seen[k] {
 			seen[k] = true
-			asked += p.r.Quantity
+			asked += p.Order.Quantity
 		}
 	}
 	return asked
@@ -167,24 +162,25 @@ func askedUnits(batch []*pending, known map[userKey]Order) int {
 // grant decides a batch from what readBatch read: buyers in arrival order,
 // as far as the stock and the per-user limit go. It touches no database.
 //
-// lua's reservations were taken from a Redis state; one of an epoch before
-// the SKU's current one was lost with its state (Redis restarted empty),
-// and the state built since does not count it. Persisting it would sell a
-// unit that Redis sells again, and its buyer, answered busy, may since
-// have been told sold out: it is refused, busy, and its buyer's retry
-// reserves in the current state.
-func grant(sku string, batch []*pending, known map[userKey]Order, st batchState, now time.Time) grants {
+// A request whose units are held elsewhere (Request.Held) was granted
+// them in the SKU's sale of its epoch. One of an epoch before the SKU's
+// current one lost them with that sale's state (lua: Redis restarted
+// empty), and the state built since does not count it. Persisting it
+// would sell a unit that is sold again, and its buyer, answered busy, may
+// since have been told sold out: it is refused, busy, and its buyer's
+// retry asks the current state.
+func grant[M any](sku string, batch []*Request[M], known map[order.UserKey]order.Order, st batchState, now time.Time) grants {
 	g := grants{decisions: make([]decision, len(batch)), holdings: map[string]int{}}
-	first := map[userKey]int{}
-	fenced := batch[0].entry != ""
+	first := map[order.UserKey]int{}
+	fenced := batch[0].Held
 	for i, p := range batch {
-		r, k, d := p.r, userKey{p.r.UserID, p.r.IdempotencyKey}, &g.decisions[i]
+		r, k, d := p.Order, order.UserKey{User: p.Order.UserID, Key: p.Order.IdempotencyKey}, &g.decisions[i]
 		if o, ok := known[k]; ok {
-			d.verdict, d.order = replayed, o
+			d.verdict, d.o = replayed, o
 			continue
 		}
-		if fenced && p.epoch != st.epoch {
-			d.verdict, d.err = refused, fmt.Errorf("order: place: %w: the reservation's Redis state, of epoch %d, was lost; the SKU is in epoch %d", stock.ErrBusy, p.epoch, st.epoch)
+		if fenced && p.Epoch != st.epoch {
+			d.verdict, d.err = refused, fmt.Errorf("order: place: %w: the units held for the order, in the sale of epoch %d, were lost; the SKU is in epoch %d", stock.ErrBusy, p.Epoch, st.epoch)
 			continue
 		}
 		if j, ok := first[k]; ok {
@@ -197,19 +193,19 @@ func grant(sku string, batch []*pending, known map[userKey]Order, st batchState,
 			held = st.held[r.UserID]
 		}
 		switch {
-		case p.rules.Limit > 0 && held+r.Quantity > p.rules.Limit:
-			d.verdict, d.err = refused, limitReached(r.UserID, sku, held, p.rules.Limit)
+		case p.Rules.Limit > 0 && held+r.Quantity > p.Rules.Limit:
+			d.verdict, d.err = refused, order.LimitReached(r.UserID, sku, held, p.Rules.Limit)
 		case r.Quantity > st.available-g.taken:
-			d.verdict, d.err = refused, soldOutRefusal(sku)
+			d.verdict, d.err = refused, order.SoldOut(sku)
 		default:
 			g.taken += r.Quantity
-			if p.rules.Limit > 0 {
+			if p.Rules.Limit > 0 {
 				g.holdings[r.UserID] = held + r.Quantity
 			}
 			key := r.IdempotencyKey
-			d.verdict, d.order = granted, Order{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated, IdempotencyKey: &key, CreatedAt: now}
+			d.verdict, d.o = granted, order.Order{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, Status: order.StatusCreated, IdempotencyKey: &key, CreatedAt: now}
 			if st.deadline != nil {
-				d.order.Status, d.order.ExpiresAt = StatusPending, st.deadline
+				d.o.Status, d.o.ExpiresAt = order.StatusPending, st.deadline
 			}
 		}
 	}
@@ -219,7 +215,7 @@ func grant(sku string, batch []*pending, known map[userKey]Order, st batchState,
 // writeBatch writes what grant decided: the units taken, the orders, with
 // their ids set in g, and the holdings. The orders' events keep their
 // requests' traceparents.
-func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, ids idSource, batch []*pending) error {
+func writeBatch[M any](tx *gorm.DB, sku string, st batchState, g *grants, ids order.IDSource, batch []*Request[M]) error {
 	switch {
 	case st.took > g.taken: // refused reservations of a lost epoch
 		if err := stock.Give(tx, sku, st.took-g.taken); err != nil {
@@ -234,65 +230,43 @@ func writeBatch(tx *gorm.DB, sku string, st batchState, g *grants, ids idSource,
 			return fmt.Errorf("order: batch of %s: the stock changed under the row lock", sku)
 		}
 	}
-	var orders []Order
+	var orders []order.Order
 	var parents []string // nil when untraced
 	for i, d := range g.decisions {
 		if d.verdict == granted {
-			orders = append(orders, d.order)
+			orders = append(orders, d.o)
 			if tracing.Enabled() {
-				parents = append(parents, tracing.Traceparent(batch[i].ctx))
+				parents = append(parents, tracing.Traceparent(batch[i].Ctx))
 			}
 		}
 	}
 	if len(orders) == 0 {
 		return nil
 	}
-	if err := insertOrders(tx, orders, ids); err != nil {
+	if err := order.InsertOrders(tx, orders, ids); err != nil {
 		return err
 	}
-	if len(g.holdings) > 0 {
-		rows := make([]purchase, 0, len(g.holdings))
-		for user, units := range g.holdings {
-			rows = append(rows, purchase{UserID: user, SKU: sku, Units: units})
-		}
-		err := tx.Clauses(clause.OnConflict{
-			Columns:   []clause.Column{{Name: "user_id"}, {Name: "sku"}},
-			DoUpdates: clause.AssignmentColumns([]string{"units"}),
-		}).Create(&rows).Error
-		if err != nil {
-			return err
-		}
+	if err := order.SetHeld(tx, sku, g.holdings); err != nil {
+		return err
 	}
 	n := 0
 	for i := range g.decisions {
 		if g.decisions[i].verdict == granted {
-			g.decisions[i].order = orders[n]
+			g.decisions[i].o = orders[n]
 			n++
 		}
 	}
-	return recordTraced(tx, EventPlaced, orders, parents)
+	return order.RecordTraced(tx, order.EventPlaced, orders, parents)
 }
 
 // lookup reads the orders that the batch's keys already have, outside the
 // batch's transaction, so that its row lock is not held for the read. A key
 // that gets an order after the read fails the INSERT on the unique index,
 // and the batch runs again.
-func lookup(ctx context.Context, gdb *gorm.DB, batch []*pending) (map[userKey]Order, error) {
+func lookup[M any](ctx context.Context, gdb *gorm.DB, batch []*Request[M]) (map[order.UserKey]order.Order, error) {
 	users := make([]string, len(batch))
 	for i, p := range batch {
-		users[i] = p.r.UserID
+		users[i] = p.Order.UserID
 	}
-	// By user alone: the index's prefix, one range per user, where users
-	// and keys together would ask for every pair.
-	var existing []Order
-	if err := gdb.WithContext(ctx).Raw(`SELECT * FROM orders WHERE user_id IN ?`, users).Scan(&existing).Error; err != nil {
-		return nil, err
-	}
-	known := make(map[userKey]Order, len(existing))
-	for _, o := range existing {
-		if o.IdempotencyKey != nil {
-			known[userKey{o.UserID, *o.IdempotencyKey}] = o
-		}
-	}
-	return known, nil
+	return order.Known(ctx, gdb, users)
 }

@@ -1,4 +1,4 @@
-package order
+package groupcommit
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -28,24 +29,23 @@ func TestBatchRefusesLostEpoch(t *testing.T) {
 		}
 	}
 	epochs := []int64{2, 1, 2, 1}
-	batch := make([]*pending, len(epochs))
+	batch := make([]*Request[struct{}], len(epochs))
 	for i, e := range epochs {
 		user := fmt.Sprint("user-", i)
-		batch[i] = &pending{ctx: ctx, r: PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: user},
-			entry: fmt.Sprint(i+1, "-0"), epoch: e}
+		batch[i] = &Request[struct{}]{Ctx: ctx, Order: order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: user}, Held: true, Epoch: e}
 	}
-	var answers []placed
+	var answers []order.Answer
 	var left int
 	err := gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-		answers, left, err = decide(tx, sku, batch, map[userKey]Order{}, idsRead)
+		answers, left, err = decide(tx, sku, batch, map[order.UserKey]order.Order{}, order.IDSourceOf(tx))
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, a := range answers {
-		if current := epochs[i] == 2; current != (a.err == nil) || !current && !errors.Is(a.err, stock.ErrBusy) {
-			t.Errorf("reservation %d of epoch %d: %v", i, epochs[i], a.err)
+		if current := epochs[i] == 2; current != (a.Err == nil) || !current && !errors.Is(a.Err, stock.ErrBusy) {
+			t.Errorf("reservation %d of epoch %d: %v", i, epochs[i], a.Err)
 		}
 	}
 	it, err := stock.Get(ctx, gdb, sku)
@@ -53,7 +53,7 @@ func TestBatchRefusesLostEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	var orders int64
-	if err := gdb.Model(&Order{}).Where("sku = ?", sku).Count(&orders).Error; err != nil {
+	if err := gdb.Model(&order.Order{}).Where("sku = ?", sku).Count(&orders).Error; err != nil {
 		t.Fatal(err)
 	}
 	if left != 8 || it.Available != 8 || orders != 2 {

@@ -1,10 +1,13 @@
-package order
+package lua
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/groupcommit"
+	"github.com/stockguard/shop/internal/order"
 	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
@@ -30,10 +33,10 @@ import (
 type Lua struct {
 	db      *gorm.DB
 	redis   *stock.RedisStock
-	w       *writer
+	w       *groupcommit.Writer[reservation]
 	single  stock.Guard // the database side of refunds
-	reads   *firstReads
-	rules   Rules // of the reservations it claims from dead processes
+	reads   *order.FirstReads
+	rules   order.Rules // of the reservations it claims from dead processes
 	idle    time.Duration
 	keep    time.Duration // how long a final answer is kept
 	buckets int           // each SKU's Redis stock is split into (buckets.go)
@@ -56,10 +59,10 @@ type Lua struct {
 	checked  map[string]uint64
 }
 
-// LuaOptions configure Lua; nil is valid.
-type LuaOptions struct {
+// Options configure Lua; nil is valid.
+type Options struct {
 	Prefix       string // of every Redis key
-	PerUserLimit int    // 0: none; the same as the Service's
+	PerUserLimit int    // 0: none; the same as the order.Service's
 	// PaymentWindow is the Service's too: the reservations claimed from
 	// dead processes become orders as the Service places them.
 	PaymentWindow time.Duration
@@ -80,9 +83,21 @@ type LuaOptions struct {
 	Log *slog.Logger
 }
 
-// NewLua returns the fast path on gdb and rdb.
-func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
-	var o LuaOptions
+// OptionsOf is the options that cfg, the shop's configuration, sets.
+func OptionsOf(cfg config.Config) *Options {
+	return &Options{Prefix: cfg.RedisPrefix, PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
+		ClaimIdle: cfg.ClaimIdle, AnswerTTL: cfg.IdempotencyTTL, Buckets: cfg.SKUBuckets}
+}
+
+// reservation is what lua keeps with each order it queues for the
+// group-commit writer: the reservation's id in its SKU's stream, and the
+// Redis stock it was taken from, the SKU or one of its buckets
+// (stock.BucketOf).
+type reservation struct{ entry, bucket string }
+
+// New returns the fast path on gdb and rdb.
+func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
+	var o Options
 	if opts != nil {
 		o = *opts
 	}
@@ -93,10 +108,10 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 		o.AnswerTTL = 24 * time.Hour
 	}
 	o.Buckets = max(o.Buckets, 1)
-	l := &Lua{db: gdb, redis: stock.NewRedisStock(rdb, o.Prefix), w: newWriter(gdb, "lua"), single: stock.NewAtomic(gdb), reads: newFirstReads(gdb),
-		rules: Rules{Limit: o.PerUserLimit, Window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), rebuilding: make(chan struct{}, 1),
+	l := &Lua{db: gdb, redis: stock.NewRedisStock(rdb, o.Prefix), single: stock.NewAtomic(gdb), reads: order.NewFirstReads(gdb),
+		rules: order.Rules{Limit: o.PerUserLimit, Window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), fixing: make(map[string]bool), checked: make(map[string]uint64)}
-	l.w.settle = l.settle
+	l.w = groupcommit.NewWriter(gdb, "lua", l.settle)
 	for _, result := range []string{"persisted", "released"} {
 		metrics.LuaClaimed.WithLabelValues(result)
 	}
@@ -109,16 +124,12 @@ func NewLua(gdb *gorm.DB, rdb redis.UniversalClient, opts *LuaOptions) *Lua {
 	return l
 }
 
-// redisTimeout bounds the Redis calls made after a commit, which run even
-// when the buyer's ctx has ended.
-const redisTimeout = 5 * time.Second
-
 // Place implements Placer: one script claims the buyer's key and
 // reserves in Redis (stock.RedisStock.Reserve), then the writer persists.
 // A key already answered gets its answer again. Redis's refusals are
 // final, and kept by the script; the database's are checked against the
 // key's order, and kept here.
-func (l *Lua) Place(ctx context.Context, r PlaceRequest, rules Rules) (Order, bool, error) {
+func (l *Lua) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules) (order.Order, bool, error) {
 	res := stock.Reservation{UserID: r.UserID, Key: r.IdempotencyKey, Quantity: r.Quantity}
 	lookedUp := false
 	var over *stock.OverLimitError
@@ -127,9 +138,9 @@ func (l *Lua) Place(ctx context.Context, r PlaceRequest, rules Rules) (Order, bo
 	for attempt := 0; ; attempt++ {
 		epoch, err := l.epoch(ctx, r.SKU)
 		if err != nil {
-			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
+			return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
-		keep := stock.Refusals{TTL: l.keep, SoldOut: string(refusedSoldOut), OverLimit: keptLimit(rules.Limit)}
+		keep := stock.Refusals{TTL: l.keep, SoldOut: order.KeptSoldOut, OverLimit: order.KeptLimit(rules.Limit)}
 		if len(route) > 1 {
 			keep.SoldOut = "" // one bucket's sold out is not the SKU's
 		}
@@ -137,45 +148,46 @@ func (l *Lua) Place(ctx context.Context, r PlaceRequest, rules Rules) (Order, bo
 		id, answer, err := l.redis.Reserve(ctx, route[0], res, terms)
 		switch {
 		case err == nil && id == "":
-			a := replayKept(answer, r)
-			return a.o, a.replayed, a.err
+			a := order.ReplayKept(answer, r)
+			return a.Order, a.Replayed, a.Err
 		case err == nil:
-			o, replayed, err := l.w.submit(&pending{ctx: ctx, r: r, rules: rules, entry: id, epoch: epoch, bucket: route[0]})
-			o, replayed, err = l.reads.checkRefusal(ctx, r, o, replayed, err)
+			o, replayed, err := l.w.Submit(&groupcommit.Request[reservation]{Ctx: ctx, Order: r, Rules: rules, Held: true, Epoch: epoch,
+				Meta: reservation{entry: id, bucket: route[0]}})
+			o, replayed, err = l.reads.CheckRefusal(ctx, r, o, replayed, err)
 			return o, replayed, l.keepRefusal(ctx, r, err)
 		case errors.Is(err, stock.ErrLookup) && !lookedUp:
 			// The key may have an order that Redis does not know of: find
 			// it before taking stock that a new buyer then misses.
-			if o, found, err := replayOr(ctx, l.db, r, nil); found || err != nil {
+			if o, found, err := order.ReplayOr(ctx, l.db, r, nil); found || err != nil {
 				return o, found, l.keepRefusal(ctx, r, err)
 			}
 			lookedUp = true
 		case errors.Is(err, stock.ErrStale) && attempt < 3:
 			if err := l.refresh(ctx, r.SKU, epoch); errors.Is(err, stock.ErrNotFound) {
-				return Order{}, false, l.keepRefusal(ctx, r, notFound(r.SKU))
+				return order.Order{}, false, l.keepRefusal(ctx, r, order.NotFound(r.SKU))
 			} else if err != nil {
-				return Order{}, false, fmt.Errorf("order: place: %w", err)
+				return order.Order{}, false, fmt.Errorf("order: place: %w", err)
 			}
 		case errors.Is(err, stock.ErrInDoubt):
 			// Carts' sagas hold the units it wants: ask again shortly.
 			if err := waitOutDoubt(ctx, &doubts); err != nil {
-				return Order{}, false, err
+				return order.Order{}, false, err
 			}
 			attempt--
 		case errors.Is(err, stock.ErrSoldOut) && len(route) > 1:
 			route = route[1:] // the next bucket
 			attempt--
 		case errors.Is(err, stock.ErrSoldOut):
-			return Order{}, false, l.keepRefusal(ctx, r, soldOutRefusal(r.SKU))
+			return order.Order{}, false, l.keepRefusal(ctx, r, order.SoldOut(r.SKU))
 		case errors.As(err, &over):
-			return Order{}, false, limitReached(r.UserID, r.SKU, over.Held, rules.Limit)
+			return order.Order{}, false, order.LimitReached(r.UserID, r.SKU, over.Held, rules.Limit)
 		case errors.Is(err, stock.ErrInProgress):
-			return Order{}, false, fmt.Errorf("order: place: %w", err)
+			return order.Order{}, false, fmt.Errorf("order: place: %w", err)
 		case errors.Is(err, stock.ErrKeyReused):
-			return Order{}, false, fmt.Errorf("order: place: %w: %w", ErrKeyReused, err)
+			return order.Order{}, false, fmt.Errorf("order: place: %w: %w", order.ErrKeyReused, err)
 		default: // Redis is down, or the state keeps changing: nothing was taken
 			l.failed(err)
-			return Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
+			return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
 	}
 }
@@ -203,12 +215,12 @@ func (l *Lua) route(sku, user string) []string {
 
 // keepRefusal keeps err, when it is a final refusal that no script kept,
 // as r's answer, and returns it. Should Redis fail, a retry asks again.
-func (l *Lua) keepRefusal(ctx context.Context, r PlaceRequest, err error) error {
+func (l *Lua) keepRefusal(ctx context.Context, r order.PlaceRequest, err error) error {
 	if err == nil {
 		return nil
 	}
-	if answer, ok := kept(placed{err: err}); ok {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
+	if answer, ok := order.Kept(order.Answer{Err: err}); ok {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), order.RedisTimeout)
 		defer cancel()
 		l.dropped(ctx, "keep", l.redis.Keep(ctx, l.route(r.SKU, r.UserID)[0], r.UserID, r.IdempotencyKey, r.Quantity, answer, l.keep))
 	}
@@ -217,17 +229,17 @@ func (l *Lua) keepRefusal(ctx context.Context, r PlaceRequest, err error) error 
 
 // settle runs once a batch has committed: its reservations are in the
 // database now, or were refused, and leave the stream.
-func (l *Lua) settle(ctx context.Context, sku string, batch []*pending, answers []placed) {
+func (l *Lua) settle(ctx context.Context, sku string, batch []*groupcommit.Request[reservation], answers []order.Answer) {
 	ss := make([]stock.Settlement, len(batch))
 	refused := false
 	for i, p := range batch {
 		s := &ss[i]
-		s.Bucket = p.bucket
-		s.Reservation = stock.Reservation{ID: p.entry, UserID: p.r.UserID, Key: p.r.IdempotencyKey, Quantity: p.r.Quantity}
+		s.Bucket = p.Meta.bucket
+		s.Reservation = stock.Reservation{ID: p.Meta.entry, UserID: p.Order.UserID, Key: p.Order.IdempotencyKey, Quantity: p.Order.Quantity}
 		// An order is its buyer's answer, kept with its XACK. A refusal
 		// is kept once place has checked it against the key's order.
-		if answers[i].err == nil {
-			s.Answer, _ = kept(answers[i])
+		if answers[i].Err == nil {
+			s.Answer, _ = order.Kept(answers[i])
 		}
 		// A replay gives its units back: the key's order took units of its
 		// own. Should that order be this very reservation's (its commit's
@@ -235,16 +247,16 @@ func (l *Lua) settle(ctx context.Context, sku string, batch []*pending, answers 
 		// which refuses it, and reconcile corrects it: too many in Redis,
 		// never too few.
 		switch a := answers[i]; {
-		case a.err == nil && a.replayed:
+		case a.Err == nil && a.Replayed:
 			s.How = stock.Replayed
-		case a.err == nil:
+		case a.Err == nil:
 			s.How = stock.Kept
 		default:
 			s.How = stock.Released
-			refused = refused || errors.Is(a.err, stock.ErrSoldOut) || errors.Is(a.err, ErrLimitReached)
+			refused = refused || errors.Is(a.Err, stock.ErrSoldOut) || errors.Is(a.Err, order.ErrLimitReached)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	ctx, cancel := context.WithTimeout(ctx, order.RedisTimeout)
 	defer cancel()
 	// Should it fail, they stay pending and are claimed and settled later.
 	for bucket, ss := range byBucket(sku, ss) {
@@ -288,7 +300,7 @@ func (l *Lua) fix(sku string) {
 	}
 	l.fixing[sku] = true
 	l.fixes.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), order.RedisTimeout)
 		defer cancel()
 		_, err := l.rebuild(ctx, sku, 0)
 		l.dropped(ctx, "rebuild", err) // Reconcile tries again
@@ -302,16 +314,17 @@ func (l *Lua) fix(sku string) {
 // its own. It keeps its buyers' Idempotency-Keys itself: Reserve claims
 // the key, and the writer keeps the answer with its XACK. Its
 // reconciliation is the app's to run.
-func (l *Lua) Placement() Placement {
-	return Placement{Guard: l, Placer: l, Carts: l, KeepsKeys: true, Refunder: l, Restocker: l, Sale: l, Reconciler: l, Close: l.Close}
+func (l *Lua) Placement() order.Placement {
+	return order.Placement{Guard: l, Placer: l, Carts: l, KeepsKeys: true, Refunder: l, Restocker: l, Sale: l, Close: l.Close,
+		Reconcile: func(ctx context.Context, token int64) (order.Reconciliation, error) { return l.Reconcile(ctx, token) }}
 }
 
 // Close answers the buyers its writer holds and waits for the work it
 // runs in the background: the writers, the first reads and the fixes. A
 // buyer who comes after it is answered busy.
 func (l *Lua) Close() {
-	l.w.close()
-	l.reads.close()
+	l.w.Close()
+	l.reads.Close()
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()

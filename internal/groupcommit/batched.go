@@ -1,10 +1,11 @@
-package order
+package groupcommit
 
 import (
 	"context"
 
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -22,13 +23,13 @@ import (
 type Batched struct {
 	db     *gorm.DB
 	single stock.Guard // refunds, and orders without a key
-	w      *writer
-	reads  *firstReads
+	w      *Writer[struct{}]
+	reads  *order.FirstReads
 }
 
 // NewBatched returns the group-commit strategy on gdb.
 func NewBatched(gdb *gorm.DB) *Batched {
-	return &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), w: newWriter(gdb, "batched"), reads: newFirstReads(gdb)}
+	return &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), w: NewWriter[struct{}](gdb, "batched", nil), reads: order.NewFirstReads(gdb)}
 }
 
 // Adjust implements the strategy for what does not batch: refunds, and
@@ -45,26 +46,28 @@ func (b *Batched) AdjustLines(ctx context.Context, lines []stock.Line, fn stock.
 	return b.single.AdjustLines(ctx, lines, fn)
 }
 
-// Place implements Placer: it queues r for the SKU's next batch and waits
+// Place implements order.Placer: it queues r for the SKU's next batch and waits
 // for its answer.
-func (b *Batched) Place(ctx context.Context, r PlaceRequest, rules Rules) (Order, bool, error) {
-	if !b.w.stocked(r.SKU) {
+func (b *Batched) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules) (order.Order, bool, error) {
+	if !b.w.Stocked(r.SKU) {
 		// Sold out is answered at once, by a read that takes no lock.
-		if o, found, err := b.reads.first(ctx, r); found || err != nil {
+		if o, found, err := b.reads.First(ctx, r); found || err != nil {
 			return o, found, err
 		}
 	}
-	o, replayed, err := b.w.submit(&pending{ctx: ctx, r: r, rules: rules})
-	return b.reads.checkRefusal(ctx, r, o, replayed, err)
+	o, replayed, err := b.w.Submit(&Request[struct{}]{Ctx: ctx, Order: r, Rules: rules})
+	return b.reads.CheckRefusal(ctx, r, o, replayed, err)
 }
 
 // Placement is what the service places through under batched: its own
 // placement of orders with a key, and its guard for the rest.
-func (b *Batched) Placement() Placement { return Placement{Guard: b, Placer: b, Close: b.Close} }
+func (b *Batched) Placement() order.Placement {
+	return order.Placement{Guard: b, Placer: b, Close: b.Close}
+}
 
 // Close answers the buyers its writer holds and waits for its writers and
 // first reads. A buyer who comes after it is answered busy.
 func (b *Batched) Close() {
-	b.w.close()
-	b.reads.close()
+	b.w.Close()
+	b.reads.Close()
 }

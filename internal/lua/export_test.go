@@ -1,0 +1,7 @@
+package lua
+
+// BetweenLines has l run f before each line of a saga.
+func BetweenLines(l *Lua, f func(line int)) { l.betweenLines = f }
+
+// Home is the bucket of sku that user tries first under l.
+func Home(l *Lua, sku, user string) string { return l.route(sku, user)[0] }
