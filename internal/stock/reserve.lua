@@ -8,8 +8,9 @@
 -- A key's final answer is kept in a record, as every key's is
 -- (idempotency.Record), made by the caller: "<fingerprint>|<answer>",
 -- whose fingerprint is the request's quantity. A retry of the same
--- request gets the answer again, one for another quantity is refused. keys holds an order's, for the sale's life, as the
--- unique index keeps the order's key; answer a refusal's, for the TTL.
+-- request gets the answer again, one for another quantity is refused.
+-- keys holds an order's, for the sale's life, as the unique index keeps
+-- the order's key; answer a refusal's, for the TTL.
 -- Otherwise: check the state's epoch, the stock and the user's limit, take
 -- the units, and append the reservation to the log, pending at once for
 -- this consumer (XCLAIM FORCE) until persisted, and claimable by another
