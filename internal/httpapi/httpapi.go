@@ -32,7 +32,10 @@ const (
 
 // Config is what the router needs.
 type Config struct {
-	Strategy    string // its name, for the metrics
+	Strategy string // its name, for the metrics
+	// Orders keeps its buyers' Idempotency-Keys for orders
+	// (order.Service.KeepsKeys, with order.Options.Keys): the key store
+	// is for refunds, cancels and adjustments.
 	Orders      *order.Service
 	Idempotency *idempotency.Store
 	AdminToken  string // empty refuses the admin endpoints
@@ -54,16 +57,13 @@ type Config struct {
 
 type api struct {
 	Config
-	// keepsKeys: the strategy keeps its buyers' Idempotency-Keys for
-	// orders itself, and the key store is for refunds alone.
-	keepsKeys bool
 }
 
 func init() { gin.SetMode(gin.ReleaseMode) }
 
 // New returns the router.
 func New(cfg Config) *gin.Engine {
-	a := &api{Config: cfg, keepsKeys: cfg.Orders != nil && cfg.Orders.KeepsKeys()}
+	a := &api{Config: cfg}
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	// A gin.Context passed as a ctx, as to the logger, finds the values of
@@ -80,23 +80,19 @@ func New(cfg Config) *gin.Engine {
 	r.GET("/readyz", a.ready)
 	r.GET("/api/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", apispec.OpenAPI) })
 
-	// A buyer's order or refund is authenticated, then admitted (its user
+	// A buyer's refund or cancel is authenticated, then admitted (its user
 	// checked against the token's, then the rate limit), and only then
 	// reserved under its Idempotency-Key: a request turned away leaves
-	// nothing under its key. A strategy that keeps its keys itself gets
-	// its orders admitted by postOrder.
+	// nothing under its key. An order is admitted by postOrder, and its
+	// key kept by the order service.
 	idem := idempotency.Middleware(idempotency.MiddlewareConfig{Store: a.Idempotency, MaxBody: MaxBodyBytes, Admit: a.admit, Fail: a.fail, Log: a.Log})
-	orders := []gin.HandlerFunc{a.countOrders, a.authenticate}
-	if !a.keepsKeys {
-		orders = append(orders, idem)
-	}
 	v1 := r.Group("/api/v1", a.timeout)
 	v1.PUT("/stock/:sku", a.admin, a.putStock)
 	v1.DELETE("/stock/:sku", a.admin, a.deleteStock)
 	v1.GET("/stock/:sku", a.getStock)
 	v1.POST("/stock/:sku/adjustments", a.admin, a.adjustmentKeys(), a.postAdjustment)
 	v1.GET("/stock/:sku/movements", a.admin, a.listMovements)
-	v1.POST("/orders", append(orders, a.postOrder)...)
+	v1.POST("/orders", a.countOrders, a.authenticate, a.postOrder)
 	v1.GET("/orders", a.authenticate, a.listOrders)
 	v1.GET("/orders/:id", a.authenticate, a.getOrder)
 	v1.POST("/orders/:id/refund", a.authenticate, idem, a.refundOrder)
@@ -154,10 +150,9 @@ func validQuantity(c *gin.Context, field string, q int) bool {
 	return ok
 }
 
-// postOrder places an order. Its Idempotency-Key was checked, and the
-// request admitted, by the key store's middleware; or here, when the
-// strategy keeps its keys itself: then a request refused as invalid
-// decided nothing, and is not kept.
+// postOrder places an order, admitting it here: the order service keeps
+// its Idempotency-Key, and a request refused as invalid decided nothing,
+// and is not kept.
 func (a *api) postOrder(c *gin.Context) {
 	key, err := idempotency.ParseKey(c.GetHeader(idempotency.Header))
 	if err != nil {
@@ -168,11 +163,7 @@ func (a *api) postOrder(c *gin.Context) {
 	if !ok {
 		return
 	}
-	admit := a.user
-	if a.keepsKeys {
-		admit = a.admit
-	}
-	user, err := admit(c, b.UserID)
+	user, err := a.admit(c, b.UserID)
 	if err != nil {
 		a.fail(c, err)
 		return

@@ -101,8 +101,9 @@ func (w *world) serve(t testing.TB, cfg httpapi.Config) *httptest.Server {
 // handler is the router of the instance that serve starts.
 func (w *world) handler(t testing.TB, cfg httpapi.Config) http.Handler {
 	t.Helper()
-	cfg.Orders = order.NewService(w.db, w.placement(t), nil)
-	cfg.Idempotency = idempotency.NewStore(w.client(t), &idempotency.Options{Prefix: w.redis.Prefix})
+	rdb := w.client(t)
+	cfg.Orders = order.NewService(w.db, w.placement(t), &order.Options{Keys: &order.KeyOptions{Redis: rdb, Prefix: w.redis.Prefix}})
+	cfg.Idempotency = idempotency.NewStore(rdb, &idempotency.Options{Prefix: w.redis.Prefix})
 	// Generous: a test that runs beside the whole suite on 2 cores must not
 	// see its requests end busy for want of time.
 	cfg.RequestTimeout = 30 * time.Second

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -40,8 +41,8 @@ func (s *syncBuffer) String() string {
 
 // TestRequestID: a request's X-Request-Id, or one made for it, comes back
 // on the response and is on the lines logged for the request. The log
-// line here is the warning of an idempotency store whose Redis is down: a
-// port nothing listens on.
+// line here is the warning of an idempotency store whose Redis is down (a
+// port nothing listens on), on a refund's request.
 func TestRequestID(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -78,9 +79,13 @@ func TestRequestID(t *testing.T) {
 		if tc.sent != "" {
 			header[httpapi.RequestIDHeader] = tc.sent
 		}
-		body := `{"sku":"sku-1","user_id":"u` + string(rune('0'+i)) + `","quantity":1}`
-		resp, answer := do(t, srv, call{method: "POST", path: "/api/v1/orders", body: body, header: header})
-		if resp.StatusCode != http.StatusCreated {
+		user := fmt.Sprintf("u%d", i)
+		o, _, err := svc.Place(t.Context(), order.PlaceRequest{SKU: "sku-1", UserID: user, Quantity: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, answer := do(t, srv, call{method: "POST", path: fmt.Sprintf("/api/v1/orders/%d/refund", o.ID), body: `{"user_id":"` + user + `"}`, header: header})
+		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%q: %d %s", tc.sent, resp.StatusCode, answer)
 		}
 		got := resp.Header.Get(httpapi.RequestIDHeader)

@@ -117,9 +117,9 @@ func (a *api) fail(c *gin.Context, err error) {
 		problem(c, "idempotency-key-missing", err.Error())
 	case errors.Is(err, idempotency.ErrKeyInvalid):
 		problem(c, "invalid-request", err.Error())
-	case errors.Is(err, idempotency.ErrInProgress), errors.Is(err, stock.ErrInProgress):
+	case errors.Is(err, idempotency.ErrInProgress):
 		problem(c, "request-in-progress", "retry after the first request with this key has finished")
-	case errors.Is(err, idempotency.ErrKeyReused), errors.Is(err, order.ErrKeyReused):
+	case errors.Is(err, idempotency.ErrKeyReused):
 		problem(c, "idempotency-key-reused", err.Error())
 	case errors.Is(err, stock.ErrNotFound), errors.Is(err, order.ErrNotFound):
 		problem(c, "not-found", err.Error())

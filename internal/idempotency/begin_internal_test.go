@@ -19,7 +19,7 @@ func TestBeginResent(t *testing.T) {
 	r := testinfra.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	t.Cleanup(func() { rdb.Close() })
-	key, mine, other := r.Prefix+"k", `{"fp":"f","token":"1"}`, `{"fp":"f","token":"2"}`
+	key, mine, other := r.Prefix+"k", Record("f", pending+"1"), Record("f", pending+"2")
 	for i := range 2 {
 		if err := beginScript.Run(t.Context(), rdb, []string{key}, mine, 60000).Err(); !errors.Is(err, redis.Nil) {
 			t.Fatalf("claim, sent %d times: %v, want the claim made", i+1, err)

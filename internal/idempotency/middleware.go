@@ -44,8 +44,8 @@ type MiddlewareConfig struct {
 // Only final answers are stored: 2xx and 4xx, unless the handler marked
 // its answer Unsettled. A 5xx (such as 503 busy) does not tell its outcome,
 // so its key is released for a retry, which finds out. When Redis fails, the
-// request goes on without it: the database's unique index still keeps an
-// order from being created twice.
+// request goes on without it: the database, which keeps the key with what
+// the request changed, still keeps it from acting twice.
 func Middleware(cfg MiddlewareConfig) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		key, err := ParseKey(c.GetHeader(Header))

@@ -25,8 +25,8 @@ func TestMiddlewareKeepsFinalAnswers(t *testing.T) {
 		unsettled bool
 		calls     int // the handler's, after two requests with one key
 	}{
-		{"created", http.StatusCreated, false, 1},
-		{"sold out", http.StatusConflict, false, 1},
+		{"refunded", http.StatusOK, false, 1},
+		{"already refunded", http.StatusConflict, false, 1},
 		{"busy", http.StatusServiceUnavailable, false, 2},
 		{"in progress", http.StatusConflict, true, 2},
 	} {
@@ -34,7 +34,7 @@ func TestMiddlewareKeepsFinalAnswers(t *testing.T) {
 			t.Parallel()
 			calls := 0
 			r := gin.New()
-			r.POST("/orders", idempotency.Middleware(idempotency.MiddlewareConfig{
+			r.POST("/orders/:id/refund", idempotency.Middleware(idempotency.MiddlewareConfig{
 				Store: newStore(t, idempotency.Options{}), MaxBody: 1 << 10,
 				Fail: func(c *gin.Context, err error) { c.AbortWithStatus(http.StatusTeapot) },
 				Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -46,7 +46,7 @@ func TestMiddlewareKeepsFinalAnswers(t *testing.T) {
 				c.JSON(tc.status, gin.H{"call": calls})
 			})
 			for range 2 {
-				req := httptest.NewRequest("POST", "/orders", strings.NewReader(`{"user_id":"ann"}`))
+				req := httptest.NewRequest("POST", "/orders/1/refund", strings.NewReader(`{"user_id":"ann"}`))
 				req.Header.Set(idempotency.Header, "k")
 				w := httptest.NewRecorder()
 				r.ServeHTTP(w, req)

@@ -3,22 +3,29 @@
 // first response again instead of acting twice. It follows the IETF draft
 // "The Idempotency-Key HTTP Header Field" and the semantics of Stripe's API.
 //
-// Redis holds the keys: a short-lived pending marker while the first request
+// It is the one home of the keys that Redis keeps: their layout (Key),
+// their record of the first request's fingerprint and answer (Record,
+// Decode), and the errors a key answers with (ErrKeyReused,
+// ErrInProgress), whoever keeps the key: this package's Store and
+// Middleware, for refunds, cancels and adjustments; the order service,
+// for orders; and lua's scripts, which read and write the same records.
+//
+// The Store holds a short-lived pending marker while the first request
 // runs, then its final response for the retention period. Redis is the fast
-// path, not the guarantee: the orders table's unique (user_id,
-// idempotency_key) index is, so an order is never created twice even if
-// Redis loses a key. See docs/api.md#idempotency-keys.
+// path, not the guarantee: the database's unique indexes on the keys are,
+// so a request never acts twice even if Redis loses a key. See
+// docs/api.md#idempotency-keys.
 package idempotency
 
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,14 +40,6 @@ var (
 	//go:embed finish.lua
 	finishLua    string
 	finishScript = redis.NewScript(finishLua)
-)
-
-// Errors of Store.Begin.
-var (
-	// ErrInProgress means the first request with this key is still running.
-	ErrInProgress = errors.New("idempotency: a request with this key is in progress")
-	// ErrKeyReused means the key was first used with a different request.
-	ErrKeyReused = errors.New("idempotency: key reused with a different request")
 )
 
 // Scope names one key: the user, the endpoint (route pattern) and the key.
@@ -58,12 +57,10 @@ type Response struct {
 	Body        []byte `json:"body"`
 }
 
-// record is what Redis holds under a key.
-type record struct {
-	Fingerprint string    `json:"fp"`
-	Token       string    `json:"token,omitempty"` // set while pending
-	Response    *Response `json:"response,omitempty"`
-}
+// A Store's answer, in its record (Record), is its final Response in
+// JSON, or, while its first request runs, pending and that request's
+// token.
+const pending = "pending:"
 
 // Options tune a Store; the zero value is valid.
 type Options struct {
@@ -112,39 +109,38 @@ type Claim struct {
 func (s *Store) Begin(ctx context.Context, scope Scope, fingerprint string) (*Claim, *Response, error) {
 	token := make([]byte, 16)
 	rand.Read(token)
-	pending, err := json.Marshal(record{Fingerprint: fingerprint, Token: hex.EncodeToString(token)})
-	if err != nil {
-		return nil, nil, err
-	}
-	key := s.redisKey(scope)
-	v, err := s.pipe.Run(ctx, beginScript, []string{key}, pending, s.opts.PendingTTL.Milliseconds()).Text()
+	mine := Record(fingerprint, pending+hex.EncodeToString(token))
+	key := Key(s.opts.Prefix, "idem"+scope.Endpoint, scope.UserID, scope.Key)
+	v, err := s.pipe.Run(ctx, beginScript, []string{key}, mine, s.opts.PendingTTL.Milliseconds()).Text()
 	if errors.Is(err, redis.Nil) {
-		return &Claim{key: key, pending: string(pending)}, nil, nil
+		return &Claim{key: key, pending: mine}, nil, nil
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("idempotency: begin: %w", err)
 	}
-	var rec record
-	if err := json.Unmarshal([]byte(v), &rec); err != nil {
+	first, answer, ok := Decode(v)
+	switch {
+	case !ok:
+		return nil, nil, fmt.Errorf("idempotency: corrupt record %s: %q", key, v)
+	case first != fingerprint:
+		return nil, nil, ErrKeyReused
+	case strings.HasPrefix(answer, pending):
+		return nil, nil, ErrInProgress
+	}
+	var resp Response
+	if err := json.Unmarshal([]byte(answer), &resp); err != nil {
 		return nil, nil, fmt.Errorf("idempotency: corrupt record %s: %w", key, err)
 	}
-	switch {
-	case rec.Fingerprint != fingerprint:
-		return nil, nil, ErrKeyReused
-	case rec.Response == nil:
-		return nil, nil, ErrInProgress
-	default:
-		return nil, rec.Response, nil
-	}
+	return nil, &resp, nil
 }
 
 // Complete stores resp as the key's final response.
 func (s *Store) Complete(ctx context.Context, c *Claim, fingerprint string, resp Response) error {
-	done, err := json.Marshal(record{Fingerprint: fingerprint, Response: &resp})
+	done, err := json.Marshal(resp)
 	if err != nil {
 		return err
 	}
-	return s.finish(ctx, c, string(done))
+	return s.finish(ctx, c, Record(fingerprint, string(done)))
 }
 
 // Abandon drops the claim, so that the key can be retried: the request
@@ -159,14 +155,4 @@ func (s *Store) finish(ctx context.Context, c *Claim, final string) error {
 		return fmt.Errorf("idempotency: finish: %w", err)
 	}
 	return nil
-}
-
-// redisKey hashes the scope, so that no user id or key can collide with
-// another's by containing a separator.
-func (s *Store) redisKey(sc Scope) string {
-	h := sha256.New()
-	for _, part := range []string{sc.UserID, sc.Endpoint, sc.Key} {
-		fmt.Fprintf(h, "%d:%s", len(part), part)
-	}
-	return s.opts.Prefix + "idem:" + hex.EncodeToString(h.Sum(nil))
 }

@@ -176,3 +176,30 @@ func TestStoreCancelled(t *testing.T) {
 		t.Errorf("Begin after it: %v %v, want a claim: the ended request claimed the key", c, err)
 	}
 }
+
+// TestStoreKeepsRecords: the Store keeps its answers as every keeper of
+// keys does: a record (idempotency.Decode) under idempotency.Key, scoped
+// by "idem" and the endpoint.
+func TestStoreKeepsRecords(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	r := testinfra.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	s := idempotency.NewStore(rdb, &idempotency.Options{Prefix: r.Prefix})
+	scope := idempotency.Scope{UserID: "ann", Endpoint: "/api/v1/orders/:id/refund", Key: "k"}
+	claim, _, err := s.Begin(ctx, scope, "fp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, claim, "fp", idempotency.Response{Status: 200, Body: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := rdb.Get(ctx, idempotency.Key(r.Prefix, "idem"+scope.Endpoint, scope.UserID, scope.Key)).Result()
+	if err != nil {
+		t.Fatalf("no record under the key's name: %v", err)
+	}
+	if fp, answer, ok := idempotency.Decode(v); !ok || fp != "fp" || answer == "" {
+		t.Errorf("record %q decodes as %q %q %v, want the fingerprint fp and an answer", v, fp, answer, ok)
+	}
+}

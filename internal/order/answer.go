@@ -74,7 +74,7 @@ func (e *refusal) Is(target error) bool {
 	case refusedLimit:
 		return target == ErrLimitReached
 	case refusedReused:
-		return target == ErrKeyReused
+		return errors.Is(ErrKeyReused, target)
 	default:
 		return target == stock.ErrNotFound
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/redispipe"
 	"github.com/stockguard/shop/internal/stock"
@@ -100,10 +102,25 @@ func (k *keys) claim(r PlaceRequest) (release func(), ok bool) {
 	}, true
 }
 
-// key is where r's refusal is kept. Neither a user nor a key holds a
-// newline.
+// key is where r's refusal is kept.
 func (k *keys) key(r PlaceRequest) string {
-	return k.prefix + "answer:" + r.UserID + "\n" + r.IdempotencyKey
+	return idempotency.Key(k.prefix, "order", r.UserID, r.IdempotencyKey)
+}
+
+// fingerprint is r's, as its key's record keeps it (idempotency.Record):
+// its SKUs and their quantities, escaped, so that it holds no "|", and
+// readable, so that the refusal of another request names them.
+func fingerprint(r PlaceRequest) string {
+	skus, quantities := r.what()
+	return url.PathEscape(skus) + "/" + url.PathEscape(quantities)
+}
+
+// asked reads a fingerprint back: the SKUs and quantities it names.
+func asked(fp string) (skus, quantities string) {
+	s, q, _ := strings.Cut(fp, "/")
+	skus, _ = url.PathUnescape(s)
+	quantities, _ = url.PathUnescape(q)
+	return skus, quantities
 }
 
 // find returns the refusal kept under r's key, replayed; found is false
@@ -117,9 +134,9 @@ func (k *keys) find(ctx context.Context, r PlaceRequest) (a Answer, found bool) 
 		}
 		return Answer{}, false
 	}
-	sku, rest, _ := strings.Cut(v, "|")
-	quantity, answer, _ := strings.Cut(rest, "|")
-	if skus, quantities := r.what(); sku != skus || quantity != quantities {
+	first, answer, ok := idempotency.Decode(v)
+	if ok && first != fingerprint(r) {
+		sku, quantity := asked(first)
 		return Answer{Err: fmt.Errorf("order: place: %w: its first request was for %s of %s", ErrKeyReused, quantity, sku)}, true
 	}
 	return ReplayKept(answer, r), true
@@ -134,8 +151,6 @@ func (k *keys) keep(ctx context.Context, r PlaceRequest, err error) {
 	if answer, ok := Kept(Answer{Err: err}); ok {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RedisTimeout)
 		defer cancel()
-		skus, quantities := r.what()
-		v := skus + "|" + quantities + "|" + answer
-		_ = k.pipe.Do(ctx, "SET", k.key(r), v, "PX", k.ttl.Milliseconds()).Err()
+		_ = k.pipe.Do(ctx, "SET", k.key(r), idempotency.Record(fingerprint(r), answer), "PX", k.ttl.Milliseconds()).Err()
 	}
 }

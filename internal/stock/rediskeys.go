@@ -4,6 +4,8 @@ import (
 	"encoding/hex"
 	"strconv"
 	"strings"
+
+	"github.com/stockguard/shop/internal/idempotency"
 )
 
 // The keys of lua's Redis stock: each SKU's, under a hash tag of its own.
@@ -71,11 +73,20 @@ func SplitBucket(name string) (sku string, bucket int) {
 	return sku, bucket
 }
 
-// answerKey is where a buyer's final answer is kept: under the SKU's hash
-// tag, so that the scripts that reserve and settle keep it in the same
-// step. Neither a user nor a key holds a newline.
+// answerKey is where a buyer's final answer is kept, as every key is
+// (idempotency.Key): under the SKU's hash tag, so that the scripts that
+// reserve and settle keep it in the same step.
 func (s *RedisStock) answerKey(sku, user, key string) string {
-	return s.tagged(sku) + "answer:" + user + "\n" + key
+	return idempotency.Key(s.tagged(sku), "answer", user, key)
+}
+
+// record is answer as r's key keeps it (idempotency.Record), "" for none:
+// under a key of the SKU's, the quantity is the request's fingerprint.
+func (r Reservation) record(answer string) string {
+	if answer == "" {
+		return ""
+	}
+	return idempotency.Record(strconv.Itoa(r.Quantity), answer)
 }
 
 // skus is the set of SKUs that have a log, for Claim.

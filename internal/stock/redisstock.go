@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/redispipe"
 )
 
@@ -41,7 +42,7 @@ var (
 	ErrOverLimit = errors.New("stock: per-user limit")
 	// ErrKeyReused means the buyer's Idempotency-Key has a reservation in
 	// the log for another quantity.
-	ErrKeyReused = errors.New("stock: idempotency key reserved for another quantity")
+	ErrKeyReused = idempotency.Named(idempotency.ErrKeyReused, "stock: idempotency key reserved for another quantity")
 	// ErrLookup means the buyer's key may have an order that Redis does not
 	// know of: the key's order was persisted, or the state was built while
 	// the database had orders. The caller looks the key up in the database
@@ -49,7 +50,7 @@ var (
 	ErrLookup = errors.New("stock: look the idempotency key up in the database first")
 	// ErrInProgress means the buyer's key has a reservation that its
 	// process may still be persisting: the buyer hears of it once it has.
-	ErrInProgress = errors.New("stock: the idempotency key's reservation is being persisted")
+	ErrInProgress = idempotency.Named(idempotency.ErrInProgress, "stock: the idempotency key's reservation is being persisted")
 	// ErrUnknownReply means a script answered what its caller does not
 	// know: a script and its caller of different versions. It is no
 	// business answer, and nothing is taken for one.
@@ -127,7 +128,7 @@ func (s *RedisStock) Reserve(ctx context.Context, sku string, r Reservation, t T
 	k := s.keys(sku)
 	v, err := s.pipe.Run(ctx, reserveScript, []string{k[kState], k[kHoldings], k[kLog], k[kKeys], s.answerKey(sku, r.UserID, r.Key)},
 		t.Epoch, r.UserID, r.Key, r.Quantity, t.Limit, s.consumer, flag(t.LookedUp), t.TakeOver.Milliseconds(), group,
-		t.Keep.TTL.Milliseconds(), t.Keep.SoldOut, t.Keep.OverLimit).StringSlice()
+		t.Keep.TTL.Milliseconds(), r.record(t.Keep.SoldOut), r.record(t.Keep.OverLimit)).StringSlice()
 	if err != nil {
 		return "", "", fmt.Errorf("stock: reserve: %w", err)
 	}
@@ -176,7 +177,7 @@ func (e *OverLimitError) Is(target error) bool { return target == ErrOverLimit }
 // under key, as Reserve reads it, for ttl: for an answer that no script
 // gave, such as a SKU that is not on sale.
 func (s *RedisStock) Keep(ctx context.Context, sku, user, key string, quantity int, answer string, ttl time.Duration) error {
-	if err := s.rdb.Set(ctx, s.answerKey(sku, user, key), strconv.Itoa(quantity)+"|"+answer, ttl).Err(); err != nil {
+	if err := s.rdb.Set(ctx, s.answerKey(sku, user, key), Reservation{Quantity: quantity}.record(answer), ttl).Err(); err != nil {
 		return fmt.Errorf("stock: keep: %w", err)
 	}
 	return nil
@@ -213,7 +214,7 @@ func (s *RedisStock) Settle(ctx context.Context, sku string, ss []Settlement, li
 	k := s.keys(sku)
 	args := append(make([]any, 0, 2+6*len(ss)), group, flag(limited))
 	for _, st := range ss {
-		args = append(args, st.ID, st.Quantity, st.UserID, st.Key, int(st.How), st.Answer)
+		args = append(args, st.ID, st.Quantity, st.UserID, st.Key, int(st.How), st.record(st.Answer))
 	}
 	n, err := settleScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, args...).Int()
 	if err != nil {

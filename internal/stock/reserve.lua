@@ -1,14 +1,16 @@
 -- reserve.lua: KEYS = {state, holdings, log, keys, answer}, ARGV = {epoch,
 -- user, key, quantity, per-user limit (0: none), consumer, looked up (1 or
 -- 0), take-over idle in milliseconds, consumer group, answer TTL in
--- milliseconds, the answer kept for sold out ("" for none: one bucket's
--- sold out is not the SKU's), the answer kept for over the limit, less
+-- milliseconds, the record kept for sold out ("" for none: one bucket's
+-- sold out is not the SKU's), the record kept for over the limit, less
 -- what the user holds}. A TTL of 0 keeps no answer.
 -- One buyer's reservation, and its Idempotency-Key's claim, in one step.
--- A key's final answer is kept with the request's quantity ("<quantity>|
--- <answer>"): a retry of the same request gets it again, one for another
--- quantity is refused. keys holds an order's, for the sale's life, as the
--- unique index keeps the order's key; answer a refusal's, for the TTL.
+-- A key's final answer is kept in a record, as every key's is
+-- (idempotency.Record), made by the caller: "<fingerprint>|<answer>",
+-- whose fingerprint is the request's quantity. A retry of the same
+-- request gets the answer again, one for another quantity is refused.
+-- keys holds an order's, for the sale's life, as the unique index keeps
+-- the order's key; answer a refusal's, for the TTL.
 -- Otherwise: check the state's epoch, the stock and the user's limit, take
 -- the units, and append the reservation to the log, pending at once for
 -- this consumer (XCLAIM FORCE) until persisted, and claimable by another
@@ -38,8 +40,8 @@ if not prior then
 	answer = redis.call("GET", KEYS[5])
 end
 if answer and string.find(answer, "|", 1, true) then
-	local qty, kept = string.match(answer, "^(%d+)|(.*)$")
-	if qty ~= ARGV[4] then
+	local fingerprint, kept = string.match(answer, "^([^|]*)|(.*)$")
+	if fingerprint ~= ARGV[4] then
 		return {"reused", ""}
 	end
 	return {"answer", kept}
@@ -81,7 +83,7 @@ if available < qty then
 		return {"in-doubt"}
 	end
 	if keep and ARGV[11] ~= "" then
-		redis.call("SET", KEYS[5], ARGV[4] .. "|" .. ARGV[11], "PX", ARGV[10])
+		redis.call("SET", KEYS[5], ARGV[11], "PX", ARGV[10])
 	end
 	return {"sold-out", tostring(available)}
 end
@@ -90,7 +92,7 @@ if limit > 0 then
 	local held = tonumber(redis.call("HGET", KEYS[2], ARGV[2]) or "0")
 	if held + qty > limit then
 		if keep then
-			redis.call("SET", KEYS[5], ARGV[4] .. "|" .. ARGV[12] .. held, "PX", ARGV[10])
+			redis.call("SET", KEYS[5], ARGV[12] .. held, "PX", ARGV[10])
 		end
 		return {"limit", tostring(held)}
 	end
