@@ -83,30 +83,62 @@ func (s *Stock) ReserveCart(ctx context.Context, c Cart, lines []CartLine) ([]st
 	if err != nil {
 		return nil, fmt.Errorf("stock: reserve cart: %w", err)
 	}
-	line := func(i string) string {
-		n, _ := strconv.Atoi(i)
-		return lines[n-1].SKU
-	}
-	switch v[0] {
-	case "ok":
-		return v[1:], nil
-	case "sold-out":
-		short := make([]string, len(v)-2)
-		for i, n := range v[2:] {
-			short[i] = line(n)
+	return parseCart(v, lines)
+}
+
+// parseCart parses cart.lua's reply v to lines: every line's entry, or
+// the refusal. A reply it does not know is ErrUnknownReply.
+func parseCart(v []string, lines []CartLine) ([]string, error) {
+	unknown := fmt.Errorf("%w: reserve cart: %q", ErrUnknownReply, v)
+	nums := make([]int, 0, len(v))
+	for i, s := range v {
+		if i == 0 || (v[0] == "ok") {
+			continue
 		}
-		if v[1] == "1" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return nil, unknown
+		}
+		nums = append(nums, n)
+	}
+	line := func(n int) (string, bool) {
+		if n < 1 || n > len(lines) {
+			return "", false
+		}
+		return lines[n-1].SKU, true
+	}
+	switch {
+	case len(v) == len(lines)+1 && v[0] == "ok":
+		return v[1:], nil
+	case len(v) >= 3 && v[0] == "sold-out" && nums[0] <= 1:
+		short := make([]string, len(nums)-1)
+		for i, n := range nums[1:] {
+			var ok bool
+			if short[i], ok = line(n); !ok {
+				return nil, unknown
+			}
+		}
+		if nums[0] == 1 {
 			return nil, fmt.Errorf("%w: %w", ErrInDoubt, &stock.ShortError{SKUs: short})
 		}
 		return nil, &stock.ShortError{SKUs: short}
-	case "stale":
-		return nil, &LineError{SKU: line(v[1]), Err: ErrStale}
-	case "given-back":
-		return nil, &LineError{SKU: line(v[1]), Err: ErrGivenBack}
-	default:
-		held, _ := strconv.Atoi(v[2])
-		return nil, &LineError{SKU: line(v[1]), Err: &OverLimitError{Held: held}}
+	case len(v) == 2 && (v[0] == "stale" || v[0] == "given-back"):
+		sku, ok := line(nums[0])
+		if !ok {
+			return nil, unknown
+		}
+		if v[0] == "stale" {
+			return nil, &LineError{SKU: sku, Err: ErrStale}
+		}
+		return nil, &LineError{SKU: sku, Err: ErrGivenBack}
+	case len(v) == 3 && v[0] == "limit":
+		sku, ok := line(nums[0])
+		if !ok {
+			return nil, unknown
+		}
+		return nil, &LineError{SKU: sku, Err: &OverLimitError{Held: nums[1]}}
 	}
+	return nil, unknown
 }
 
 // GiveBack is a saga's compensation for its line of sku: the units that

@@ -118,16 +118,31 @@ func (s *Stock) Load(ctx context.Context, sku string, l Load) (Loaded, error) {
 	if err != nil {
 		return Loaded{}, fmt.Errorf("stock: load: %w", err)
 	}
-	if v[0] == "fenced" {
-		return Loaded{}, fmt.Errorf("%w: %s: token %d, fence %s", stock.ErrFenced, sku, l.Token, v[1])
+	return parseLoad(v, sku, l.Token)
+}
+
+// parseLoad parses load.lua's reply v for sku, loaded by a job of token.
+// A reply it does not know is ErrUnknownReply.
+func parseLoad(v []string, sku string, token int64) (Loaded, error) {
+	unknown := fmt.Errorf("%w: load: %q", ErrUnknownReply, v)
+	switch {
+	case len(v) == 2 && v[0] == "fenced":
+		return Loaded{}, fmt.Errorf("%w: %s: token %d, fence %s", stock.ErrFenced, sku, token, v[1])
+	case len(v) != 4 || v[0] != "ok":
+		return Loaded{}, unknown
 	}
 	var ld Loaded
+	var err error
 	if v[1] != "" {
-		b, _ := strconv.Atoi(v[1])
-		ld.Before = &b
+		b, e := strconv.Atoi(v[1])
+		ld.Before, err = &b, e
 	}
-	ld.After, _ = strconv.Atoi(v[2])
-	ld.Pending, _ = strconv.Atoi(v[3])
+	after, errA := strconv.Atoi(v[2])
+	pending, errP := strconv.Atoi(v[3])
+	if err != nil || errA != nil || errP != nil {
+		return Loaded{}, unknown
+	}
+	ld.After, ld.Pending = after, pending
 	return ld, nil
 }
 
