@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/shop/internal/lua/redisstock"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/shop/internal/audit"
-	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
@@ -65,7 +66,7 @@ func TestFaultCartsOnRedisCluster(t *testing.T) {
 		if v := a.Violations(); len(v) > 0 {
 			t.Errorf("%s: invariants broken: %v", a.SKU, v)
 		}
-		st, err := stock.NewRedisStock(s.rdb, s.prefix).State(t.Context(), a.SKU)
+		st, err := redisstock.New(s.rdb, s.prefix).State(t.Context(), a.SKU)
 		if err != nil {
 			t.Fatal(err)
 		}

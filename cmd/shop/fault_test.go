@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/shop/internal/lua/redisstock"
+
 	"github.com/go-sql-driver/mysql"
 	"github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
@@ -295,7 +297,7 @@ func (s *faultSale) redisDiffers(t *testing.T, sku string, available int) string
 	}
 	inRedis := 0
 	for b := range max(s.buckets, 1) {
-		st, err := stock.NewRedisStock(s.rdb, s.prefix).State(t.Context(), stock.BucketOf(sku, b))
+		st, err := redisstock.New(s.rdb, s.prefix).State(t.Context(), redisstock.BucketOf(sku, b))
 		if err != nil {
 			return err.Error()
 		}
@@ -708,7 +710,7 @@ func TestFaultReconcilerPaused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := stock.NewRedisStock(s.rdb, s.prefix).State(t.Context(), sku)
+		st, err := redisstock.New(s.rdb, s.prefix).State(t.Context(), sku)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/shop/internal/lua/redisstock"
+
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
@@ -107,9 +109,9 @@ func (f *fleet) sell(t *testing.T, sku string, first, n int) (acked []int64, sol
 }
 
 // redisState reads lua's Redis state of sku.
-func (f *fleet) redisState(t *testing.T, sku string) stock.State {
+func (f *fleet) redisState(t *testing.T, sku string) redisstock.State {
 	t.Helper()
-	st, err := stock.NewRedisStock(f.redis, f.prefix).State(t.Context(), sku)
+	st, err := redisstock.New(f.redis, f.prefix).State(t.Context(), sku)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/shop/internal/lua/redisstock"
+
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/payment"
-	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
 )
 
@@ -374,9 +375,9 @@ func (w *windowSale) audited(t *testing.T, sku string, initial, paid int) {
 	}
 	// Redis learns of a unit returned by a shop that died before telling
 	// it from the reconcile job.
-	var st stock.State
+	var st redisstock.State
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if st, err = stock.NewRedisStock(w.rdb, w.prefix).State(t.Context(), sku); err == nil && st.Available == a.Available {
+		if st, err = redisstock.New(w.rdb, w.prefix).State(t.Context(), sku); err == nil && st.Available == a.Available {
 			return
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stockguard/shop/internal/idempotency"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/shop/internal/groupcommit"
@@ -54,7 +56,7 @@ func TestBatchedKeepsKeys(t *testing.T) {
 			switch {
 			case err == nil:
 				made[o.ID] = true
-			case !errors.Is(err, stock.ErrInProgress):
+			case !errors.Is(err, idempotency.ErrInProgress):
 				t.Errorf("a double click: %v, want the order or in progress", err)
 			}
 		})

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stockguard/shop/internal/lua/redisstock"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/shop/internal/audit"
@@ -103,10 +105,10 @@ func fastPathLua(ctx context.Context, env *Env) (Trial, error) {
 	if err := env.DB.WithContext(ctx).Raw(`SELECT COALESCE(MAX(epoch), 0) FROM stock_epochs WHERE sku = ?`, sku).Row().Scan(&epoch); err != nil {
 		return Trial{}, err
 	}
-	reserving := stock.NewRedisStock(env.Redis, opts.Prefix)
+	reserving := redisstock.New(env.Redis, opts.Prefix)
 	for i := fastRecorded; i < fastBuyers; i++ {
-		r := stock.Reservation{UserID: fmt.Sprint("buyer-", i), Key: "k", Quantity: 1}
-		if _, _, err := reserving.Reserve(ctx, sku, r, stock.Terms{Epoch: epoch}); err != nil {
+		r := redisstock.Reservation{UserID: fmt.Sprint("buyer-", i), Key: "k", Quantity: 1}
+		if _, _, err := reserving.Reserve(ctx, sku, r, redisstock.Terms{Epoch: epoch}); err != nil {
 			return Trial{}, err
 		}
 	}

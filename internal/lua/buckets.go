@@ -1,9 +1,9 @@
 package lua
 
-import "github.com/stockguard/shop/internal/stock"
+import "github.com/stockguard/shop/internal/lua/redisstock"
 
 // Buckets (LuaOptions.Buckets): each SKU's Redis stock split into buckets,
-// each under a hash tag of its own (stock.BucketOf), so that one hot SKU's
+// each under a hash tag of its own (redisstock.BucketOf), so that one hot SKU's
 // scripts run on every master of a Redis Cluster. The database keeps one
 // row per SKU, and a bucket is, to Redis, a SKU of its own: a state, a
 // log, keys. A buyer tries its home bucket, then the others (Lua.route);
@@ -20,7 +20,7 @@ const gather = 16
 func (l *Lua) bucketNames(sku string) []string {
 	names := make([]string, l.buckets)
 	for b := range names {
-		names[b] = stock.BucketOf(sku, b)
+		names[b] = redisstock.BucketOf(sku, b)
 	}
 	return names
 }

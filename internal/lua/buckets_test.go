@@ -8,12 +8,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stockguard/shop/internal/lua/redisstock"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/lua"
-	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
@@ -33,7 +34,7 @@ func bucketFleet(t *testing.T) luaFleet {
 func (f luaFleet) inBuckets(t *testing.T, sku string) (available, pending int) {
 	t.Helper()
 	for b := range buckets {
-		st, err := f.stock.State(context.WithoutCancel(t.Context()), stock.BucketOf(sku, b))
+		st, err := f.stock.State(context.WithoutCancel(t.Context()), redisstock.BucketOf(sku, b))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +156,7 @@ func TestBucketsRefundsAndGather(t *testing.T) {
 	}
 	var held []int
 	for b := range buckets {
-		st, err := f.stock.State(t.Context(), stock.BucketOf(sku, b))
+		st, err := f.stock.State(t.Context(), redisstock.BucketOf(sku, b))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,14 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stockguard/shop/internal/config"
-	"github.com/stockguard/shop/internal/groupcommit"
-	"github.com/stockguard/shop/internal/order"
 	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/groupcommit"
+	"github.com/stockguard/shop/internal/idempotency"
+	"github.com/stockguard/shop/internal/lua/redisstock"
+	"github.com/stockguard/shop/internal/order"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -23,7 +26,7 @@ import (
 
 // Lua is the fast path: Redis decides, the database records. One Lua
 // script checks the SKU's Redis state, takes the units and logs the
-// reservation in the SKU's stream (stock.RedisStock.Reserve); the
+// reservation in the SKU's stream (redisstock.Stock.Reserve); the
 // group-commit writer persists reservations in batches, where the
 // database's conditional UPDATE refuses rather than oversells; and the
 // buyer is answered once the order is committed. The stream is the
@@ -32,7 +35,7 @@ import (
 // docs/strategies.md.
 type Lua struct {
 	db      *gorm.DB
-	redis   *stock.RedisStock
+	redis   *redisstock.Stock
 	w       *groupcommit.Writer[reservation]
 	single  stock.Guard // the database side of refunds
 	reads   *order.FirstReads
@@ -92,7 +95,7 @@ func OptionsOf(cfg config.Config) *Options {
 // reservation is what lua keeps with each order it queues for the
 // group-commit writer: the reservation's id in its SKU's stream, and the
 // Redis stock it was taken from, the SKU or one of its buckets
-// (stock.BucketOf).
+// (redisstock.BucketOf).
 type reservation struct{ entry, bucket string }
 
 // New returns the fast path on gdb and rdb.
@@ -108,7 +111,7 @@ func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
 		o.AnswerTTL = 24 * time.Hour
 	}
 	o.Buckets = max(o.Buckets, 1)
-	l := &Lua{db: gdb, redis: stock.NewRedisStock(rdb, o.Prefix), single: stock.NewAtomic(gdb), reads: order.NewFirstReads(gdb),
+	l := &Lua{db: gdb, redis: redisstock.New(rdb, o.Prefix), single: stock.NewAtomic(gdb), reads: order.NewFirstReads(gdb),
 		rules: order.Rules{Limit: o.PerUserLimit, Window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), fixing: make(map[string]bool), checked: make(map[string]uint64)}
 	l.w = groupcommit.NewWriter(gdb, "lua", l.settle)
@@ -125,14 +128,14 @@ func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
 }
 
 // Place implements Placer: one script claims the buyer's key and
-// reserves in Redis (stock.RedisStock.Reserve), then the writer persists.
+// reserves in Redis (redisstock.Stock.Reserve), then the writer persists.
 // A key already answered gets its answer again. Redis's refusals are
 // final, and kept by the script; the database's are checked against the
 // key's order, and kept here.
 func (l *Lua) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules) (order.Order, bool, error) {
-	res := stock.Reservation{UserID: r.UserID, Key: r.IdempotencyKey, Quantity: r.Quantity}
+	res := redisstock.Reservation{UserID: r.UserID, Key: r.IdempotencyKey, Quantity: r.Quantity}
 	lookedUp := false
-	var over *stock.OverLimitError
+	var over *redisstock.OverLimitError
 	doubts := 0
 	route := l.route(r.SKU, r.UserID)
 	for attempt := 0; ; attempt++ {
@@ -140,11 +143,11 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules
 		if err != nil {
 			return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
-		keep := stock.Refusals{TTL: l.keep, SoldOut: order.KeptSoldOut, OverLimit: order.KeptLimit(rules.Limit)}
+		keep := redisstock.Refusals{TTL: l.keep, SoldOut: order.KeptSoldOut, OverLimit: order.KeptLimit(rules.Limit)}
 		if len(route) > 1 {
 			keep.SoldOut = "" // one bucket's sold out is not the SKU's
 		}
-		terms := stock.Terms{Epoch: epoch, Limit: rules.Limit, LookedUp: lookedUp, TakeOver: l.idle, Keep: keep}
+		terms := redisstock.Terms{Epoch: epoch, Limit: rules.Limit, LookedUp: lookedUp, TakeOver: l.idle, Keep: keep}
 		id, answer, err := l.redis.Reserve(ctx, route[0], res, terms)
 		switch {
 		case err == nil && id == "":
@@ -155,20 +158,20 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules
 				Meta: reservation{entry: id, bucket: route[0]}})
 			o, replayed, err = l.reads.CheckRefusal(ctx, r, o, replayed, err)
 			return o, replayed, l.keepRefusal(ctx, r, err)
-		case errors.Is(err, stock.ErrLookup) && !lookedUp:
+		case errors.Is(err, redisstock.ErrLookup) && !lookedUp:
 			// The key may have an order that Redis does not know of: find
 			// it before taking stock that a new buyer then misses.
 			if o, found, err := order.ReplayOr(ctx, l.db, r, nil); found || err != nil {
 				return o, found, l.keepRefusal(ctx, r, err)
 			}
 			lookedUp = true
-		case errors.Is(err, stock.ErrStale) && attempt < 3:
+		case errors.Is(err, redisstock.ErrStale) && attempt < 3:
 			if err := l.refresh(ctx, r.SKU, epoch); errors.Is(err, stock.ErrNotFound) {
 				return order.Order{}, false, l.keepRefusal(ctx, r, order.NotFound(r.SKU))
 			} else if err != nil {
 				return order.Order{}, false, fmt.Errorf("order: place: %w", err)
 			}
-		case errors.Is(err, stock.ErrInDoubt):
+		case errors.Is(err, redisstock.ErrInDoubt):
 			// Carts' sagas hold the units it wants: ask again shortly.
 			if err := waitOutDoubt(ctx, &doubts); err != nil {
 				return order.Order{}, false, err
@@ -181,9 +184,9 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules
 			return order.Order{}, false, l.keepRefusal(ctx, r, order.SoldOut(r.SKU))
 		case errors.As(err, &over):
 			return order.Order{}, false, order.LimitReached(r.UserID, r.SKU, over.Held, rules.Limit)
-		case errors.Is(err, stock.ErrInProgress):
+		case errors.Is(err, idempotency.ErrInProgress):
 			return order.Order{}, false, fmt.Errorf("order: place: %w", err)
-		case errors.Is(err, stock.ErrKeyReused):
+		case errors.Is(err, redisstock.ErrKeyReused):
 			return order.Order{}, false, fmt.Errorf("order: place: %w: %w", order.ErrKeyReused, err)
 		default: // Redis is down, or the state keeps changing: nothing was taken
 			l.failed(err)
@@ -206,9 +209,9 @@ func (l *Lua) route(sku, user string) []string {
 	home := int(h.Sum32() % uint32(l.buckets))
 	start := rand.IntN(l.buckets - 1)
 	route := make([]string, 0, l.buckets)
-	route = append(route, stock.BucketOf(sku, home))
+	route = append(route, redisstock.BucketOf(sku, home))
 	for i := range l.buckets - 1 {
-		route = append(route, stock.BucketOf(sku, (home+1+(start+i)%(l.buckets-1))%l.buckets))
+		route = append(route, redisstock.BucketOf(sku, (home+1+(start+i)%(l.buckets-1))%l.buckets))
 	}
 	return route
 }
@@ -230,12 +233,12 @@ func (l *Lua) keepRefusal(ctx context.Context, r order.PlaceRequest, err error) 
 // settle runs once a batch has committed: its reservations are in the
 // database now, or were refused, and leave the stream.
 func (l *Lua) settle(ctx context.Context, sku string, batch []*groupcommit.Request[reservation], answers []order.Answer) {
-	ss := make([]stock.Settlement, len(batch))
+	ss := make([]redisstock.Settlement, len(batch))
 	refused := false
 	for i, p := range batch {
 		s := &ss[i]
 		s.Bucket = p.Meta.bucket
-		s.Reservation = stock.Reservation{ID: p.Meta.entry, UserID: p.Order.UserID, Key: p.Order.IdempotencyKey, Quantity: p.Order.Quantity}
+		s.Reservation = redisstock.Reservation{ID: p.Meta.entry, UserID: p.Order.UserID, Key: p.Order.IdempotencyKey, Quantity: p.Order.Quantity}
 		// An order is its buyer's answer, kept with its XACK. A refusal
 		// is kept once place has checked it against the key's order.
 		if answers[i].Err == nil {
@@ -248,11 +251,11 @@ func (l *Lua) settle(ctx context.Context, sku string, batch []*groupcommit.Reque
 		// never too few.
 		switch a := answers[i]; {
 		case a.Err == nil && a.Replayed:
-			s.How = stock.Replayed
+			s.How = redisstock.Replayed
 		case a.Err == nil:
-			s.How = stock.Kept
+			s.How = redisstock.Kept
 		default:
-			s.How = stock.Released
+			s.How = redisstock.Released
 			refused = refused || errors.Is(a.Err, stock.ErrSoldOut) || errors.Is(a.Err, order.ErrLimitReached)
 		}
 	}
@@ -272,8 +275,8 @@ func (l *Lua) settle(ctx context.Context, sku string, batch []*groupcommit.Reque
 
 // byBucket groups settlements by the bucket their reservations were
 // taken from.
-func byBucket(sku string, ss []stock.Settlement) map[string][]stock.Settlement {
-	by := make(map[string][]stock.Settlement, 1)
+func byBucket(sku string, ss []redisstock.Settlement) map[string][]redisstock.Settlement {
+	by := make(map[string][]redisstock.Settlement, 1)
 	for _, s := range ss {
 		b := cmp.Or(s.Bucket, sku)
 		by[b] = append(by[b], s)

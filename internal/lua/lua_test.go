@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stockguard/shop/internal/idempotency"
+	"github.com/stockguard/shop/internal/lua/redisstock"
+
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
@@ -37,7 +40,7 @@ type luaFleet struct {
 	gdb    *gorm.DB
 	rdb    redis.UniversalClient
 	prefix string
-	stock  *stock.RedisStock // the Redis half of lua, read directly
+	stock  *redisstock.Stock // the Redis half of lua, read directly
 	new    func() luaShop
 }
 
@@ -57,7 +60,7 @@ func newLuaFleet(t *testing.T, set func(*config.Config)) luaFleet {
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: cfg.RedisAddrs()})
 	t.Cleanup(func() { rdb.Close() })
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
-	return luaFleet{gdb: gdb, rdb: rdb, prefix: cfg.RedisPrefix, stock: stock.NewRedisStock(rdb, cfg.RedisPrefix), new: func() luaShop {
+	return luaFleet{gdb: gdb, rdb: rdb, prefix: cfg.RedisPrefix, stock: redisstock.New(rdb, cfg.RedisPrefix), new: func() luaShop {
 		b := strategytest.Backends(t, s, cfg)
 		l := lua.New(b.DB, b.Redis, lua.OptionsOf(cfg))
 		return luaShop{order.NewService(b.DB, l.Placement(), &order.Options{PerUserLimit: cfg.PerUserLimit}), l}
@@ -312,7 +315,7 @@ func TestLuaSameKeyOnce(t *testing.T) {
 		wg.Go(func() {
 			<-gate
 			o, _, err := []luaShop{a, b}[i%2].Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: "ann", Quantity: 1, IdempotencyKey: "double-click"})
-			if err != nil && !errors.Is(err, stock.ErrInProgress) {
+			if err != nil && !errors.Is(err, idempotency.ErrInProgress) {
 				t.Error(err)
 			}
 			ids[i] = o.ID

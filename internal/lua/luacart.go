@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+
+	"github.com/stockguard/shop/internal/lua/redisstock"
 	"github.com/stockguard/shop/internal/order"
 
 	"github.com/stockguard/shop/internal/backoff"
@@ -34,10 +36,10 @@ func (l *Lua) PlaceCart(ctx context.Context, r order.PlaceRequest, place order.P
 	}
 	doubts := 0
 	for attempt := 0; ; attempt++ {
-		c := stock.Cart{UserID: r.UserID, Key: r.IdempotencyKey, Saga: rand.Text(), Limit: l.rules.Limit}
+		c := redisstock.Cart{UserID: r.UserID, Key: r.IdempotencyKey, Saga: rand.Text(), Limit: l.rules.Limit}
 		held, err := l.reserveCart(ctx, c, r.Items)
-		var line *stock.LineError
-		var over *stock.OverLimitError
+		var line *redisstock.LineError
+		var over *redisstock.OverLimitError
 		switch {
 		case err == nil:
 			o, replayed, err := place(ctx, r, l.single)
@@ -45,12 +47,12 @@ func (l *Lua) PlaceCart(ctx context.Context, r order.PlaceRequest, place order.P
 			if errors.Is(err, stock.ErrSoldOut) {
 				// Redis granted what the database refused: a state is stale.
 				for _, bucket := range held {
-					sku, _ := stock.SplitBucket(bucket)
+					sku, _ := redisstock.SplitBucket(bucket)
 					l.fix(sku)
 				}
 			}
 			return o, replayed, err
-		case errors.As(err, &line) && errors.Is(err, stock.ErrStale) && attempt < len(r.Items)+2:
+		case errors.As(err, &line) && errors.Is(err, redisstock.ErrStale) && attempt < len(r.Items)+2:
 			// Each line's state may need building again (a Redis restarted
 			// empty mid-saga): the saga starts over, with a new barrier.
 			seen, _ := l.epoch(ctx, line.SKU)
@@ -59,7 +61,7 @@ func (l *Lua) PlaceCart(ctx context.Context, r order.PlaceRequest, place order.P
 			} else if err != nil {
 				return order.Order{}, false, fmt.Errorf("order: place: %w", err)
 			}
-		case errors.Is(err, stock.ErrInDoubt):
+		case errors.Is(err, redisstock.ErrInDoubt):
 			if err := waitOutDoubt(ctx, &doubts); err != nil {
 				return order.Order{}, false, err
 			}
@@ -93,15 +95,15 @@ func waitOutDoubt(ctx context.Context, doubts *int) error {
 // from the first of its SKU's buckets that has it. It returns the buckets
 // that hold the lines (with one bucket, the SKUs); on error it holds
 // nothing.
-func (l *Lua) reserveCart(ctx context.Context, c stock.Cart, items []order.Line) ([]string, error) {
-	lines := make([]stock.CartLine, len(items))
+func (l *Lua) reserveCart(ctx context.Context, c redisstock.Cart, items []order.Line) ([]string, error) {
+	lines := make([]redisstock.CartLine, len(items))
 	skus := make([]string, len(items))
 	for i, it := range items {
 		epoch, err := l.epoch(ctx, it.SKU)
 		if err != nil {
 			return nil, err
 		}
-		lines[i], skus[i] = stock.CartLine{SKU: it.SKU, Epoch: epoch, Quantity: it.Quantity}, it.SKU
+		lines[i], skus[i] = redisstock.CartLine{SKU: it.SKU, Epoch: epoch, Quantity: it.Quantity}, it.SKU
 	}
 	if l.buckets == 1 && l.redis.SameSlot(skus) {
 		if _, err := l.redis.ReserveCart(ctx, c, lines); err != nil {
@@ -122,17 +124,17 @@ func (l *Lua) reserveCart(ctx context.Context, c stock.Cart, items []order.Line)
 		// Give back what is held, and, unless Redis refused it, this line
 		// too: its script may have run, and if it has not, the barrier
 		// refuses it should it run late.
-		var refused *stock.LineError
+		var refused *redisstock.LineError
 		var short *stock.ShortError
 		if !errors.As(err, &refused) && !errors.As(err, &short) {
 			held = append(held, bucket)
 		}
 		l.endCart(c.Saga, held, false)
-		if short != nil && !errors.Is(err, stock.ErrInDoubt) {
+		if short != nil && !errors.Is(err, redisstock.ErrInDoubt) {
 			more, doubt := l.alsoShort(ctx, lines[i+1:])
 			short.SKUs = append(short.SKUs, more...)
 			if doubt {
-				return nil, fmt.Errorf("%w: %w", stock.ErrInDoubt, short)
+				return nil, fmt.Errorf("%w: %w", redisstock.ErrInDoubt, short)
 			}
 		}
 		return nil, err
@@ -143,23 +145,23 @@ func (l *Lua) reserveCart(ctx context.Context, c stock.Cart, items []order.Line)
 // reserveLine reserves one line of a saga in the first of its SKU's
 // buckets, in the buyer's route, that has the units, and returns that
 // bucket, or the one that failed. A line short in every bucket is short;
-// in doubt (stock.ErrInDoubt) if it was in doubt in any.
-func (l *Lua) reserveLine(ctx context.Context, c stock.Cart, line stock.CartLine) (string, error) {
+// in doubt (redisstock.ErrInDoubt) if it was in doubt in any.
+func (l *Lua) reserveLine(ctx context.Context, c redisstock.Cart, line redisstock.CartLine) (string, error) {
 	sku := line.SKU
 	var doubt error
 	for _, bucket := range l.route(sku, c.UserID) {
 		line.SKU = bucket
-		_, err := l.redis.ReserveCart(ctx, c, []stock.CartLine{line})
+		_, err := l.redis.ReserveCart(ctx, c, []redisstock.CartLine{line})
 		var short *stock.ShortError
 		switch {
-		case errors.Is(err, stock.ErrInDoubt):
+		case errors.Is(err, redisstock.ErrInDoubt):
 			doubt = err
 		case !errors.As(err, &short):
 			return bucket, unbucket(err)
 		}
 	}
 	if doubt != nil {
-		return sku, fmt.Errorf("%w: %w", stock.ErrInDoubt, &stock.ShortError{SKUs: []string{sku}})
+		return sku, fmt.Errorf("%w: %w", redisstock.ErrInDoubt, &stock.ShortError{SKUs: []string{sku}})
 	}
 	return sku, &stock.ShortError{SKUs: []string{sku}}
 }
@@ -167,9 +169,9 @@ func (l *Lua) reserveLine(ctx context.Context, c stock.Cart, line stock.CartLine
 // unbucket names, in a refusal of one line, its SKU rather than the
 // bucket that refused it.
 func unbucket(err error) error {
-	var line *stock.LineError
+	var line *redisstock.LineError
 	if errors.As(err, &line) {
-		line.SKU, _ = stock.SplitBucket(line.SKU)
+		line.SKU, _ = redisstock.SplitBucket(line.SKU)
 	}
 	return err
 }
@@ -177,7 +179,7 @@ func unbucket(err error) error {
 // alsoShort names the lines that Redis has too little of for, with a
 // plain read, so that a saga's refusal names every short SKU, not only the
 // first; it reports doubt when sagas hold units that would fill one.
-func (l *Lua) alsoShort(ctx context.Context, lines []stock.CartLine) (short []string, doubt bool) {
+func (l *Lua) alsoShort(ctx context.Context, lines []redisstock.CartLine) (short []string, doubt bool) {
 	for _, line := range lines {
 		lacks := true
 		for _, bucket := range l.bucketNames(line.SKU) {
@@ -227,7 +229,7 @@ func countGiveBack(n int, err error) {
 
 // giveBackClaimed gives back the cart lines that a dead or stuck process
 // left pending in sku's log.
-func (l *Lua) giveBackClaimed(ctx context.Context, sku string, claimed []stock.Reservation) {
+func (l *Lua) giveBackClaimed(ctx context.Context, sku string, claimed []redisstock.Reservation) {
 	for _, r := range claimed {
 		n, err := l.redis.GiveBack(ctx, sku, r.Saga, l.rules.Limit > 0)
 		countGiveBack(n, err)

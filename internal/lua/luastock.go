@@ -2,8 +2,9 @@ package lua
 
 import (
 	"context"
-	"github.com/stockguard/shop/internal/order"
 	"slices"
+
+	"github.com/stockguard/shop/internal/order"
 
 	"gorm.io/gorm"
 

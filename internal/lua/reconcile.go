@@ -3,12 +3,14 @@ package lua
 import (
 	"context"
 	"fmt"
-	"github.com/stockguard/shop/internal/groupcommit"
-	"github.com/stockguard/shop/internal/order"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/stockguard/shop/internal/groupcommit"
+	"github.com/stockguard/shop/internal/lua/redisstock"
+	"github.com/stockguard/shop/internal/order"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -73,8 +75,8 @@ func (r Reconciled) String() string {
 
 // states reads the Redis state of each of a SKU's buckets, names, and says
 // why it must be built anew: "" when every bucket has a state of epoch.
-func (l *Lua) states(ctx context.Context, names []string, epoch int64) ([]stock.State, string, error) {
-	states := make([]stock.State, len(names))
+func (l *Lua) states(ctx context.Context, names []string, epoch int64) ([]redisstock.State, string, error) {
+	states := make([]redisstock.State, len(names))
 	why := ""
 	for i, name := range names {
 		var err error
@@ -107,11 +109,11 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 			return err
 		}
 		names := l.bucketNames(sku)
-		var states []stock.State
+		var states []redisstock.State
 		if states, rec.Rebuilt, err = l.states(ctx, names, rec.Epoch); err != nil {
 			return err
 		}
-		load := stock.Load{Token: token, Epoch: rec.Epoch, Limited: l.rules.Limit > 0, Dealt: l.buckets > 1}
+		load := redisstock.Load{Token: token, Epoch: rec.Epoch, Limited: l.rules.Limit > 0, Dealt: l.buckets > 1}
 		if rec.Rebuilt != "" {
 			if rec.Epoch, err = stock.NextEpoch(tx, sku); err != nil {
 				return err
@@ -175,7 +177,7 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 // (CartDone), must count as persisted: counted as pending too, its units
 // would be taken twice from what Redis may sell, and a buyer told sold out
 // while the database still has them.
-func persisted(tx *gorm.DB, sku string, log []stock.Reservation) ([]string, error) {
+func persisted(tx *gorm.DB, sku string, log []redisstock.Reservation) ([]string, error) {
 	if len(log) == 0 {
 		return nil, nil
 	}
@@ -237,8 +239,8 @@ func (l *Lua) Reconcile(ctx context.Context, token int64) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		var lines []stock.Reservation
-		claimed = slices.DeleteFunc(claimed, func(r stock.Reservation) bool {
+		var lines []redisstock.Reservation
+		claimed = slices.DeleteFunc(claimed, func(r redisstock.Reservation) bool {
 			if r.Saga != "" {
 				lines = append(lines, r)
 			}
@@ -274,8 +276,8 @@ func (l *Lua) Reconcile(ctx context.Context, token int64) (Report, error) {
 // persist puts reservations claimed from bucket, a SKU or a bucket of one,
 // through the writer, as their buyers' own would have been, and counts
 // those now in the database.
-func (l *Lua) persist(ctx context.Context, bucket string, epoch int64, claimed []stock.Reservation) int {
-	sku, _ := stock.SplitBucket(bucket)
+func (l *Lua) persist(ctx context.Context, bucket string, epoch int64, claimed []redisstock.Reservation) int {
+	sku, _ := redisstock.SplitBucket(bucket)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	n := 0

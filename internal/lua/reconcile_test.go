@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/shop/internal/lua/redisstock"
+
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
@@ -73,10 +75,10 @@ func TestLuaClaimsDeadReservations(t *testing.T) {
 	}
 	// Another process's consumer: the Redis half of lua alone, which
 	// reserves and never persists, as a process that died would.
-	dead := stock.NewRedisStock(f.rdb, f.prefix)
+	dead := redisstock.New(f.rdb, f.prefix)
 	for i := range 3 {
-		r := stock.Reservation{UserID: fmt.Sprint("ghost-", i), Key: "g", Quantity: 1}
-		if _, _, err := dead.Reserve(t.Context(), sku, r, stock.Terms{Epoch: epoch}); err != nil {
+		r := redisstock.Reservation{UserID: fmt.Sprint("ghost-", i), Key: "g", Quantity: 1}
+		if _, _, err := dead.Reserve(t.Context(), sku, r, redisstock.Terms{Epoch: epoch}); err != nil {
 			t.Fatal(err)
 		}
 	}

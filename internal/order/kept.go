@@ -14,7 +14,6 @@ import (
 	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/redispipe"
-	"github.com/stockguard/shop/internal/stock"
 )
 
 // How the service keeps its buyers' Idempotency-Keys for orders
@@ -62,7 +61,7 @@ func newKeys(o *KeyOptions) *keys {
 func (k *keys) place(ctx context.Context, r PlaceRequest, place func() (Order, bool, error)) (Order, bool, error) {
 	release, ok := k.claim(r)
 	if !ok {
-		return Order{}, false, fmt.Errorf("order: place: %w: the first request with %s's key %q is being decided", stock.ErrInProgress, r.UserID, r.IdempotencyKey)
+		return Order{}, false, fmt.Errorf("order: place: %w: the first request with %s's key %q is being decided", idempotency.ErrInProgress, r.UserID, r.IdempotencyKey)
 	}
 	defer release()
 	if a, found := k.find(ctx, r); found {
@@ -79,7 +78,7 @@ func countKeyAnswer(replayed bool, err error) {
 	switch {
 	case replayed:
 		metrics.Idempotency.WithLabelValues("replayed").Inc()
-	case errors.Is(err, stock.ErrInProgress):
+	case errors.Is(err, idempotency.ErrInProgress):
 		metrics.Idempotency.WithLabelValues("in-progress").Inc()
 	case errors.Is(err, ErrKeyReused):
 		metrics.Idempotency.WithLabelValues("key-reused").Inc()

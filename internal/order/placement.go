@@ -130,7 +130,7 @@ func (s *Service) Close() {
 // and quantity) gets its first answer again, replayed, a refusal such as
 // sold out included; a key reused for another request is refused
 // (ErrKeyReused); a key whose first request is still being decided is told
-// so (stock.ErrInProgress); a busy answer is not kept, so that the retry
+// so (idempotency.ErrInProgress); a busy answer is not kept, so that the retry
 // asks again.
 func (s *Service) KeepsKeys() bool {
 	return s.strategy.KeepsKeys || s.keys != nil

@@ -1,4 +1,4 @@
-package stock_test
+package redisstock_test
 
 import (
 	"context"
@@ -7,27 +7,28 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stockguard/shop/internal/lua/redisstock"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
-// newCartStock returns a RedisStock on a real Redis (miniredis under
+// newCartStock returns a Stock on a real Redis (miniredis under
 // -short), with sku loaded with available units in epoch 1.
-func newCartStock(t *testing.T, available int, skus ...string) *stock.RedisStock {
+func newCartStock(t *testing.T, available int, skus ...string) *redisstock.Stock {
 	t.Helper()
 	ns := testinfra.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: ns.Addr})
 	t.Cleanup(func() { rdb.Close() })
-	s := stock.NewRedisStock(rdb, ns.Prefix)
+	s := redisstock.New(rdb, ns.Prefix)
 	for _, sku := range skus {
-		if _, err := s.Load(t.Context(), sku, stock.Load{Epoch: 1, Available: available}); err != nil {
+		if _, err := s.Load(t.Context(), sku, redisstock.Load{Epoch: 1, Available: available}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return s
 }
 
-func availableIn(t *testing.T, s *stock.RedisStock, sku string) int {
+func availableIn(t *testing.T, s *redisstock.Stock, sku string) int {
 	t.Helper()
 	st, err := s.State(context.WithoutCancel(t.Context()), sku)
 	if err != nil || !st.Exists {
@@ -45,8 +46,8 @@ func TestGiveBackBarrier(t *testing.T) {
 	t.Parallel()
 	s := newCartStock(t, 5, "a")
 	ctx := t.Context()
-	line := []stock.CartLine{{SKU: "a", Epoch: 1, Quantity: 2}}
-	c := stock.Cart{UserID: "ann", Key: "k", Saga: "saga-1"}
+	line := []redisstock.CartLine{{SKU: "a", Epoch: 1, Quantity: 2}}
+	c := redisstock.Cart{UserID: "ann", Key: "k", Saga: "saga-1"}
 
 	ids, err := s.ReserveCart(ctx, c, line)
 	if err != nil {
@@ -62,19 +63,19 @@ func TestGiveBackBarrier(t *testing.T) {
 	if n, err := s.GiveBack(ctx, "a", c.Saga, false); n != -1 || err != nil || availableIn(t, s, "a") != 5 {
 		t.Fatalf("give back again: %d, %v, %d left; want -1 (a duplicate) and 5 left", n, err, availableIn(t, s, "a"))
 	}
-	if _, err := s.ReserveCart(ctx, c, line); !errors.Is(err, stock.ErrGivenBack) || availableIn(t, s, "a") != 5 {
+	if _, err := s.ReserveCart(ctx, c, line); !errors.Is(err, redisstock.ErrGivenBack) || availableIn(t, s, "a") != 5 {
 		t.Fatalf("reserve after the give-back: %v, %d left; want ErrGivenBack and 5 left", err, availableIn(t, s, "a"))
 	}
 
-	early := stock.Cart{UserID: "bob", Key: "k", Saga: "saga-2"}
+	early := redisstock.Cart{UserID: "bob", Key: "k", Saga: "saga-2"}
 	if n, err := s.GiveBack(ctx, "a", early.Saga, false); n != 0 || err != nil {
 		t.Fatalf("give back before the reservation: %d, %v; want 0", n, err)
 	}
-	if _, err := s.ReserveCart(ctx, early, line); !errors.Is(err, stock.ErrGivenBack) || availableIn(t, s, "a") != 5 {
+	if _, err := s.ReserveCart(ctx, early, line); !errors.Is(err, redisstock.ErrGivenBack) || availableIn(t, s, "a") != 5 {
 		t.Fatalf("the late reservation: %v, %d left; want ErrGivenBack and 5 left", err, availableIn(t, s, "a"))
 	}
 
-	done := stock.Cart{UserID: "cat", Key: "k", Saga: "saga-3"}
+	done := redisstock.Cart{UserID: "cat", Key: "k", Saga: "saga-3"}
 	ids, err = s.ReserveCart(ctx, done, line)
 	if err != nil {
 		t.Fatal(err)
@@ -97,8 +98,8 @@ func TestReserveCartAllOrNone(t *testing.T) {
 	t.Parallel()
 	s := newCartStock(t, 2, "a", "b", "c")
 	ctx := t.Context()
-	c := stock.Cart{UserID: "ann", Key: "k", Saga: "saga-1"}
-	_, err := s.ReserveCart(ctx, c, []stock.CartLine{{SKU: "a", Epoch: 1, Quantity: 3}, {SKU: "b", Epoch: 1, Quantity: 1}, {SKU: "c", Epoch: 1, Quantity: 3}})
+	c := redisstock.Cart{UserID: "ann", Key: "k", Saga: "saga-1"}
+	_, err := s.ReserveCart(ctx, c, []redisstock.CartLine{{SKU: "a", Epoch: 1, Quantity: 3}, {SKU: "b", Epoch: 1, Quantity: 1}, {SKU: "c", Epoch: 1, Quantity: 3}})
 	var short *stock.ShortError
 	if !errors.As(err, &short) || len(short.SKUs) != 2 || short.SKUs[0] != "a" || short.SKUs[1] != "c" {
 		t.Fatalf("a cart short of a and c: %v", err)
@@ -108,7 +109,7 @@ func TestReserveCartAllOrNone(t *testing.T) {
 			t.Errorf("%s: %d left, want 2: nothing held", sku, n)
 		}
 	}
-	if _, err := s.ReserveCart(ctx, c, []stock.CartLine{{SKU: "a", Epoch: 2, Quantity: 1}}); !errors.Is(err, stock.ErrStale) {
+	if _, err := s.ReserveCart(ctx, c, []redisstock.CartLine{{SKU: "a", Epoch: 2, Quantity: 1}}); !errors.Is(err, redisstock.ErrStale) {
 		t.Errorf("a line of another epoch: %v, want ErrStale", err)
 	}
 }

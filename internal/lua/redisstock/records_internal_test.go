@@ -1,9 +1,11 @@
-package stock
+package redisstock
 
 import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/stockguard/shop/internal/stock"
 
 	"github.com/redis/go-redis/v9"
 
@@ -22,7 +24,7 @@ func TestScriptsKeepRecords(t *testing.T) {
 	ns := testinfra.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: ns.Addr})
 	t.Cleanup(func() { rdb.Close() })
-	s := NewRedisStock(rdb, ns.Prefix)
+	s := New(rdb, ns.Prefix)
 	for sku, available := range map[string]int{"gone": 0, "kept": 10} {
 		if _, err := s.Load(ctx, sku, Load{Epoch: 1, Available: available, Limited: true}); err != nil {
 			t.Fatal(err)
@@ -49,7 +51,7 @@ func TestScriptsKeepRecords(t *testing.T) {
 
 	// Written by the script: a sold-out refusal, and one over the limit
 	// with what the user held.
-	if _, _, err := reserve("gone", "ann", 1); !errors.Is(err, ErrSoldOut) {
+	if _, _, err := reserve("gone", "ann", 1); !errors.Is(err, stock.ErrSoldOut) {
 		t.Fatalf("ann's order of gone: %v, want sold out", err)
 	}
 	decoded(record("gone", "ann"), "1", "s")

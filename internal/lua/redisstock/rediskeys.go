@@ -1,4 +1,4 @@
-package stock
+package redisstock
 
 import (
 	"encoding/hex"
@@ -20,7 +20,7 @@ const (
 )
 
 // keys returns a SKU's keys, by the indexes above.
-func (s *RedisStock) keys(sku string) []string {
+func (s *Stock) keys(sku string) []string {
 	k := s.tagged(sku)
 	return []string{k + "state", k + "holdings", k + "log", k + "fence", k + "keys"}
 }
@@ -34,7 +34,7 @@ func (s *RedisStock) keys(sku string) []string {
 // hex-encoded, so that they cannot end the tag early. A bucket of a SKU
 // (BucketOf) adds its number to the tag, after a byte no SKU holds, so
 // that its buckets spread over the masters too.
-func (s *RedisStock) tagged(name string) string {
+func (s *Stock) tagged(name string) string {
 	sku, b := SplitBucket(name)
 	bucket := ""
 	if b > 0 {
@@ -54,7 +54,7 @@ func (s *RedisStock) tagged(name string) string {
 // SKU holds (they are visible ASCII).
 const bucketSep = "\x1f"
 
-// BucketOf names bucket b of sku's stock in Redis, as RedisStock takes a
+// BucketOf names bucket b of sku's stock in Redis, as Stock takes a
 // SKU. Bucket 0 is the SKU itself: with one bucket, nothing changes.
 func BucketOf(sku string, b int) string {
 	if b == 0 {
@@ -76,7 +76,7 @@ func SplitBucket(name string) (sku string, bucket int) {
 // answerKey is where a buyer's final answer is kept, as every key is
 // (idempotency.Key): under the SKU's hash tag, so that the scripts that
 // reserve and settle keep it in the same step.
-func (s *RedisStock) answerKey(sku, user, key string) string {
+func (s *Stock) answerKey(sku, user, key string) string {
 	return idempotency.Key(s.tagged(sku), "answer", user, key)
 }
 
@@ -90,4 +90,4 @@ func (r Reservation) record(answer string) string {
 }
 
 // skus is the set of SKUs that have a log, for Claim.
-func (s *RedisStock) skus() string { return s.prefix + "lua:skus" }
+func (s *Stock) skus() string { return s.prefix + "lua:skus" }

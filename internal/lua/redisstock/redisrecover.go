@@ -1,4 +1,4 @@
-package stock
+package redisstock
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stockguard/shop/internal/stock"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -24,7 +26,7 @@ type State struct {
 }
 
 // State reads sku's state and log.
-func (s *RedisStock) State(ctx context.Context, sku string) (State, error) {
+func (s *Stock) State(ctx context.Context, sku string) (State, error) {
 	k := s.keys(sku)
 	v, err := s.rdb.HMGet(ctx, k[0], "epoch", "available").Result()
 	if err != nil {
@@ -59,7 +61,7 @@ func reservations(msgs []redis.XMessage) []Reservation {
 	return rs
 }
 
-// Load is a SKU's state as the database has it, for RedisStock.Load.
+// Load is a SKU's state as the database has it, for Stock.Load.
 type Load struct {
 	// Token is the fencing token of the job that loads it; 0 for none.
 	Token     int64
@@ -92,7 +94,7 @@ type Loaded struct {
 // row of the SKU's stock is locked, so that no batch commits meanwhile. A
 // job whose token is below the last one's gets ErrFenced and changes
 // nothing.
-func (s *RedisStock) Load(ctx context.Context, sku string, l Load) (Loaded, error) {
+func (s *Stock) Load(ctx context.Context, sku string, l Load) (Loaded, error) {
 	lookup := ""
 	switch {
 	case l.Lookup != nil:
@@ -116,16 +118,31 @@ func (s *RedisStock) Load(ctx context.Context, sku string, l Load) (Loaded, erro
 	if err != nil {
 		return Loaded{}, fmt.Errorf("stock: load: %w", err)
 	}
-	if v[0] == "fenced" {
-		return Loaded{}, fmt.Errorf("%w: %s: token %d, fence %s", ErrFenced, sku, l.Token, v[1])
+	return parseLoad(v, sku, l.Token)
+}
+
+// parseLoad parses load.lua's reply v for sku, loaded by a job of token.
+// A reply it does not know is ErrUnknownReply.
+func parseLoad(v []string, sku string, token int64) (Loaded, error) {
+	unknown := fmt.Errorf("%w: load: %q", ErrUnknownReply, v)
+	switch {
+	case len(v) == 2 && v[0] == "fenced":
+		return Loaded{}, fmt.Errorf("%w: %s: token %d, fence %s", stock.ErrFenced, sku, token, v[1])
+	case len(v) != 4 || v[0] != "ok":
+		return Loaded{}, unknown
 	}
 	var ld Loaded
+	var err error
 	if v[1] != "" {
-		b, _ := strconv.Atoi(v[1])
-		ld.Before = &b
+		b, e := strconv.Atoi(v[1])
+		ld.Before, err = &b, e
 	}
-	ld.After, _ = strconv.Atoi(v[2])
-	ld.Pending, _ = strconv.Atoi(v[3])
+	after, errA := strconv.Atoi(v[2])
+	pending, errP := strconv.Atoi(v[3])
+	if err != nil || errA != nil || errP != nil {
+		return Loaded{}, unknown
+	}
+	ld.After, ld.Pending = after, pending
 	return ld, nil
 }
 
@@ -133,7 +150,7 @@ func (s *RedisStock) Load(ctx context.Context, sku string, l Load) (Loaded, erro
 // process, for at least idle: their process is dead or stuck. It returns
 // the epoch of the state they were taken under, read before the claim: if
 // Redis loses them after, a state of a later epoch does not count them.
-func (s *RedisStock) Claim(ctx context.Context, sku string, idle time.Duration) (epoch int64, claimed []Reservation, err error) {
+func (s *Stock) Claim(ctx context.Context, sku string, idle time.Duration) (epoch int64, claimed []Reservation, err error) {
 	e, err := s.rdb.HGet(ctx, s.keys(sku)[kState], "epoch").Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil, nil // no state, so no log: nothing to claim
@@ -164,7 +181,7 @@ func (s *RedisStock) Claim(ctx context.Context, sku string, idle time.Duration) 
 }
 
 // SKUs returns the SKUs that have a log.
-func (s *RedisStock) SKUs(ctx context.Context) ([]string, error) {
+func (s *Stock) SKUs(ctx context.Context) ([]string, error) {
 	skus, err := s.rdb.SMembers(ctx, s.skus()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("stock: skus: %w", err)
@@ -173,7 +190,7 @@ func (s *RedisStock) SKUs(ctx context.Context) ([]string, error) {
 }
 
 // Forget deletes sku's keys: a new sale starts.
-func (s *RedisStock) Forget(ctx context.Context, sku string) error {
+func (s *Stock) Forget(ctx context.Context, sku string) error {
 	// The fence stays: a token must never pass it again. The orders'
 	// answers go, with the orders they name (a SKU is forgotten when it is
 	// deleted, or made anew). Refusals stay until they expire: a retry of a

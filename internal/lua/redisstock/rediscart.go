@@ -1,4 +1,4 @@
-package stock
+package redisstock
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/stockguard/shop/internal/stock"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -68,7 +70,7 @@ func (e *LineError) Unwrap() error { return e.Err }
 // returned. It refuses with a *ShortError naming every short SKU (wrapped
 // in ErrInDoubt when reservations in flight may yet free the units), or a
 // *LineError.
-func (s *RedisStock) ReserveCart(ctx context.Context, c Cart, lines []CartLine) ([]string, error) {
+func (s *Stock) ReserveCart(ctx context.Context, c Cart, lines []CartLine) ([]string, error) {
 	keys := make([]string, 0, 4*len(lines))
 	args := make([]any, 0, 6+2*len(lines))
 	args = append(args, group, s.consumer, c.UserID, c.Key, c.Limit, c.Saga)
@@ -81,30 +83,62 @@ func (s *RedisStock) ReserveCart(ctx context.Context, c Cart, lines []CartLine) 
 	if err != nil {
 		return nil, fmt.Errorf("stock: reserve cart: %w", err)
 	}
-	line := func(i string) string {
-		n, _ := strconv.Atoi(i)
-		return lines[n-1].SKU
+	return parseCart(v, lines)
+}
+
+// parseCart parses cart.lua's reply v to lines: every line's entry, or
+// the refusal. A reply it does not know is ErrUnknownReply.
+func parseCart(v []string, lines []CartLine) ([]string, error) {
+	unknown := fmt.Errorf("%w: reserve cart: %q", ErrUnknownReply, v)
+	nums := make([]int, 0, len(v))
+	for i, s := range v {
+		if i == 0 || (v[0] == "ok") {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return nil, unknown
+		}
+		nums = append(nums, n)
 	}
-	switch v[0] {
-	case "ok":
+	line := func(n int) (string, bool) {
+		if n < 1 || n > len(lines) {
+			return "", false
+		}
+		return lines[n-1].SKU, true
+	}
+	switch {
+	case len(v) == len(lines)+1 && v[0] == "ok":
 		return v[1:], nil
-	case "sold-out":
-		short := make([]string, len(v)-2)
-		for i, n := range v[2:] {
-			short[i] = line(n)
+	case len(v) >= 3 && v[0] == "sold-out" && nums[0] <= 1:
+		short := make([]string, len(nums)-1)
+		for i, n := range nums[1:] {
+			var ok bool
+			if short[i], ok = line(n); !ok {
+				return nil, unknown
+			}
 		}
-		if v[1] == "1" {
-			return nil, fmt.Errorf("%w: %w", ErrInDoubt, &ShortError{SKUs: short})
+		if nums[0] == 1 {
+			return nil, fmt.Errorf("%w: %w", ErrInDoubt, &stock.ShortError{SKUs: short})
 		}
-		return nil, &ShortError{SKUs: short}
-	case "stale":
-		return nil, &LineError{SKU: line(v[1]), Err: ErrStale}
-	case "given-back":
-		return nil, &LineError{SKU: line(v[1]), Err: ErrGivenBack}
-	default:
-		held, _ := strconv.Atoi(v[2])
-		return nil, &LineError{SKU: line(v[1]), Err: &OverLimitError{Held: held}}
+		return nil, &stock.ShortError{SKUs: short}
+	case len(v) == 2 && (v[0] == "stale" || v[0] == "given-back"):
+		sku, ok := line(nums[0])
+		if !ok {
+			return nil, unknown
+		}
+		if v[0] == "stale" {
+			return nil, &LineError{SKU: sku, Err: ErrStale}
+		}
+		return nil, &LineError{SKU: sku, Err: ErrGivenBack}
+	case len(v) == 3 && v[0] == "limit":
+		sku, ok := line(nums[0])
+		if !ok {
+			return nil, unknown
+		}
+		return nil, &LineError{SKU: sku, Err: &OverLimitError{Held: nums[1]}}
 	}
+	return nil, unknown
 }
 
 // GiveBack is a saga's compensation for its line of sku: the units that
@@ -112,19 +146,19 @@ func (s *RedisStock) ReserveCart(ctx context.Context, c Cart, lines []CartLine) 
 // the line was never reserved (and now never will be), or its entry was
 // gone; -1 when it was given back already; -2 when the cart was persisted,
 // which gives nothing back.
-func (s *RedisStock) GiveBack(ctx context.Context, sku, saga string, limited bool) (int, error) {
+func (s *Stock) GiveBack(ctx context.Context, sku, saga string, limited bool) (int, error) {
 	return s.endLine(ctx, sku, saga, limited, false)
 }
 
 // CartDone ends the reservation of a saga's line of sku once the database
 // has the cart: the entry leaves the log, and the barrier says done, so
 // that no give-back returns its units.
-func (s *RedisStock) CartDone(ctx context.Context, sku, saga string) error {
+func (s *Stock) CartDone(ctx context.Context, sku, saga string) error {
 	_, err := s.endLine(ctx, sku, saga, false, true)
 	return err
 }
 
-func (s *RedisStock) endLine(ctx context.Context, sku, saga string, limited, done bool) (int, error) {
+func (s *Stock) endLine(ctx context.Context, sku, saga string, limited, done bool) (int, error) {
 	k := s.keys(sku)
 	n, err := giveScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, group, saga, flag(limited), flag(done)).Int()
 	if err != nil {
@@ -136,7 +170,7 @@ func (s *RedisStock) endLine(ctx context.Context, sku, saga string, limited, don
 // Lacks reports whether sku's Redis state has fewer than qty units left,
 // and whether that is in doubt: carts' sagas hold units, which they may
 // give back, that would fill it. With no state it lacks nothing.
-func (s *RedisStock) Lacks(ctx context.Context, sku string, qty int) (short, doubt bool, err error) {
+func (s *Stock) Lacks(ctx context.Context, sku string, qty int) (short, doubt bool, err error) {
 	v, err := s.rdb.HMGet(ctx, s.keys(sku)[kState], "available", "carts").Result()
 	if err != nil {
 		return false, false, err
@@ -154,7 +188,7 @@ func (s *RedisStock) Lacks(ctx context.Context, sku string, qty int) (short, dou
 // SameSlot reports whether the keys of every SKU in skus are in one hash
 // slot: always on one Redis server; on a Redis Cluster, when they share a
 // sale tag ("{spring}a", "{spring}b").
-func (s *RedisStock) SameSlot(skus []string) bool {
+func (s *Stock) SameSlot(skus []string) bool {
 	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
 		return true
 	}

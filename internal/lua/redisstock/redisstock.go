@@ -1,4 +1,4 @@
-package stock
+package redisstock
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stockguard/shop/internal/stock"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,7 +33,7 @@ var (
 	loadScript = redis.NewScript(loadLua)
 )
 
-// Errors of RedisStock. Callers test them with errors.Is.
+// Errors of Stock. Callers test them with errors.Is.
 var (
 	// ErrStale means the SKU's Redis state is missing, or was built for
 	// another epoch than the caller's: it must be built again from the
@@ -67,14 +69,14 @@ type Reservation struct {
 	Saga     string // a cart's line: the saga that reserved it (ReserveCart)
 }
 
-// RedisStock is the stock of the lua strategy in Redis: per SKU, a state
+// Stock is the stock of the lua strategy in Redis: per SKU, a state
 // (available, and the epoch it was built for), what each user holds, and a
 // stream of the reservations the database does not have yet, the recovery
 // log, every key under the SKU's hash tag. Its invariant: a state's
 // available is the database's, less the units of the reservations in the
 // log; Reserve, Settle, Adjust and Load each keep it in one atomic step.
 // See docs/strategies.md#the-fast-path-lua.
-type RedisStock struct {
+type Stock struct {
 	rdb      redis.UniversalClient
 	pipe     *redispipe.Pipe // for Reserve, which every buyer makes
 	prefix   string
@@ -84,9 +86,9 @@ type RedisStock struct {
 // group is the one consumer group of every log, passed to its scripts.
 const group = "shop"
 
-// NewRedisStock returns the stock on rdb, every key under prefix.
-func NewRedisStock(rdb redis.UniversalClient, prefix string) *RedisStock {
-	return &RedisStock{rdb: rdb, pipe: redispipe.New(rdb), prefix: prefix, consumer: "c-" + strings.ToLower(rand.Text()[:12])}
+// New returns the stock on rdb, every key under prefix.
+func New(rdb redis.UniversalClient, prefix string) *Stock {
+	return &Stock{rdb: rdb, pipe: redispipe.New(rdb), prefix: prefix, consumer: "c-" + strings.ToLower(rand.Text()[:12])}
 }
 
 // Terms are what Reserve checks a reservation against.
@@ -124,7 +126,7 @@ type Refusals struct {
 // ErrLookup and ErrInDoubt too.
 //
 // A refusal is final: the key has no order that Redis does not know of.
-func (s *RedisStock) Reserve(ctx context.Context, sku string, r Reservation, t Terms) (id, answer string, err error) {
+func (s *Stock) Reserve(ctx context.Context, sku string, r Reservation, t Terms) (id, answer string, err error) {
 	k := s.keys(sku)
 	v, err := s.pipe.Run(ctx, reserveScript, []string{k[kState], k[kHoldings], k[kLog], k[kKeys], s.answerKey(sku, r.UserID, r.Key)},
 		t.Epoch, r.UserID, r.Key, r.Quantity, t.Limit, s.consumer, flag(t.LookedUp), t.TakeOver.Milliseconds(), group,
@@ -143,7 +145,7 @@ func (s *RedisStock) Reserve(ctx context.Context, sku string, r Reservation, t T
 	case "stale":
 		return "", "", fmt.Errorf("%w: %s: epoch %q, want %d", ErrStale, sku, v[1], t.Epoch)
 	case "sold-out":
-		return "", "", fmt.Errorf("%w: %s", ErrSoldOut, sku)
+		return "", "", fmt.Errorf("%w: %s", stock.ErrSoldOut, sku)
 	case "reused":
 		return "", "", fmt.Errorf("%w: %s's key %q has a reservation or answer for another quantity %s", ErrKeyReused, r.UserID, r.Key, v[1])
 	case "in-progress":
@@ -176,7 +178,7 @@ func (e *OverLimitError) Is(target error) bool { return target == ErrOverLimit }
 // Keep keeps answer as the final answer to user's request for quantity
 // under key, as Reserve reads it, for ttl: for an answer that no script
 // gave, such as a SKU that is not on sale.
-func (s *RedisStock) Keep(ctx context.Context, sku, user, key string, quantity int, answer string, ttl time.Duration) error {
+func (s *Stock) Keep(ctx context.Context, sku, user, key string, quantity int, answer string, ttl time.Duration) error {
 	if err := s.rdb.Set(ctx, s.answerKey(sku, user, key), Reservation{Quantity: quantity}.record(answer), ttl).Err(); err != nil {
 		return fmt.Errorf("stock: keep: %w", err)
 	}
@@ -210,7 +212,7 @@ type Settlement struct {
 // settlement says, and keeps the answers of their orders, for the sale's
 // life, in the same step. limited says whether holdings are kept. It
 // returns the units given back.
-func (s *RedisStock) Settle(ctx context.Context, sku string, ss []Settlement, limited bool) (int, error) {
+func (s *Stock) Settle(ctx context.Context, sku string, ss []Settlement, limited bool) (int, error) {
 	k := s.keys(sku)
 	args := append(make([]any, 0, 2+6*len(ss)), group, flag(limited))
 	for _, st := range ss {
@@ -227,7 +229,7 @@ func (s *RedisStock) Settle(ctx context.Context, sku string, ss []Settlement, li
 // state of that epoch, and takes a refund's units off what user holds. It
 // reports whether it applied it: a state of another epoch was built with
 // the change in it, or must be built again anyway.
-func (s *RedisStock) Adjust(ctx context.Context, sku string, epoch int64, delta int, user string, limited bool) (bool, error) {
+func (s *Stock) Adjust(ctx context.Context, sku string, epoch int64, delta int, user string, limited bool) (bool, error) {
 	n, err := adjustScript.Run(ctx, s.rdb, s.keys(sku)[:2], epoch, delta, user, flag(limited)).Int()
 	if err != nil {
 		return false, fmt.Errorf("stock: adjust: %w", err)

@@ -1,4 +1,4 @@
-package stock
+package redisstock
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 func BenchmarkReserveWait(b *testing.B) {
 	c := testinfra.StartReplicatedRedisCluster(b)
 	const sku = "wait"
-	s := NewRedisStock(nil, "bench:")
+	s := New(nil, "bench:")
 	k := s.keys(sku)
 	m := redis.NewClient(&redis.Options{Addr: c.MasterOf(k[kState])})
 	b.Cleanup(func() { m.Close() })
@@ -70,7 +70,7 @@ func BenchmarkReserveFailover(b *testing.B) {
 func reserveThroughKill(b *testing.B, wait int) (acked, lost int) {
 	c := testinfra.StartReplicatedRedisCluster(b)
 	const sku = "failover"
-	s := NewRedisStock(nil, "bench:")
+	s := New(nil, "bench:")
 	k := s.keys(sku)
 	master := c.MasterOf(k[kState])
 	m := redis.NewClient(&redis.Options{Addr: master, MaxRetries: -1})
@@ -142,7 +142,7 @@ func putOnSale(b *testing.B, m *redis.Client, k []string) {
 // reserveAndWait reserves a unit of sku for user and key on conn, then,
 // if wait > 0, sends WAIT wait 1000 in the same pipeline, on the same
 // connection. w is nil without WAIT.
-func reserveAndWait(ctx context.Context, conn *redis.Conn, s *RedisStock, sku, user, key string, wait int) (res, w *redis.Cmd, err error) {
+func reserveAndWait(ctx context.Context, conn *redis.Conn, s *Stock, sku, user, key string, wait int) (res, w *redis.Cmd, err error) {
 	k := s.keys(sku)
 	_, err = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
 		res = reserveScript.EvalSha(ctx, p, []string{k[kState], k[kHoldings], k[kLog], k[kKeys], s.answerKey(sku, user, key)},
