@@ -6,8 +6,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
-
-	"github.com/stockguard/shop/internal/stock"
 )
 
 // BareLease is a correct Redis lock in every way but two: nothing renews
@@ -33,13 +31,14 @@ func NewBareLease(client *redis.Client, key string, ttl time.Duration) *BareLeas
 func (l *BareLease) Unlock(ctx context.Context) error { return compareAndDelete(ctx, l.owned) }
 
 // WriteUnfenced is the write of a holder that trusts its lease: it sets the
-// stock it computed from its earlier read and runs fn, in one transaction,
-// with nothing that could tell a stale holder from the current one.
-func WriteUnfenced(ctx context.Context, gdb *gorm.DB, sku string, available int, fn stock.Fn) error {
+// stock it computed from its earlier read and inserts buyer's order, in one
+// transaction, with nothing that could tell a stale holder from the current
+// one. Its SQL on stock_items is the mistake the lesson shows.
+func WriteUnfenced(ctx context.Context, gdb *gorm.DB, sku string, available int, buyer string) error {
 	return gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec(`UPDATE stock_items SET available = ? WHERE sku = ?`, available, sku).Error; err != nil {
 			return err
 		}
-		return fn(tx)
+		return insertOrder(tx, sku, buyer)
 	})
 }

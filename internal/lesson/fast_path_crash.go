@@ -65,7 +65,7 @@ func fastPathQueue(ctx context.Context, env *Env) (Trial, error) {
 		}
 	}
 	for _, buyer := range queue[:fastRecorded] { // the writer drains part of the queue...
-		if err := stock.NewAtomic(env.DB).Adjust(ctx, sku, -1, insertOrder(sku, buyer)); err != nil {
+		if err := stock.NewAtomic(env.DB).Adjust(ctx, sku, -1, ordered(sku, buyer)); err != nil {
 			return Trial{}, err
 		}
 	}

@@ -91,7 +91,7 @@ func init() {
 				if read < 1 {
 					return stock.ErrSoldOut
 				}
-				return WriteUnfenced(ctx, env.DB, sku, read-1, insertOrder(sku, who))
+				return WriteUnfenced(ctx, env.DB, sku, read-1, who)
 			}
 			if err := mustLock(ctx, a); err != nil {
 				return Trial{}, err
@@ -222,13 +222,13 @@ func pausedFenced(ctx context.Context, env *Env) (Trial, error) {
 		frozen.thaw()
 		return Trial{}, err
 	}
-	errB := stock.Fenced(ctx, env.DB, sku, -1, b.Token(), insertOrder(sku, "B"))
+	errB := stock.Fenced(ctx, env.DB, sku, -1, b.Token(), ordered(sku, "B"))
 	b.Release(ctx)
 	frozen.thaw()
 	if errB != nil {
 		return Trial{}, errB
 	}
-	errA := stock.Fenced(ctx, env.DB, sku, -1, a.Token(), insertOrder(sku, "A"))
+	errA := stock.Fenced(ctx, env.DB, sku, -1, a.Token(), ordered(sku, "A"))
 	if errA != nil && !errors.Is(errA, stock.ErrFenced) {
 		return Trial{}, errA
 	}

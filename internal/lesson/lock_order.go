@@ -145,7 +145,7 @@ func buyCart(ctx context.Context, gdb *gorm.DB, l lock.Locker, cart []string, bu
 			if res.Error != nil {
 				return res.Error // and the units taken before it go back
 			}
-			if err := insertOrder(sku, buyer)(tx); err != nil {
+			if err := insertOrder(tx, sku, buyer); err != nil {
 				return err
 			}
 		}

@@ -27,7 +27,7 @@ func init() {
 				errs := make([]error, buyers)
 				for i := range errs {
 					wg.Go(func() {
-						if err := guard.Adjust(ctx, sku, -1, insertOrder(sku, fmt.Sprint("buyer-", i))); !errors.Is(err, stock.ErrSoldOut) {
+						if err := guard.Adjust(ctx, sku, -1, ordered(sku, fmt.Sprint("buyer-", i))); !errors.Is(err, stock.ErrSoldOut) {
 							errs[i] = err
 						}
 					})
@@ -70,7 +70,7 @@ func naiveOptimistic(ctx context.Context, gdb *gorm.DB, sku string, buyers int) 
 						return res.Error
 					}
 					won[i] = true
-					return insertOrder(sku, fmt.Sprint("buyer-", buyer))(tx)
+					return insertOrder(tx, sku, fmt.Sprint("buyer-", buyer))
 				})
 			})
 		}

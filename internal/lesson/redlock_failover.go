@@ -21,12 +21,12 @@ func init() {
 				if read < 1 {
 					return stock.ErrSoldOut
 				}
-				return WriteUnfenced(ctx, env.DB, sku, read-1, insertOrder(sku, who))
+				return WriteUnfenced(ctx, env.DB, sku, read-1, who)
 			})
 		},
 		Fix: func(ctx context.Context, env *Env) (Trial, error) {
 			return failover(ctx, env, "fix", "writes carry the lease's fencing token (stock.Fenced)", func(sku string, l *lock.Lease, _ int, who string) error {
-				return stock.Fenced(ctx, env.DB, sku, -1, l.Token(), insertOrder(sku, who))
+				return stock.Fenced(ctx, env.DB, sku, -1, l.Token(), ordered(sku, who))
 			})
 		},
 	})

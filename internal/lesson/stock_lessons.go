@@ -70,12 +70,12 @@ func readThenWrite(ctx context.Context, gdb *gorm.DB, sku, buyer string, read in
 		if err := tx.Exec(`UPDATE stock_items SET available = ? WHERE sku = ?`, read-1, sku).Error; err != nil {
 			return err
 		}
-		return insertOrder(sku, buyer)(tx)
+		return insertOrder(tx, sku, buyer)
 	})
 }
 
 func conditional(ctx context.Context, gdb *gorm.DB, sku, buyer string, _ int) error {
-	return stock.NewAtomic(gdb).Adjust(ctx, sku, -1, insertOrder(sku, buyer))
+	return stock.NewAtomic(gdb).Adjust(ctx, sku, -1, ordered(sku, buyer))
 }
 
 // oversell runs 20 buyers for 5 units: all read, then all sell.
@@ -177,12 +177,16 @@ func onSale(ctx context.Context, env *Env, name string, units int) (string, erro
 	return sku, stock.Reset(ctx, env.DB, sku, units)
 }
 
-// insertOrder inserts one order of sku for buyer.
-func insertOrder(sku, buyer string) stock.Fn {
-	return func(tx *gorm.DB) error {
-		return tx.Exec(`INSERT INTO orders (sku, user_id, quantity, status, created_at) VALUES (?, ?, 1, 'created', ?)`,
-			sku, buyer, time.Now().UTC()).Error
-	}
+// insertOrder inserts one order of sku for buyer in tx, as bare as a
+// lesson's transaction: one row, nothing else.
+func insertOrder(tx *gorm.DB, sku, buyer string) error {
+	return tx.Exec(`INSERT INTO orders (sku, user_id, quantity, status, created_at) VALUES (?, ?, 1, 'created', ?)`,
+		sku, buyer, time.Now().UTC()).Error
+}
+
+// ordered is insertOrder as a guard runs it, in the guard's transaction.
+func ordered(sku, buyer string) stock.Fn {
+	return func(tx stock.Tx) error { return insertOrder(tx.Rows(), sku, buyer) }
 }
 
 // auditTrial is a trial whose numbers are the database's audit of a SKU.

@@ -35,22 +35,22 @@ func (l *Lua) Refund(ctx context.Context, o order.Order, fn stock.Fn) error {
 // Restock implements Restocker, SetStock's change of an existing SKU: set changes
 // the stock in the database, under the stock row's lock, and Redis then
 // takes the same change, in the same epoch, without a rebuild.
-func (l *Lua) Restock(ctx context.Context, sku string, set func(tx *gorm.DB) (int, error)) error {
+func (l *Lua) Restock(ctx context.Context, sku string, set func(tx stock.Tx) (int, error)) error {
 	return l.adjust(ctx, []stock.Line{{SKU: sku}}, "", set)
 }
 
 // only is fn as adjust takes it: it changes no stock beyond the lines.
-func only(fn stock.Fn) func(tx *gorm.DB) (int, error) {
-	return func(tx *gorm.DB) (int, error) { return 0, fn(tx) }
+func only(fn stock.Fn) func(tx stock.Tx) (int, error) {
+	return func(tx stock.Tx) (int, error) { return 0, fn(tx) }
 }
 
 // adjust applies lines, and whatever more fn changes of the first line's
 // stock in the same transaction, to the database and then to Redis.
-func (l *Lua) adjust(ctx context.Context, lines []stock.Line, user string, fn func(tx *gorm.DB) (int, error)) error {
+func (l *Lua) adjust(ctx context.Context, lines []stock.Line, user string, fn func(tx stock.Tx) (int, error)) error {
 	lines = stock.Sorted(lines)
 	epochs := make([]int64, len(lines))
 	change := slices.Clone(lines) // what reaches Redis: the last attempt's, should the transaction run again
-	err := l.single.AdjustLines(ctx, lines, func(tx *gorm.DB) error {
+	err := l.single.AdjustLines(ctx, lines, func(tx stock.Tx) error {
 		more, err := fn(tx)
 		if err != nil {
 			return err
@@ -60,7 +60,7 @@ func (l *Lua) adjust(ctx context.Context, lines []stock.Line, user string, fn fu
 		// state of this epoch was built without this change, one of a
 		// later epoch with it. So the change reaches Redis exactly once.
 		for i, ln := range lines {
-			if epochs[i], err = stock.Epoch(tx, ln.SKU); err != nil {
+			if epochs[i], err = tx.Epoch(ln.SKU); err != nil {
 				return err
 			}
 		}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"gorm.io/gorm"
-
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/stock"
 )
@@ -29,7 +27,7 @@ func (s *Service) Adjust(ctx context.Context, m stock.Movement) (stock.Movement,
 	if first, found, err := s.adjusted(ctx, m); found || err != nil {
 		return first, found, err
 	}
-	err := s.strategy.Guard.Adjust(ctx, m.SKU, m.Delta, func(tx *gorm.DB) error { return stock.Record(tx, m) })
+	err := s.strategy.Guard.Adjust(ctx, m.SKU, m.Delta, func(tx stock.Tx) error { return tx.Record(m) })
 	switch {
 	case db.IsDuplicate(err):
 		// The key's first adjustment committed while this one ran.

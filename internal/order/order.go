@@ -202,7 +202,8 @@ var errAnswered = errors.New("order: answered by the first read")
 func (s *Service) placeWith(ctx context.Context, r PlaceRequest, guard stock.Guard) (Order, bool, error) {
 	o := newOrder(r)
 	lines := r.lines()
-	fn := func(tx *gorm.DB) error {
+	fn := func(st stock.Tx) error {
+		tx := st.Rows()
 		if err := s.holdLines(tx, r.UserID, lines); err != nil {
 			return err
 		}

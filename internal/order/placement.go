@@ -94,7 +94,7 @@ type Refunder interface {
 // Restocker changes a SKU's stock by what set, run in the database's
 // transaction, reports.
 type Restocker interface {
-	Restock(ctx context.Context, sku string, set func(tx *gorm.DB) (delta int, err error)) error
+	Restock(ctx context.Context, sku string, set func(tx stock.Tx) (delta int, err error)) error
 }
 
 // Sale keeps a SKU's sale outside the database.

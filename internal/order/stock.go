@@ -99,13 +99,13 @@ func (s *Service) create(ctx context.Context, sku string, available int) (create
 // change sets an existing sku's available, keeping its orders, if it is
 // expected, or expected is nil (see SetStock).
 func (s *Service) change(ctx context.Context, sku string, available int, expected *int) error {
-	set := func(tx *gorm.DB) (int, error) { return stock.Set(tx, sku, available, expected) }
+	set := func(tx stock.Tx) (int, error) { return tx.Set(sku, available, expected) }
 	if r := s.strategy.Restocker; r != nil {
 		return r.Restock(ctx, sku, set)
 	}
 	// A change of 0 takes whatever guards the SKU, and set then makes the
 	// change under it.
-	return s.strategy.Guard.Adjust(ctx, sku, 0, func(tx *gorm.DB) error {
+	return s.strategy.Guard.Adjust(ctx, sku, 0, func(tx stock.Tx) error {
 		_, err := set(tx)
 		return err
 	})

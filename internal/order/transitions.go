@@ -53,7 +53,8 @@ func (s *Service) giveBack(ctx context.Context, o Order, t transition) (Order, e
 		adjust = func(fn stock.Fn) error { return r.Refund(ctx, o, fn) }
 	}
 	after := o
-	err := adjust(func(tx *gorm.DB) error {
+	err := adjust(func(st stock.Tx) error {
+		tx := st.Rows()
 		if t.fence != nil {
 			if err := t.fence.claim(tx); err != nil {
 				return err

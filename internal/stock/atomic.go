@@ -42,6 +42,6 @@ func (s *Atomic) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
 		if err := sh.err(); err != nil {
 			return err
 		}
-		return fn(tx)
+		return fn(Tx{tx})
 	})
 }

@@ -24,8 +24,8 @@ func ExampleAtomic() {
 	defer done()
 	guard := stock.NewAtomic(gdb)
 	for _, user := range []string{"ann", "bob"} {
-		err := guard.Adjust(ctx, "phone", -1, func(tx *gorm.DB) error {
-			return tx.Exec(`INSERT INTO orders (sku, user_id, quantity, status, created_at)
+		err := guard.Adjust(ctx, "phone", -1, func(tx stock.Tx) error {
+			return tx.Rows().Exec(`INSERT INTO orders (sku, user_id, quantity, status, created_at)
 				VALUES ('phone', ?, 1, 'created', CURRENT_TIMESTAMP)`, user).Error
 		})
 		switch {
@@ -50,7 +50,7 @@ func ExampleOptimistic() {
 	ctx := context.Background()
 	gdb, done := exampleDB(ctx, 3)
 	defer done()
-	err := stock.NewOptimistic(gdb).Adjust(ctx, "phone", -2, func(*gorm.DB) error { return nil })
+	err := stock.NewOptimistic(gdb).Adjust(ctx, "phone", -2, func(stock.Tx) error { return nil })
 	fmt.Println(err, available(ctx, gdb))
 	// Output: <nil> 1
 }
@@ -61,7 +61,7 @@ func ExamplePessimistic() {
 	ctx := context.Background()
 	gdb, done := exampleDB(ctx, 0)
 	defer done()
-	err := stock.NewPessimistic(gdb).Adjust(ctx, "phone", +1, func(*gorm.DB) error { return nil })
+	err := stock.NewPessimistic(gdb).Adjust(ctx, "phone", +1, func(stock.Tx) error { return nil })
 	fmt.Println(err, available(ctx, gdb))
 	// Output: <nil> 1
 }
@@ -73,7 +73,7 @@ func ExampleNone() {
 	ctx := context.Background()
 	gdb, done := exampleDB(ctx, 1)
 	defer done()
-	err := stock.NewNone(gdb).Adjust(ctx, "phone", -1, func(*gorm.DB) error { return nil })
+	err := stock.NewNone(gdb).Adjust(ctx, "phone", -1, func(stock.Tx) error { return nil })
 	fmt.Println(err, available(ctx, gdb))
 	// Output: <nil> 0
 }
@@ -88,7 +88,7 @@ func ExampleLocked() {
 	gdb, done := exampleDB(ctx, 2)
 	defer done()
 	guard := stock.NewLocked(gdb, lock.NewLocal())
-	err := guard.Adjust(ctx, "phone", -1, func(*gorm.DB) error { return nil })
+	err := guard.Adjust(ctx, "phone", -1, func(stock.Tx) error { return nil })
 	if errors.Is(err, stock.ErrFenced) || errors.Is(err, stock.ErrBusy) {
 		fmt.Println("busy: nothing changed, try again")
 	}
@@ -103,7 +103,7 @@ func ExampleQueued() {
 	gdb, done := exampleDB(ctx, 0)
 	defer done()
 	guard := stock.NewQueued(gdb, stock.NewAtomic(gdb))
-	err := guard.Adjust(ctx, "phone", -1, func(*gorm.DB) error { return nil })
+	err := guard.Adjust(ctx, "phone", -1, func(stock.Tx) error { return nil })
 	fmt.Println(errors.Is(err, stock.ErrSoldOut))
 	// Output: true
 }

@@ -36,6 +36,6 @@ func giveBack(ctx context.Context, gdb *gorm.DB, lines []Line, fn Fn) error {
 				return fmt.Errorf("%w: %s", ErrNotFound, l.SKU)
 			}
 		}
-		return fn(tx)
+		return fn(Tx{tx})
 	})
 }

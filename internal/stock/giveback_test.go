@@ -33,7 +33,7 @@ func givebackSetup(t *testing.T) (*gorm.DB, stock.Guard, *lock.Redis) {
 
 // record is a change's Fn: it records delta in "moved".
 func record(delta int) stock.Fn {
-	return func(tx *gorm.DB) error { return tx.Exec("INSERT INTO moved (delta) VALUES (?)", delta).Error }
+	return func(tx stock.Tx) error { return tx.Rows().Exec("INSERT INTO moved (delta) VALUES (?)", delta).Error }
 }
 
 // exact fails t unless the available stock is 5 plus every recorded delta,

@@ -292,7 +292,7 @@ func fencedOnce(ctx context.Context, gdb *gorm.DB, lines []fencedLine, fn Fn) er
 		if err := sh.err(); err != nil {
 			return err
 		}
-		return fn(tx)
+		return fn(Tx{tx})
 	})
 }
 

@@ -56,7 +56,7 @@ func TestLockedRun(t *testing.T) {
 	var wg sync.WaitGroup
 	for range buyers {
 		wg.Go(func() {
-			if err := q.Adjust(t.Context(), sku, -1, func(*gorm.DB) error { return nil }); err != nil {
+			if err := q.Adjust(t.Context(), sku, -1, func(Tx) error { return nil }); err != nil {
 				t.Error(err)
 			}
 		})
@@ -95,7 +95,7 @@ func TestLockedKeptLeaseDropped(t *testing.T) {
 	other := lock.NewRedis(rdb, opts) // another process's view of the lock
 
 	l, _ := q.enter(sku) // the waiter
-	if err := locked.adjustThen(t.Context(), []Line{{SKU: sku, Delta: -1}}, func(*gorm.DB) error { return nil }, func(string) bool { return true }); err != nil {
+	if err := locked.adjustThen(t.Context(), []Line{{SKU: sku, Delta: -1}}, func(Tx) error { return nil }, func(string) bool { return true }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := other.TryAcquire(t.Context(), LockName(sku)); !errors.Is(err, lock.ErrLocked) {

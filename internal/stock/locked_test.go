@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/stock"
@@ -27,7 +26,7 @@ func TestFenced(t *testing.T) {
 	}
 	ran := 0
 	take := func(token int64) error {
-		return stock.Fenced(t.Context(), gdb, sku, -1, token, func(*gorm.DB) error { ran++; return nil })
+		return stock.Fenced(t.Context(), gdb, sku, -1, token, func(stock.Tx) error { ran++; return nil })
 	}
 	steps := []struct {
 		token int64
@@ -81,7 +80,7 @@ func TestLockServerDown(t *testing.T) {
 	srv.Stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
-	err := guard.Adjust(ctx, "down", -1, func(*gorm.DB) error { return nil })
+	err := guard.Adjust(ctx, "down", -1, func(stock.Tx) error { return nil })
 	if !errors.Is(err, stock.ErrBusy) {
 		t.Fatalf("Adjust with the lock server down = %v, want ErrBusy", err)
 	}
@@ -107,7 +106,7 @@ func TestLockServerRestartsEmpty(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	guard := strategytest.Guard(t, "redis", &backend.Backends{DB: gdb, Redis: rdb},
 		map[string]string{"SHOP_MYSQL_DSN": dsn, "SHOP_REDIS_ADDR": srv.Addr()})
-	sell := func() error { return guard.Adjust(t.Context(), sku, -1, func(*gorm.DB) error { return nil }) }
+	sell := func() error { return guard.Adjust(t.Context(), sku, -1, func(stock.Tx) error { return nil }) }
 	for range 3 {
 		if err := sell(); err != nil {
 			t.Fatal(err)

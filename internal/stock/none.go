@@ -39,6 +39,6 @@ func (s *None) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
 				return err
 			}
 		}
-		return fn(tx)
+		return fn(Tx{tx})
 	})
 }

@@ -51,7 +51,7 @@ func (s *Optimistic) AdjustLines(ctx context.Context, lines []Line, fn Fn) error
 					return errConflict
 				}
 			}
-			return fn(tx)
+			return fn(Tx{tx})
 		})
 		if err != errConflict {
 			return err

@@ -44,6 +44,6 @@ func (s *Pessimistic) AdjustLines(ctx context.Context, lines []Line, fn Fn) erro
 		if err := sh.err(); err != nil {
 			return err
 		}
-		return fn(tx)
+		return fn(Tx{tx})
 	})
 }

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
@@ -52,7 +50,7 @@ func TestQueuedSoldOutDoesNotQueue(t *testing.T) {
 	errs := make(chan error, waiters)
 	var wg sync.WaitGroup
 	for range waiters {
-		wg.Go(func() { errs <- q.Adjust(t.Context(), "hot", -1, func(*gorm.DB) error { return nil }) })
+		wg.Go(func() { errs <- q.Adjust(t.Context(), "hot", -1, func(stock.Tx) error { return nil }) })
 	}
 	testinfra.WaitFor(t, "a buyer at the guard", func() bool { return inner.calls.Load() == 1 })
 	time.Sleep(100 * time.Millisecond) // the rest have queued behind it
@@ -71,7 +69,7 @@ func TestQueuedSoldOutDoesNotQueue(t *testing.T) {
 	}
 
 	// Now sold out: the next buyer does not reach the guard at all.
-	if err := q.Adjust(t.Context(), "hot", -1, func(*gorm.DB) error { return nil }); !errors.Is(err, stock.ErrSoldOut) {
+	if err := q.Adjust(t.Context(), "hot", -1, func(stock.Tx) error { return nil }); !errors.Is(err, stock.ErrSoldOut) {
 		t.Errorf("after the sell-out: %v, want sold out", err)
 	}
 	if n := inner.calls.Load(); n != 1 {
@@ -92,7 +90,7 @@ func TestQueuedRefundSellableAtOnce(t *testing.T) {
 	env := map[string]string{"SHOP_MYSQL_DSN": dsn}
 	a := strategytest.Guard(t, "atomic", &backend.Backends{DB: gdb}, env)
 	b := strategytest.Guard(t, "atomic", &backend.Backends{DB: gdb}, env)
-	noop := func(*gorm.DB) error { return nil }
+	noop := func(stock.Tx) error { return nil }
 	if err := a.Adjust(t.Context(), "hot", -1, noop); err != nil {
 		t.Fatal(err)
 	}

@@ -48,9 +48,6 @@ type Item struct {
 // TableName tells GORM the table.
 func (Item) TableName() string { return "stock_items" }
 
-// Fn is the caller's part of a stock transaction.
-type Fn func(tx *gorm.DB) error
-
 // Guard is a strategy: it applies delta to sku's stock and runs fn in the
 // same transaction, so that both commit or neither does. AdjustLines does
 // the same for a cart's lines, all of them or none: a refusal names every
@@ -130,7 +127,7 @@ func now() time.Time { return time.Now().UTC() }
 // transact runs fn in a transaction. Deadlocks and lock-wait timeouts roll
 // the transaction back; it runs again after a jittered pause until it
 // commits or ctx ends, which gives ErrBusy.
-func transact(ctx context.Context, gdb *gorm.DB, fn Fn) error {
+func transact(ctx context.Context, gdb *gorm.DB, fn func(tx *gorm.DB) error) error {
 	for attempt := 0; ; attempt++ {
 		err := gdb.WithContext(ctx).Transaction(fn)
 		if err == nil || !db.IsRetryable(err) {

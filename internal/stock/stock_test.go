@@ -74,7 +74,7 @@ func TestLockWaitTimeoutRetried(t *testing.T) {
 			timer := time.AfterFunc(2500*time.Millisecond, release)
 			defer timer.Stop()
 			attempts := 0
-			err := g.Adjust(t.Context(), "hot", -1, func(*gorm.DB) error { attempts++; return nil })
+			err := g.Adjust(t.Context(), "hot", -1, func(stock.Tx) error { attempts++; return nil })
 			if err != nil {
 				t.Fatalf("Adjust: %v", err)
 			}
@@ -100,7 +100,7 @@ func TestBusyWhenDeadlinePasses(t *testing.T) {
 			defer release()
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 			defer cancel()
-			err := g.Adjust(ctx, "hot", -1, func(*gorm.DB) error { return nil })
+			err := g.Adjust(ctx, "hot", -1, func(stock.Tx) error { return nil })
 			if !errors.Is(err, stock.ErrBusy) {
 				t.Fatalf("Adjust = %v, want ErrBusy", err)
 			}
@@ -121,14 +121,14 @@ func TestErrors(t *testing.T) {
 	errFn := errors.New("fn failed")
 	for name, g := range all {
 		t.Run(name, func(t *testing.T) {
-			nop := func(*gorm.DB) error { return nil }
+			nop := func(stock.Tx) error { return nil }
 			if err := g.Adjust(t.Context(), "nope", -1, nop); !errors.Is(err, stock.ErrNotFound) {
 				t.Errorf("unknown sku: %v, want ErrNotFound", err)
 			}
 			if err := g.Adjust(t.Context(), "hot", -6, nop); !errors.Is(err, stock.ErrSoldOut) {
 				t.Errorf("6 of 5: %v, want ErrSoldOut", err)
 			}
-			if err := g.Adjust(t.Context(), "hot", -1, func(*gorm.DB) error { return errFn }); !errors.Is(err, errFn) {
+			if err := g.Adjust(t.Context(), "hot", -1, func(stock.Tx) error { return errFn }); !errors.Is(err, errFn) {
 				t.Errorf("fn error: %v, want it passed through", err)
 			}
 		})

@@ -119,8 +119,8 @@ func ceilings(ctx context.Context, gdb *gorm.DB, cfg config.Config, locks []stra
 		probes = append(probes, probe{Key: s.Ceiling, Workers: 1,
 			Name: s.Name + ": acquire the lock, claim the fence, the order transaction, release",
 			Do: func(ctx context.Context) error {
-				return guard.Adjust(ctx, sku, -1, func(tx *gorm.DB) error {
-					return tx.Exec(`INSERT INTO orders (sku, user_id, quantity, status, created_at) VALUES (?, 'ceiling', 1, 'created', ?)`,
+				return guard.Adjust(ctx, sku, -1, func(tx stock.Tx) error {
+					return tx.Rows().Exec(`INSERT INTO orders (sku, user_id, quantity, status, created_at) VALUES (?, 'ceiling', 1, 'created', ?)`,
 						sku, time.Now().UTC()).Error
 				})
 			}})
