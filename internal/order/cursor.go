@@ -39,10 +39,11 @@ type eventCursor struct {
 func (eventCursor) TableName() string { return "event_cursors" }
 
 // cursor returns stream's cursor, setting it on the stream's first run:
-// where the relay of another stream got, when the stream was renamed;
-// else before the first event that the relay of the previous release,
-// which marked each event in published_at, had left unpublished, or after
-// the last event when it had published them all.
+// where the relay of another stream got, when the stream was renamed; else
+// before the first event that the relay of the previous release, which
+// marked each event in published_at, left unpublished, and before every
+// event it published within the gap wait: a transaction open now took its
+// id after those were published, so the cursor starts below it.
 func (s *Service) cursor(ctx context.Context, stream string) (int64, error) {
 	var c eventCursor
 	err := s.db.WithContext(ctx).Where("stream = ?", stream).Take(&c).Error
@@ -52,17 +53,20 @@ func (s *Service) cursor(ctx context.Context, stream string) (int64, error) {
 	if !errors.Is(err, gorm.ErrRecordNotFound) {
 		return 0, err
 	}
-	var start struct{ Renamed, Unpublished, Last *int64 }
+	var start struct{ Renamed, Unpublished, Settled *int64 }
 	err = s.db.WithContext(ctx).Raw(`SELECT (SELECT MAX(last_id) FROM event_cursors) AS renamed,
 		(SELECT MIN(id) - 1 FROM order_events WHERE published_at IS NULL) AS unpublished,
-		(SELECT MAX(id) FROM order_events) AS last`).Scan(&start).Error
+		(SELECT MAX(id) FROM order_events WHERE published_at < ?) AS settled`, time.Now().UTC().Add(-s.gaps.wait)).Scan(&start).Error
 	if err != nil {
 		return 0, err
 	}
-	for _, v := range []*int64{start.Renamed, start.Unpublished, start.Last} {
-		if v != nil {
-			c.LastID = *v
-			break
+	switch {
+	case start.Renamed != nil:
+		c.LastID = *start.Renamed
+	case start.Settled != nil:
+		c.LastID = *start.Settled
+		if start.Unpublished != nil {
+			c.LastID = min(c.LastID, *start.Unpublished)
 		}
 	}
 	c.Stream = stream
@@ -93,25 +97,72 @@ func (s *Service) advance(ctx context.Context, stream string, last int64) error 
 }
 
 // gaps remembers when the relay first saw each missing event id past its
-// cursor: the first of each run of missing ids.
+// cursor: the first of each run of missing ids. A gap passes once no
+// transaction that could fill it is open: one that took its id started
+// before the read that first saw it. So the relay looks, before it reads,
+// at how long it has waited (SHOP_RELAY_GAP_WAIT, which no order
+// transaction outlasts) and, on MySQL, at when the oldest open
+// transaction started; a transaction ended by then, if it committed, has
+// its event in the read that follows.
 type gaps struct {
 	mu    sync.Mutex
 	wait  time.Duration
-	since map[int64]time.Time
+	since map[int64]sighting
+	// look, on MySQL, returns the database's clock and when the oldest
+	// transaction open now started (to the second), or the clock if none
+	// is. Nil on SQLite, whose one writer leaves no gap open.
+	look func(ctx context.Context) (now, oldest time.Time, err error)
+	// clock, on MySQL, is the database's clock, as look reads it.
+	clock func(ctx context.Context) (time.Time, error)
 }
 
-func newGaps(wait time.Duration) *gaps {
+// sighting is when the relay first saw a gap, or looked before a read, by
+// its own clock and, on MySQL, by the database's (zero if unknown).
+type sighting struct{ at, db time.Time }
+
+func newGaps(gdb *gorm.DB, wait time.Duration) *gaps {
 	if wait <= 0 {
 		wait = DefaultEventGapWait
 	}
-	return &gaps{wait: wait, since: map[int64]time.Time{}}
+	g := &gaps{wait: wait, since: map[int64]sighting{}}
+	if gdb.Dialector.Name() == "mysql" {
+		g.look = func(ctx context.Context) (now, oldest time.Time, err error) {
+			var started *time.Time
+			err = gdb.WithContext(ctx).Raw(`SELECT NOW(6), MIN(trx_started) FROM information_schema.INNODB_TRX`).Row().Scan(&now, &started)
+			if started != nil {
+				return now, *started, err
+			}
+			return now, now, err
+		}
+		g.clock = func(ctx context.Context) (now time.Time, err error) {
+			err = gdb.WithContext(ctx).Raw(`SELECT NOW(6)`).Row().Scan(&now)
+			return now, err
+		}
+	}
+	return g
 }
 
-// ready returns how many of batch, the events past cursor in id order,
-// the relay may publish now: up to the first gap that has not stayed open
-// for the wait. It notes the gaps it sees first, and forgets those at or
+// before looks, before a read, at the time and, when gaps are pending on
+// MySQL, at when the oldest open transaction started (db; zero if it
+// cannot tell: without the PROCESS privilege, the relay only waits).
+func (g *gaps) before(ctx context.Context) sighting {
+	g.mu.Lock()
+	pending := len(g.since) > 0
+	g.mu.Unlock()
+	b := sighting{at: time.Now()}
+	if g.look != nil && pending {
+		if _, oldest, err := g.look(ctx); err == nil {
+			b.db = oldest
+		}
+	}
+	return b
+}
+
+// ready returns how many of batch, the events past cursor in id order read
+// after b, the relay may publish now: up to the first gap that may still
+// be filled. It notes the gaps it sees first, and forgets those at or
 // below cursor.
-func (g *gaps) ready(cursor int64, batch []event, now time.Time) int {
+func (g *gaps) ready(ctx context.Context, cursor int64, batch []event, b sighting) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for id := range g.since {
@@ -124,14 +175,36 @@ func (g *gaps) ready(cursor int64, batch []event, now time.Time) int {
 		if e.ID != next {
 			seen, ok := g.since[next]
 			if !ok {
-				seen = now
-				g.since[next] = now
+				seen = sighting{at: time.Now(), db: g.dbNow(ctx)}
+				g.since[next] = seen
 			}
-			if now.Sub(seen) < g.wait && n == len(batch) {
+			if n == len(batch) && !g.passed(seen, b) {
 				n = i
 			}
 		}
 		next = e.ID + 1
 	}
 	return n
+}
+
+// passed tells whether a gap seen then can no longer be filled, judging by
+// b, taken before the read that still misses it: it had waited for the
+// wait by then, or every transaction open then started after it was seen.
+func (g *gaps) passed(seen, b sighting) bool {
+	if b.at.Sub(seen.at) >= g.wait {
+		return true
+	}
+	return !seen.db.IsZero() && !b.db.IsZero() && b.db.After(seen.db)
+}
+
+// dbNow is the database's clock, or zero on SQLite or should it fail.
+func (g *gaps) dbNow(ctx context.Context) time.Time {
+	if g.clock == nil {
+		return time.Time{}
+	}
+	t, err := g.clock(ctx)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }

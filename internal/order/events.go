@@ -118,10 +118,11 @@ func (s *Service) Relay(ctx context.Context, rdb redis.UniversalClient, stream s
 	n := 0
 	for {
 		var batch []event
+		before := s.gaps.before(ctx)
 		if err := s.db.WithContext(ctx).Where("id > ?", cursor).Order("id").Limit(relayBatch).Find(&batch).Error; err != nil {
 			return n, fmt.Errorf("order: relay: %w", err)
 		}
-		ready := s.gaps.ready(cursor, batch, time.Now())
+		ready := s.gaps.ready(ctx, cursor, batch, before)
 		if ready == 0 {
 			return n, nil
 		}

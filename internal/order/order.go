@@ -118,7 +118,7 @@ func NewService(gdb *gorm.DB, p Placement, opts *Options) *Service {
 			s.keys = newKeys(opts.Keys)
 		}
 	}
-	s.gaps = newGaps(gapWait)
+	s.gaps = newGaps(gdb, gapWait)
 	return s
 }
 

@@ -129,18 +129,21 @@ func TestRelayPassesRolledBackGap(t *testing.T) {
 }
 
 // TestRelayUpgrade: on a database of the release that marked each event,
-// the relay's first run publishes the events left unpublished, the first
-// of them before a published one, and none published before.
+// the relay's first run publishes the events left unpublished, and those
+// published within the gap wait, which an open transaction's id may
+// precede; none published before.
 func TestRelayUpgrade(t *testing.T) {
 	t.Parallel()
 	svc, gdb, rdb := relayShop(t, time.Hour)
 	stream := fmt.Sprint("test:events:upgrade:", time.Now().UnixNano())
 	t.Cleanup(func() { rdb.Del(t.Context(), stream) })
-	// Events 1 and 2 published, 3 left behind by a late commit, 4 published, 5 new.
+	// Events 1 and 2 published two hours ago, 3 left behind by a late
+	// commit, 4 published now, 5 new.
+	old := time.Now().Add(-2 * time.Hour).UTC()
 	err := gdb.Exec(`INSERT INTO order_events (id, order_id, type, payload, created_at, published_at) VALUES
-		(1, 1, 'placed', '{}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP), (2, 1, 'paid', '{}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP),
+		(1, 1, 'placed', '{}', ?, ?), (2, 1, 'paid', '{}', ?, ?),
 		(3, 2, 'placed', '{}', CURRENT_TIMESTAMP, NULL), (4, 3, 'placed', '{}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP),
-		(5, 4, 'placed', '{}', CURRENT_TIMESTAMP, NULL)`).Error
+		(5, 4, 'placed', '{}', CURRENT_TIMESTAMP, NULL)`, old, old, old, old).Error
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,5 +189,40 @@ func TestDeleteStockKeepsUnpublished(t *testing.T) {
 	}
 	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
 		t.Errorf("relay after the delete: %d, %v; want 1", n, err)
+	}
+}
+
+// TestRelayPassesGapOnceNoOlderTransaction: on MySQL, a rolled-back id
+// passes as soon as every open transaction started after the relay saw
+// it, long before the gap wait. Other tests' transactions on the server
+// may hold it back a while.
+func TestRelayPassesGapOnceNoOlderTransaction(t *testing.T) {
+	t.Parallel()
+	testinfra.NeedsRealServers(t, "it reads MySQL's open transactions")
+	svc, gdb, rdb := relayShop(t, time.Hour)
+	stream := fmt.Sprint("test:events:trx:", time.Now().UnixNano())
+	t.Cleanup(func() { rdb.Del(t.Context(), stream) })
+	if _, err := svc.SetStock(t.Context(), "trx", 5); err != nil {
+		t.Fatal(err)
+	}
+	tx, _ := openEvent(t, gdb)
+	if err := tx.Rollback().Error; err != nil {
+		t.Fatal(err)
+	}
+	buy(t, svc, "trx", "ann")
+	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 0 {
+		t.Fatalf("relay on first seeing the gap: %d, %v; want none", n, err)
+	}
+	for end := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		n, err := svc.Relay(t.Context(), rdb, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the gap still holds the relay back a minute on, %d published", n)
+		}
 	}
 }
