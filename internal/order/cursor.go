@@ -81,6 +81,8 @@ func (s *Service) cursor(ctx context.Context, stream string) (int64, error) {
 // published is a subquery of the last event id published to every stream.
 // Only events up to it are deleted with their orders: the relay takes a
 // missing id past its cursor for an open transaction's, and waits for it.
+// A stream no longer relayed to holds it back; retention deletes, by each
+// stream's own cursor, what it leaves.
 func published(tx *gorm.DB) *gorm.DB {
 	return tx.Session(&gorm.Session{NewDB: true}).Model(&eventCursor{}).Select("COALESCE(MIN(last_id), 0)")
 }
