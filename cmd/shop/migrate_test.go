@@ -10,11 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/db"
@@ -82,7 +84,12 @@ func TestServeAdoptsLegacyDatabase(t *testing.T) {
 	if before["orders"] < 8 || before["payments"] < 2 || before["order_events"] < 10 {
 		t.Fatalf("the fixture holds %v, fewer rows than it was made with", before)
 	}
-	base, _ := startShop(t, shopEnv(t, dsn, "SHOP_PAYMENT_WINDOW=15m", "SHOP_EVENTS_RETENTION=87600h")...)
+	var unpublished []string
+	if err := gdb.Raw(`SELECT id FROM order_events WHERE published_at IS NULL ORDER BY id`).Scan(&unpublished).Error; err != nil || len(unpublished) == 0 {
+		t.Fatalf("the fixture's unpublished events: %v, %v; want one at least", unpublished, err)
+	}
+	env := shopEnv(t, dsn, "SHOP_PAYMENT_WINDOW=15m", "SHOP_EVENTS_RETENTION=87600h")
+	base, _ := startShop(t, env...)
 
 	if st, err := db.ReadStatus(t.Context(), gdb); err != nil || st.Version != st.Latest() || st.Dirty {
 		t.Errorf("after serve: %+v, %v; want the latest version, clean", st, err)
@@ -115,6 +122,7 @@ func TestServeAdoptsLegacyDatabase(t *testing.T) {
 	if carts < 2 {
 		t.Errorf("%d carts of several lines in the fixture, want 2", carts)
 	}
+	legacyPublished(t, env, unpublished)
 	var stock []struct {
 		SKU       string
 		Available int
@@ -128,6 +136,35 @@ func TestServeAdoptsLegacyDatabase(t *testing.T) {
 			t.Errorf("stock %s: %d %s; want %d available", s.SKU, code, body, s.Available)
 		}
 	}
+}
+
+// legacyPublished waits until the events the legacy relay left unpublished
+// are in the stream of the shop that env starts: its relay's cursor
+// starts before them.
+func legacyPublished(t *testing.T, env, ids []string) {
+	t.Helper()
+	cfg := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		cfg[k] = v
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: cfg["SHOP_REDIS_ADDR"]})
+	defer rdb.Close()
+	var got []string
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		msgs, err := rdb.XRange(t.Context(), cfg["SHOP_REDIS_PREFIX"]+"events", "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, m := range msgs {
+			got = append(got, fmt.Sprint(m.Values["id"]))
+		}
+		if !slices.ContainsFunc(ids, func(id string) bool { return !slices.Contains(got, id) }) {
+			return
+		}
+	}
+	t.Errorf("the stream has the events %v; want the ones left unpublished, %v, among them", got, ids)
 }
 
 // TestServeThreeAtOnce: three `shop serve` start at once on one empty

@@ -67,7 +67,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	}
 	orders := order.NewService(b.DB, placement, &order.Options{PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
 		Keys:         &order.KeyOptions{Redis: b.Redis, Prefix: cfg.RedisPrefix, TTL: cfg.IdempotencyTTL},
-		StreamMaxLen: cfg.StreamMaxLen})
+		StreamMaxLen: cfg.StreamMaxLen, EventGapWait: cfg.RelayGapWait})
 	a.orders = orders
 	a.startJobs(ctx, b, cfg, log, orders, placement)
 	a.Handler = httpapi.New(httpapi.Config{

@@ -54,6 +54,7 @@ type Config struct {
 	ExpiryEvery    time.Duration // SHOP_EXPIRY_INTERVAL
 	EventsStream   string        // SHOP_EVENTS_STREAM, the Redis stream of the order events; see Events
 	RelayEvery     time.Duration // SHOP_RELAY_INTERVAL
+	RelayGapWait   time.Duration // SHOP_RELAY_GAP_WAIT: how long the relay waits for a missing event id
 	Retention      time.Duration // SHOP_EVENTS_RETENTION: published events older than it are deleted
 	StreamMaxLen   int64         // SHOP_EVENTS_MAXLEN: the events stream's cap, about; 0 means none
 	Migrate        bool          // SHOP_MIGRATE: on, serve migrates the schema at start; off, it refuses a schema behind

@@ -117,6 +117,7 @@ var settings = [...]setting{
 		},
 		get: func(c Config) string { return map[bool]string{true: "on", false: "off"}[c.Migrate] }},
 	dur("SHOP_RELAY_INTERVAL", "relay-interval", "200ms", 10*time.Millisecond, "how often one instance publishes the order events not published yet", func(c *Config) *time.Duration { return &c.RelayEvery }),
+	dur("SHOP_RELAY_GAP_WAIT", "relay-gap-wait", "2m", time.Second, "how long the relay waits for a missing order event id, which an open transaction may still commit, before it passes it as rolled back; must outlast every order transaction: SHOP_REQUEST_TIMEOUT, and a minute", func(c *Config) *time.Duration { return &c.RelayGapWait }),
 	{env: "SHOP_BUYER_AUTH", flag: "buyer-auth", def: AuthNone, usage: "who the buyer is: jwt (a bearer token's sub) or none (the request's user_id, anyone can act as anyone)",
 		set: func(c *Config, v string) error {
 			if v != AuthNone && v != AuthJWT {

@@ -19,7 +19,8 @@ import (
 
 // Order events, through a transactional outbox: every transition writes
 // an event row in the transaction that makes it, and Relay, a job on one
-// instance at a time, publishes the rows to a Redis stream and marks them.
+// instance at a time, publishes the rows to a Redis stream and moves a
+// cursor past them (cursor.go).
 // Delivery is at least once, and in order per order: an order's next
 // transition starts after the last one committed, so its event has a
 // larger id, and Relay publishes in id order. Each event's id is unique:
@@ -102,53 +103,70 @@ func RecordTraced(tx *gorm.DB, kind string, orders []Order, parents []string) (e
 // relayBatch bounds the events one round of Relay reads and publishes.
 const relayBatch = 500
 
-// Relay publishes the events not published yet to the Redis stream, in id
-// order, capping it at about Options.StreamMaxLen entries, each with its
-// fields id, order, type and payload (the order as JSON), and traceparent
-// when the transition was traced, and marks them published. It returns
-// how many it published. A relay that dies between the two publishes them
-// again: consumers drop the ids they have seen.
+// Relay publishes the events past the stream's cursor (cursor.go) to the
+// Redis stream, in id order, capping it at about Options.StreamMaxLen
+// entries, each with its fields id, order, type and payload (the order as
+// JSON), and traceparent when the transition was traced, and then moves
+// the cursor past them. It stops at a missing id until the gap wait has
+// passed it. It returns how many it published. A relay that dies between
+// the two publishes them again: consumers drop the ids they have seen.
 func (s *Service) Relay(ctx context.Context, rdb redis.UniversalClient, stream string) (int, error) {
+	cursor, err := s.cursor(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("order: relay: read the cursor: %w", err)
+	}
 	n := 0
 	for {
 		var batch []event
-		if err := s.db.WithContext(ctx).Where("published_at IS NULL").Order("id").Limit(relayBatch).Find(&batch).Error; err != nil {
+		before := s.gaps.before(ctx)
+		if err := s.db.WithContext(ctx).Where("id > ?", cursor).Order("id").Limit(relayBatch).Find(&batch).Error; err != nil {
 			return n, fmt.Errorf("order: relay: %w", err)
 		}
-		if len(batch) == 0 {
+		ready := s.gaps.ready(ctx, cursor, batch, before)
+		if ready == 0 {
 			return n, nil
 		}
-		ids := make([]int64, len(batch))
-		var spans []trace.Span // of each event's publication, when the run is traced
-		if tracing.Recording(ctx) {
-			spans = make([]trace.Span, len(batch))
+		if err := s.publish(ctx, rdb, stream, batch[:ready]); err != nil {
+			return n, err
 		}
-		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, e := range batch {
-				ids[i] = e.ID
-				values := []any{"id", strconv.FormatInt(e.ID, 10), "order", strconv.FormatInt(e.OrderID, 10), "type", e.Type, "payload", e.Payload}
-				if e.Traceparent != nil {
-					values = append(values, "traceparent", *e.Traceparent)
-				}
-				pctx := ctx
-				if spans != nil {
-					pctx, spans[i] = tracePublish(ctx, stream, e)
-				}
-				p.XAdd(pctx, &redis.XAddArgs{Stream: stream, MaxLen: s.maxLen, Approx: true, Values: values})
-			}
-			return nil
-		})
-		for _, span := range spans {
-			tracing.End(span, err)
+		cursor = batch[ready-1].ID
+		if err := s.advance(ctx, stream, cursor); err != nil {
+			return n, err
 		}
-		if err != nil {
-			return n, fmt.Errorf("order: relay: publish: %w", err)
+		n += ready
+		if ready < len(batch) {
+			return n, nil
 		}
-		if err := s.db.WithContext(ctx).Model(&event{}).Where("id IN ?", ids).Update("published_at", time.Now().UTC()).Error; err != nil {
-			return n, fmt.Errorf("order: relay: mark published: %w", err)
-		}
-		n += len(batch)
 	}
+}
+
+// publish adds batch's events to the stream, in one pipeline.
+func (s *Service) publish(ctx context.Context, rdb redis.UniversalClient, stream string, batch []event) error {
+	var spans []trace.Span // of each event's publication, when the run is traced
+	if tracing.Recording(ctx) {
+		spans = make([]trace.Span, len(batch))
+	}
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, e := range batch {
+			values := []any{"id", strconv.FormatInt(e.ID, 10), "order", strconv.FormatInt(e.OrderID, 10), "type", e.Type, "payload", e.Payload}
+			if e.Traceparent != nil {
+				values = append(values, "traceparent", *e.Traceparent)
+			}
+			pctx := ctx
+			if spans != nil {
+				pctx, spans[i] = tracePublish(ctx, stream, e)
+			}
+			p.XAdd(pctx, &redis.XAddArgs{Stream: stream, MaxLen: s.maxLen, Approx: true, Values: values})
+		}
+		return nil
+	})
+	for _, span := range spans {
+		tracing.End(span, err)
+	}
+	if err != nil {
+		return fmt.Errorf("order: relay: publish: %w", err)
+	}
+	return nil
 }
 
 // tracePublish starts the producer span of one event's publication, in the

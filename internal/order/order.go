@@ -90,6 +90,9 @@ type Options struct {
 	// StreamMaxLen caps the events stream at about this many entries as
 	// Relay adds to it (XADD MAXLEN ~); 0 means no cap.
 	StreamMaxLen int64
+	// EventGapWait is how long Relay waits for a missing event id before
+	// it passes it (cursor.go); 0 means DefaultEventGapWait.
+	EventGapWait time.Duration
 }
 
 // Service places, refunds and reads orders.
@@ -101,18 +104,22 @@ type Service struct {
 	reads    *FirstReads
 	keys     *keys // nil: the caller keeps them
 	maxLen   int64 // of the events stream; 0: none
+	gaps     *gaps // the missing event ids Relay waits for
 }
 
 // NewService returns a Service that places orders through p, which the
 // strategy's registry entry builds (Guarded for a guard alone).
 func NewService(gdb *gorm.DB, p Placement, opts *Options) *Service {
 	s := &Service{db: gdb, strategy: p, reads: NewFirstReads(gdb)}
+	var gapWait time.Duration
 	if opts != nil {
+		gapWait = opts.EventGapWait
 		s.limit, s.window, s.maxLen = opts.PerUserLimit, opts.PaymentWindow, opts.StreamMaxLen
 		if opts.Keys != nil {
 			s.keys = newKeys(opts.Keys)
 		}
 	}
+	s.gaps = newGaps(gdb, gapWait)
 	return s
 }
 

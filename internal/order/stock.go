@@ -113,8 +113,9 @@ func (s *Service) change(ctx context.Context, sku string, available int, expecte
 
 // DeleteStock deletes sku and everything that points to it: its orders
 // and movements,
-// their payments and events, holdings, and what the strategy keeps of it
-// elsewhere; its epoch moves on, so that a SKU set up again starts a new
+// their payments and published events (the relay still publishes the
+// others; retention deletes them), holdings, and what the strategy keeps
+// of it elsewhere; its epoch moves on, so that a SKU set up again starts a new
 // sale. A cart with a line of sku goes whole: its other lines' units go
 // back to their SKUs in the database (under lua, Redis has them back at
 // the next reconcile). It is for demos and
@@ -148,10 +149,11 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 			}
 		}
 		ids := tx.Model(&Order{}).Select("id").Where("id IN (?) OR cart_id IN (?)", heads, heads)
-		for _, row := range []any{&payment{}, &event{}} {
-			if err := tx.Where("order_id IN (?)", ids).Delete(row).Error; err != nil {
-				return err
-			}
+		if err := tx.Where("order_id IN (?)", ids).Delete(&payment{}).Error; err != nil {
+			return err
+		}
+		if err := tx.Where("order_id IN (?) AND id <= (?)", ids, published(tx)).Delete(&event{}).Error; err != nil {
+			return err
 		}
 		var orderIDs []int64
 		if err := ids.Scan(&orderIDs).Error; err != nil {

@@ -219,7 +219,7 @@ func TestExpiryFenced(t *testing.T) {
 
 // TestRelay: the events are published in id order, each order's in the
 // order of its transitions; a relay that dies after publishing and before
-// marking publishes them again, which consumers tell apart by id.
+// moving its cursor publishes them again, which consumers tell apart by id.
 func TestRelay(t *testing.T) {
 	t.Parallel()
 	svc, gdb, rdb := windowShop(t, "atomic")
@@ -236,8 +236,8 @@ func TestRelay(t *testing.T) {
 	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 2 {
 		t.Fatalf("relay: %d, %v; want 2", n, err)
 	}
-	// As if the relay had died before it marked them.
-	if err := gdb.Exec(`UPDATE order_events SET published_at = NULL`).Error; err != nil {
+	// As if the relay had died before it moved its cursor.
+	if err := gdb.Exec(`UPDATE event_cursors SET last_id = 0`).Error; err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.Relay(t.Context(), rdb, stream); err != nil {
