@@ -185,8 +185,8 @@ func (a *api) postOrder(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	c.Header("Location", fmt.Sprintf("/api/v1/orders/%d", o.ID))
-	c.JSON(http.StatusCreated, o)
+	c.Header("Location", orderLocation(o.ID))
+	writeOrder(c, http.StatusCreated, o)
 }
 
 type refundBody struct {
@@ -219,7 +219,7 @@ func (a *api) byBuyer(c *gin.Context, move func(ctx context.Context, id int64, u
 	if replayed {
 		c.Header(idempotency.ReplayedHeader, "true")
 	}
-	c.JSON(http.StatusOK, o)
+	writeOrder(c, http.StatusOK, o)
 }
 
 type payBody struct {
@@ -254,5 +254,5 @@ func (a *api) payOrder(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, o)
+	writeOrder(c, http.StatusOK, o)
 }
