@@ -117,7 +117,7 @@ type orderBody struct {
 // The body names one SKU (sku, quantity) or a cart (items).
 func orderRequest(c *gin.Context, userOptional bool) (orderBody, bool) {
 	var b orderBody
-	if !bind(c, &b) || !optionalID(c, "user_id", b.UserID, userOptional) {
+	if !bindOrder(c, &b) || !optionalID(c, "user_id", b.UserID, userOptional) {
 		return b, false
 	}
 	if b.Items == nil {
