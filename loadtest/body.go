@@ -48,6 +48,26 @@ func appendString(b []byte, s string) []byte {
 	return append(append(append(b, '"'), s...), '"')
 }
 
+// createdID reads the id of a 201's answer, when the answer is valid JSON
+// that begins with it, {"id":N, as the shop writes it, and names no other
+// id; else it reports false, for encoding/json to read the answer.
+func createdID(data []byte) (int64, bool) {
+	rest, ok := bytes.CutPrefix(data, []byte(`{"id":`))
+	i := 0
+	for ok && i < len(rest) && i < 18 && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	if !ok || i == 0 || i == len(rest) || rest[i] != ',' && rest[i] != '}' || i > 1 && rest[0] == '0' ||
+		bytes.Contains(rest[i:], []byte(`"id"`)) || !json.Valid(data) {
+		return 0, false
+	}
+	var id int64
+	for _, c := range rest[:i] {
+		id = id*10 + int64(c-'0')
+	}
+	return id, true
+}
+
 // answers are the buffers answers are read into.
 var answers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 

@@ -39,3 +39,33 @@ func BenchmarkOrderBody(b *testing.B) {
 		}
 	})
 }
+
+// TestCreatedID: the id of a 201's answer is read by hand exactly when
+// encoding/json would read the same id, and the answer names no other.
+func TestCreatedID(t *testing.T) {
+	for _, tt := range []struct {
+		data string
+		id   int64
+		ok   bool
+	}{
+		{`{"id":42,"sku":"s","user_id":"u","quantity":1,"status":"created","items":[{"sku":"s","quantity":1}]}`, 42, true},
+		{`{"id":7}`, 7, true},
+		{`{"id":42,"sku":`, 0, false},               // not JSON
+		{`{"id":42,"x":1,"id":43}`, 0, false},       // another id
+		{`{"id":042}`, 0, false},                    // not JSON
+		{`{"id":-1}`, 0, false},                     // left to encoding/json
+		{`{"id":1.5}`, 0, false},                    // left to encoding/json
+		{`{"id":1234567890123456789012}`, 0, false}, // too long
+		{` {"id":1}`, 0, false},
+		{``, 0, false},
+	} {
+		id, ok := createdID([]byte(tt.data))
+		if id != tt.id || ok != tt.ok {
+			t.Errorf("createdID(%s) = %d, %v; want %d, %v", tt.data, id, ok, tt.id, tt.ok)
+		}
+		var answer struct{ ID int64 }
+		if ok && (json.Unmarshal([]byte(tt.data), &answer) != nil || answer.ID != id) {
+			t.Errorf("createdID(%s) = %d; encoding/json reads %d", tt.data, id, answer.ID)
+		}
+	}
+}

@@ -444,7 +444,13 @@ func (b buyer) buy(ctx context.Context, client *http.Client, skus []string) (out
 		Type string   `json:"type"`
 		SKUs []string `json:"skus"` // a sold-out's: the SKUs short
 	}
-	json.Unmarshal(data, &answer) // a body that is not JSON leaves them empty
+	var placed bool
+	if resp.StatusCode == http.StatusCreated {
+		answer.ID, placed = createdID(data)
+	}
+	if !placed {
+		json.Unmarshal(data, &answer) // a body that is not JSON leaves them empty
+	}
 	out = Classify(resp.StatusCode, answer.Type)
 	switch {
 	case out == Ordered && answer.ID < 1:
