@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,7 +81,7 @@ type Buyers interface {
 // buyer returns buyer i of the load run, with a fresh Idempotency-Key, and
 // the instance it sends to, round robin.
 func (s Shop) buyer(run string, i int) (buyer, error) {
-	b := buyer{user: fmt.Sprintf("buyer-%s-%d", run, i), key: rand.Text(), url: s.URLs[i%len(s.URLs)]}
+	b := buyer{user: "buyer-" + run + "-" + strconv.Itoa(i), key: rand.Text(), url: s.URLs[i%len(s.URLs)]}
 	if s.Buyers == nil {
 		return b, nil
 	}
@@ -414,7 +415,7 @@ func (b buyer) buy(ctx context.Context, client *http.Client, skus []string) (out
 			o.Items[i] = line{SKU: sku, Quantity: 1}
 		}
 	}
-	body, _ := json.Marshal(o)
+	body := appendOrderBody(make([]byte, 0, 64+len(b.user)+len(skus)*40), o)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url+"/api/v1/orders", bytes.NewReader(body))
 	if err != nil {
 		return Failed, 0, nil, err
@@ -425,21 +426,31 @@ func (b buyer) buy(ctx context.Context, client *http.Client, skus []string) (out
 	if b.token != "" {
 		req.Header["Authorization"] = []string{"Bearer " + b.token}
 	}
-	resp, err := client.Do(req)
+	// The transport alone: the client's redirects, which an order is
+	// never answered with, would copy every request's headers.
+	resp, err := client.Transport.RoundTrip(req)
 	if err != nil {
 		return Failed, 0, nil, err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	buf, err := readAnswer(resp.Body)
+	defer answers.Put(buf)
 	if err != nil {
 		return Failed, 0, nil, err
 	}
+	data := buf.Bytes()
 	var answer struct {
 		ID   int64    `json:"id"`
 		Type string   `json:"type"`
 		SKUs []string `json:"skus"` // a sold-out's: the SKUs short
 	}
-	json.Unmarshal(data, &answer) // a body that is not JSON leaves them empty
+	var placed bool
+	if resp.StatusCode == http.StatusCreated {
+		answer.ID, placed = createdID(data)
+	}
+	if !placed {
+		json.Unmarshal(data, &answer) // a body that is not JSON leaves them empty
+	}
 	out = Classify(resp.StatusCode, answer.Type)
 	switch {
 	case out == Ordered && answer.ID < 1:

@@ -147,6 +147,11 @@ func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.W
 	if err != nil {
 		return err
 	}
+	stopProfile, err := profile(getenv)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	log := slog.New(httpapi.LogRequestIDs(slog.NewJSONHandler(stderr, nil)))
 	log.Info("starting", slog.Any("config", cfg))
 	if cfg.BuyerAuth == config.AuthNone {
@@ -193,6 +198,11 @@ func echo(ctx context.Context, args []string, getenv config.Getenv, stderr io.Wr
 		return err
 	}
 	cfg.DebugAddr = ""
+	stopProfile, err := profile(getenv)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	return listen(ctx, slog.New(slog.NewJSONHandler(stderr, nil)), cfg, httpapi.Echo())
 }
 

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -38,8 +37,8 @@ func Echo() *gin.Engine {
 			return
 		}
 		id := next.Add(1)
-		c.Header("Location", fmt.Sprintf("/api/v1/orders/%d", id))
-		c.JSON(http.StatusCreated, order.Order{ID: id, SKU: b.SKU, UserID: b.UserID, Quantity: b.Quantity, Status: order.StatusCreated, CreatedAt: time.Now().UTC()})
+		c.Header("Location", orderLocation(id))
+		writeOrder(c, http.StatusCreated, order.Order{ID: id, SKU: b.SKU, UserID: b.UserID, Quantity: b.Quantity, Status: order.StatusCreated, CreatedAt: time.Now().UTC()})
 	})
 	return r
 }

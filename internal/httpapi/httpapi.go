@@ -113,7 +113,7 @@ type orderBody struct {
 // The body names one SKU (sku, quantity) or a cart (items).
 func orderRequest(c *gin.Context, userOptional bool) (orderBody, bool) {
 	var b orderBody
-	if !bind(c, &b) || !optionalID(c, "user_id", b.UserID, userOptional) {
+	if !bindOrder(c, &b) || !optionalID(c, "user_id", b.UserID, userOptional) {
 		return b, false
 	}
 	if b.Items == nil {
@@ -176,8 +176,8 @@ func (a *api) postOrder(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	c.Header("Location", fmt.Sprintf("/api/v1/orders/%d", o.ID))
-	c.JSON(http.StatusCreated, o)
+	c.Header("Location", orderLocation(o.ID))
+	writeOrder(c, http.StatusCreated, o)
 }
 
 type refundBody struct {
@@ -210,7 +210,7 @@ func (a *api) byBuyer(c *gin.Context, move func(ctx context.Context, id int64, u
 	if replayed {
 		c.Header(idempotency.ReplayedHeader, "true")
 	}
-	c.JSON(http.StatusOK, o)
+	writeOrder(c, http.StatusOK, o)
 }
 
 type payBody struct {
@@ -245,5 +245,5 @@ func (a *api) payOrder(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, o)
+	writeOrder(c, http.StatusOK, o)
 }

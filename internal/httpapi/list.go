@@ -122,5 +122,5 @@ func (a *api) getOrder(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, o)
+	writeOrder(c, http.StatusOK, o)
 }

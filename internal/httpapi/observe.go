@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stockguard/shop/internal/idempotency"
-	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/tracing"
 )
 
@@ -40,9 +38,9 @@ func RequestID(ctx context.Context) string {
 func requestID(c *gin.Context) {
 	id := c.GetHeader(RequestIDHeader)
 	if !validRequestID(id) {
-		b := make([]byte, 16)
-		rand.Read(b)
-		id = hex.EncodeToString(b)
+		var b [16]byte
+		rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
 	}
 	c.Header(RequestIDHeader, id)
 	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), requestIDKey{}, id))
@@ -125,8 +123,7 @@ func observe(c *gin.Context) {
 	if route == "" {
 		route = "unmatched"
 	}
-	metrics.HTTPRequests.WithLabelValues(route, c.Request.Method, strconv.Itoa(c.Writer.Status())).
-		Observe(time.Since(start).Seconds())
+	latency(route, c.Request.Method, c.Writer.Status()).Observe(time.Since(start).Seconds())
 }
 
 // problemKey is where problem leaves the type of the problem it answered.
@@ -157,5 +154,5 @@ func (a *api) countOrders(c *gin.Context) {
 	case status < http.StatusInternalServerError:
 		outcome = "invalid"
 	}
-	metrics.Orders.WithLabelValues(a.Strategy, outcome).Inc()
+	ordersCounted(a.Strategy, outcome).Inc()
 }
