@@ -1,20 +1,16 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/stockguard/shop/internal/order"
 )
 
-// An order's answer is written by hand, byte for byte what
-// order.Order.MarshalJSON gives through encoding/json (orderjson_test.go
-// holds them equal), without its reflection or the second pass that
-// encoding/json makes over a Marshaler's output.
+// An order's answer is written by hand (order.Order.AppendJSON), byte for
+// byte what c.JSON would write.
 
 // jsonContentType is the Content-Type that gin's c.JSON sets.
 const jsonContentType = "application/json; charset=utf-8"
@@ -27,7 +23,7 @@ func writeOrder(c *gin.Context, status int, o order.Order) {
 	buf := answers.Get().(*[]byte)
 	defer answers.Put(buf)
 	var ok bool
-	if *buf, ok = appendOrder((*buf)[:0], o); !ok {
+	if *buf, ok = o.AppendJSON((*buf)[:0]); !ok {
 		c.JSON(status, o)
 		return
 	}
@@ -37,88 +33,4 @@ func writeOrder(c *gin.Context, status int, o order.Order) {
 // orderLocation is the Location of the order id.
 func orderLocation(id int64) string {
 	return "/api/v1/orders/" + strconv.FormatInt(id, 10)
-}
-
-// appendOrder appends o as order.Order.MarshalJSON shows it: items always
-// lists its lines; sku and quantity are there only when it has one. It
-// reports false for a time out of the years 0 to 9999, which
-// encoding/json refuses.
-func appendOrder(b []byte, o order.Order) ([]byte, bool) {
-	start := len(b)
-	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, o.ID, 10)
-	items := o.Items
-	if len(items) > 1 {
-		o.SKU, o.Quantity = "", 0
-	} else {
-		items = nil
-	}
-	if o.SKU != "" {
-		b = appendString(append(b, `,"sku":`...), o.SKU)
-	}
-	b = appendString(append(b, `,"user_id":`...), o.UserID)
-	if o.Quantity != 0 {
-		b = strconv.AppendInt(append(b, `,"quantity":`...), int64(o.Quantity), 10)
-	}
-	b = appendString(append(b, `,"status":`...), o.Status)
-	var ok bool
-	if b, ok = appendTime(append(b, `,"created_at":`...), o.CreatedAt); !ok {
-		return b[:start], false
-	}
-	for _, t := range [...]struct {
-		name string
-		at   *time.Time
-		id   *string
-	}{{name: "expires_at", at: o.ExpiresAt}, {name: "paid_at", at: o.PaidAt}, {name: "payment_id", id: o.PaymentID},
-		{name: "cancelled_at", at: o.CancelledAt}, {name: "refunded_at", at: o.RefundedAt}} {
-		switch {
-		case t.at != nil:
-			if b, ok = appendTime(append(append(append(b, `,"`...), t.name...), `":`...), *t.at); !ok {
-				return b[:start], false
-			}
-		case t.id != nil:
-			b = appendString(append(append(append(b, `,"`...), t.name...), `":`...), *t.id)
-		}
-	}
-	b = append(b, `,"items":[`...)
-	if items == nil {
-		b = appendLine(b, o.SKU, o.Quantity)
-	}
-	for i, l := range items {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendLine(b, l.SKU, l.Quantity)
-	}
-	return append(b, "]}"...), true
-}
-
-// appendLine appends one line of an order's items.
-func appendLine(b []byte, sku string, quantity int) []byte {
-	b = appendString(append(b, `{"sku":`...), sku)
-	b = strconv.AppendInt(append(b, `,"quantity":`...), int64(quantity), 10)
-	return append(b, '}')
-}
-
-// appendString appends s as a JSON string. Printable ASCII that
-// encoding/json leaves as it is goes as it is; anything else goes through
-// encoding/json, for its escapes.
-func appendString(b []byte, s string) []byte {
-	for i := range len(s) {
-		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	return append(append(append(b, '"'), s...), '"')
-}
-
-// appendTime appends t as time.Time.MarshalJSON does, or reports false
-// for a year out of 0 to 9999, which it refuses.
-func appendTime(b []byte, t time.Time) ([]byte, bool) {
-	if y := t.Year(); y < 0 || y > 9999 {
-		return b, false
-	}
-	b = t.AppendFormat(append(b, '"'), time.RFC3339Nano)
-	return append(b, '"'), true
 }

@@ -83,7 +83,7 @@ func RecordTraced(tx *gorm.DB, kind string, orders []Order, parents []string) (e
 	args := make([]any, 0, cols*len(orders))
 	now := time.Now().UTC()
 	for i, o := range orders {
-		payload, err := json.Marshal(o)
+		payload, err := eventPayload(o)
 		if err != nil {
 			return err
 		}
@@ -91,7 +91,7 @@ func RecordTraced(tx *gorm.DB, kind string, orders []Order, parents []string) (e
 			q.WriteString(", ")
 		}
 		q.WriteString(row)
-		args = append(args, o.ID, kind, string(payload), now)
+		args = append(args, o.ID, kind, payload, now)
 		if parents != nil {
 			args = append(args, nullable(parents[i]))
 		}
@@ -182,4 +182,13 @@ func tracePublish(ctx context.Context, stream string, e event) (context.Context,
 		trace.WithAttributes(semconv.MessagingOperationTypeSend, semconv.MessagingOperationName("send"),
 			semconv.MessagingDestinationName(stream), semconv.MessagingMessageID(strconv.FormatInt(e.ID, 10)),
 			attribute.String("shop.event.type", e.Type), attribute.Int64("shop.order.id", e.OrderID)))
+}
+
+// eventPayload is o as an event carries it, its JSON (Order.AppendJSON).
+func eventPayload(o Order) (string, error) {
+	if b, ok := o.AppendJSON(make([]byte, 0, 256)); ok {
+		return string(b), nil
+	}
+	b, err := json.Marshal(o)
+	return string(b), err
 }

@@ -1,4 +1,4 @@
-package httpapi
+package order_test
 
 import (
 	"encoding/json"
@@ -67,7 +67,7 @@ func TestAppendOrder(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		got, ok := appendOrder([]byte("prefix"), o)
+		got, ok := o.AppendJSON([]byte("prefix"))
 		if !ok || string(got) != "prefix"+string(want) {
 			t.Errorf("%s:\n got %s (ok %v)\nwant prefix%s", name, got, ok, want)
 		}
@@ -82,7 +82,7 @@ func TestAppendOrderRefuses(t *testing.T) {
 		if _, err := json.Marshal(o); err == nil {
 			t.Fatalf("encoding/json takes %v", o)
 		}
-		if got, ok := appendOrder([]byte("p"), o); ok || string(got) != "p" {
+		if got, ok := o.AppendJSON([]byte("p")); ok || string(got) != "p" {
 			t.Errorf("appendOrder(%v) = %q, %v; want p, false", o, got, ok)
 		}
 	}
@@ -101,7 +101,7 @@ func BenchmarkEncodeOrder(b *testing.B) {
 		b.ReportAllocs()
 		buf := make([]byte, 0, 512)
 		for b.Loop() {
-			buf, _ = appendOrder(buf[:0], o)
+			buf, _ = o.AppendJSON(buf[:0])
 		}
 	})
 }
