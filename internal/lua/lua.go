@@ -64,11 +64,11 @@ type Lua struct {
 
 // Options configure Lua; nil is valid.
 type Options struct {
-	Prefix       string // of every Redis key
-	PerUserLimit int    // 0: none; the same as the order.Service's
-	// PaymentWindow is the Service's too: the reservations claimed from
-	// dead processes become orders as the Service places them.
-	PaymentWindow time.Duration
+	Prefix string // of every Redis key
+	// Rules are the per-user limit and the payment window: the reservations
+	// claimed from dead processes become orders under them, as the
+	// service places orders (order.Placement.Rules).
+	Rules order.Rules
 	// ClaimIdle is how long a reservation stays pending before Reconcile
 	// takes it from its process as dead. It must outlast the longest a
 	// live process takes to persist one. Default 30s.
@@ -86,9 +86,10 @@ type Options struct {
 	Log *slog.Logger
 }
 
-// OptionsOf is the options that cfg, the shop's configuration, sets.
-func OptionsOf(cfg config.Config) *Options {
-	return &Options{Prefix: cfg.RedisPrefix, PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
+// OptionsOf is the options that cfg, the shop's configuration, sets,
+// with the rules made of it.
+func OptionsOf(cfg config.Config, rules order.Rules) *Options {
+	return &Options{Prefix: cfg.RedisPrefix, Rules: rules,
 		ClaimIdle: cfg.ClaimIdle, AnswerTTL: cfg.IdempotencyTTL, Buckets: cfg.SKUBuckets}
 }
 
@@ -112,7 +113,7 @@ func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
 	}
 	o.Buckets = max(o.Buckets, 1)
 	l := &Lua{db: gdb, redis: redisstock.New(rdb, o.Prefix), single: stock.NewAtomic(gdb), reads: order.NewFirstReads(gdb),
-		rules: order.Rules{Limit: o.PerUserLimit, Window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), rebuilding: make(chan struct{}, 1),
+		rules: o.Rules, idle: o.ClaimIdle, keep: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), fixing: make(map[string]bool), checked: make(map[string]uint64)}
 	l.w = groupcommit.NewWriter(gdb, "lua", l.settle)
 	for _, result := range []string{"persisted", "released"} {
@@ -318,7 +319,7 @@ func (l *Lua) fix(sku string) {
 // the key, and the writer keeps the answer with its XACK. Its
 // reconciliation is the app's to run.
 func (l *Lua) Placement() order.Placement {
-	return order.Placement{Guard: l, Placer: l, Carts: l, KeepsKeys: true, Refunder: l, Restocker: l, Sale: l, Close: l.Close,
+	return order.Placement{Guard: l, Rules: l.rules, Placer: l, Carts: l, KeepsKeys: true, Refunder: l, Restocker: l, Sale: l, Close: l.Close,
 		Reconcile: func(ctx context.Context, token int64) (order.Reconciliation, error) { return l.Reconcile(ctx, token) }}
 }
 

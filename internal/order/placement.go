@@ -19,6 +19,11 @@ import (
 // strategy" in docs/strategies.md.
 type Placement struct {
 	Guard stock.Guard
+	// Rules are the per-user limit and the payment window that the
+	// service applies, and a strategy that places its own orders is built
+	// with: one value, made from the configuration at wiring
+	// (strategy.Build).
+	Rules Rules
 	// FirstRead lets a purchase make the guard's first read itself, so
 	// that the service reads the buyer's key with the stock
 	// (stock.Queued).
@@ -52,9 +57,9 @@ type Placement struct {
 	Close func()
 }
 
-// Guarded is the placement of a guard that the service wraps, with no step
-// of its own.
-func Guarded(g stock.Guard) Placement { return Placement{Guard: g} }
+// Guarded is the placement of a guard that the service wraps under rules,
+// with no step of its own.
+func Guarded(g stock.Guard, rules Rules) Placement { return Placement{Guard: g, Rules: rules} }
 
 // Rules are what a placement applies beyond the stock.
 type Rules struct {
