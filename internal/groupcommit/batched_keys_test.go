@@ -33,7 +33,7 @@ func TestBatchedKeepsKeys(t *testing.T) {
 		return order.NewService(gdb, groupcommit.NewBatched(gdb).Placement(order.Rules{}), &order.Options{Keys: &order.KeyOptions{Redis: rdb}})
 	}
 	a, b := newShop(), newShop()
-	if !a.KeepsKeys() {
+	if !a.StoresKeys() {
 		t.Fatal("batched with a Redis for its answers does not keep its keys")
 	}
 	ctx := t.Context()

@@ -151,12 +151,12 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed 
 	if r, err = r.normal(); err != nil {
 		return Order{}, false, err
 	}
-	if s.keys != nil && r.IdempotencyKey != "" && !s.strategy.KeepsKeys {
+	if s.keys != nil && r.IdempotencyKey != "" && !s.strategy.StoresKeys {
 		o, replayed, err = s.keys.place(ctx, r, func() (Order, bool, error) { return s.placeOnce(ctx, r) })
 	} else {
 		o, replayed, err = s.placeOnce(ctx, r)
 	}
-	if s.KeepsKeys() {
+	if s.StoresKeys() {
 		countKeyAnswer(replayed, err)
 	}
 	if err == nil && !replayed {

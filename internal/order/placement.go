@@ -35,10 +35,10 @@ type Placement struct {
 	// Carts places the carts that carry an Idempotency-Key: lua, which
 	// takes a cart's stock in Redis first.
 	Carts CartPlacer
-	// KeepsKeys says that Placer keeps its buyers' Idempotency-Keys for
+	// StoresKeys says that Placer keeps its buyers' Idempotency-Keys for
 	// orders itself, in the step that decides them (lua, in Redis); its
-	// answers are those of the service's own keys (kept.go).
-	KeepsKeys bool
+	// answers are those of the service's own keys (keys.go).
+	StoresKeys bool
 	// Refunder gives an order's units back: lua, which also takes them
 	// off what the user holds in Redis.
 	Refunder Refunder
@@ -128,15 +128,15 @@ func (s *Service) Close() {
 	}
 }
 
-// KeepsKeys reports whether the service keeps its buyers'
+// StoresKeys reports whether the service keeps its buyers'
 // Idempotency-Keys for orders, by itself or through its strategy
-// (Placement.KeepsKeys), so that the caller's key store need not. Place
+// (Placement.StoresKeys), so that the caller's key store need not. Place
 // then answers as that store would: a retry of the same request (user, SKU
 // and quantity) gets its first answer again, replayed, a refusal such as
 // sold out included; a key reused for another request is refused
 // (ErrKeyReused); a key whose first request is still being decided is told
 // so (idempotency.ErrInProgress); a busy answer is not kept, so that the retry
 // asks again.
-func (s *Service) KeepsKeys() bool {
-	return s.strategy.KeepsKeys || s.keys != nil
+func (s *Service) StoresKeys() bool {
+	return s.strategy.StoresKeys || s.keys != nil
 }
