@@ -65,7 +65,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if cfg.BuyerRate.N > 0 {
 		rate = buyer.NewLimiter(b.Redis, cfg.BuyerRate.N, cfg.BuyerRate.Period, cfg.RedisPrefix, log)
 	}
-	orders := order.NewService(b.DB, placement, &order.Options{PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
+	orders := order.NewService(b.DB, placement, &order.Options{
 		Keys:         &order.KeyOptions{Redis: b.Redis, Prefix: cfg.RedisPrefix, TTL: cfg.IdempotencyTTL},
 		StreamMaxLen: cfg.StreamMaxLen, EventGapWait: cfg.RelayGapWait})
 	a.orders = orders

@@ -61,8 +61,8 @@ func (b *Batched) Place(ctx context.Context, r order.PlaceRequest, rules order.R
 
 // Placement is what the service places through under batched: its own
 // placement of orders with a key, and its guard for the rest.
-func (b *Batched) Placement() order.Placement {
-	return order.Placement{Guard: b, Placer: b, Close: b.Close}
+func (b *Batched) Placement(rules order.Rules) order.Placement {
+	return order.Placement{Guard: b, Placer: b, Rules: rules, Close: b.Close}
 }
 
 // Close answers the buyers its writer holds and waits for its writers and

@@ -19,7 +19,7 @@ import (
 func BenchmarkBatched(b *testing.B) {
 	testinfra.NeedsRealServers(b, "it measures group commit on MySQL")
 	gdb := testinfra.ShopDB(b, testinfra.MySQL(b))
-	svc := order.NewService(gdb, NewBatched(gdb).Placement(), nil)
+	svc := order.NewService(gdb, NewBatched(gdb).Placement(order.Rules{}), nil)
 	if err := stock.Reset(b.Context(), gdb, "hot", 1_000_000_000); err != nil {
 		b.Fatal(err)
 	}

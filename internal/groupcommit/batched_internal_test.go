@@ -20,7 +20,7 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	// Not through the registry: the test reads the group-commit writer's
 	// queue inside *Batched, which the registry's guard does not show.
 	b := NewBatched(gdb)
-	svc := order.NewService(gdb, b.Placement(), nil)
+	svc := order.NewService(gdb, b.Placement(order.Rules{}), nil)
 	ctx := t.Context()
 	if err := stock.Reset(ctx, gdb, "last", 1); err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestBatchedClose(t *testing.T) {
 	t.Parallel()
 	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
 	b := NewBatched(gdb)
-	svc := order.NewService(gdb, b.Placement(), nil)
+	svc := order.NewService(gdb, b.Placement(order.Rules{}), nil)
 	ctx := t.Context()
 	if err := stock.Reset(ctx, gdb, "closing", 2); err != nil {
 		t.Fatal(err)

@@ -30,10 +30,10 @@ func TestBatchedKeepsKeys(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	newShop := func() *order.Service {
-		return order.NewService(gdb, groupcommit.NewBatched(gdb).Placement(), &order.Options{Keys: &order.KeyOptions{Redis: rdb}})
+		return order.NewService(gdb, groupcommit.NewBatched(gdb).Placement(order.Rules{}), &order.Options{Keys: &order.KeyOptions{Redis: rdb}})
 	}
 	a, b := newShop(), newShop()
-	if !a.KeepsKeys() {
+	if !a.StoresKeys() {
 		t.Fatal("batched with a Redis for its answers does not keep its keys")
 	}
 	ctx := t.Context()

@@ -128,15 +128,15 @@ func (w *Writer[M]) write(sku string, queued []*Request[M]) {
 	last := w.last[sku]
 	w.mu.Unlock()
 	if last == leftNone {
-		kept := queued[:0]
+		held := queued[:0]
 		for _, p := range queued {
 			if p.Held {
-				kept = append(kept, p)
+				held = append(held, p)
 				continue
 			}
 			p.done <- order.Answer{Err: order.SoldOut(sku)}
 		}
-		if queued = kept; len(queued) == 0 {
+		if queued = held; len(queued) == 0 {
 			return
 		}
 	}

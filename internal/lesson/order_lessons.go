@@ -79,7 +79,7 @@ func doubleClick(ctx context.Context, env *Env, trial, name, key string) (Trial,
 	if err != nil {
 		return Trial{}, err
 	}
-	svc := order.NewService(env.DB, order.Guarded(stock.NewAtomic(env.DB)), nil)
+	svc := order.NewService(env.DB, order.Guarded(stock.NewAtomic(env.DB), order.Rules{}), nil)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range errs {
@@ -105,7 +105,7 @@ func doubleRefund(ctx context.Context, env *Env, trial, name string, refund func
 	if err != nil {
 		return Trial{}, err
 	}
-	svc := order.NewService(env.DB, order.Guarded(stock.NewAtomic(env.DB)), nil)
+	svc := order.NewService(env.DB, order.Guarded(stock.NewAtomic(env.DB), order.Rules{}), nil)
 	o, _, err := svc.Place(ctx, order.PlaceRequest{SKU: sku, UserID: "refunder", Quantity: 1, IdempotencyKey: "buy-" + trial})
 	if err != nil {
 		return Trial{}, err

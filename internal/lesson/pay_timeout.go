@@ -156,7 +156,7 @@ func windowSale(ctx context.Context, env *Env, trial string) (*order.Service, st
 	if err != nil {
 		return nil, "", nil, err
 	}
-	svc := order.NewService(env.DB, order.Guarded(stock.NewAtomic(env.DB)), &order.Options{PaymentWindow: payWindow})
+	svc := order.NewService(env.DB, order.Guarded(stock.NewAtomic(env.DB), order.Rules{Window: payWindow}), nil)
 	orders := make([]order.Order, payBuyers)
 	for i := range orders {
 		if orders[i], _, err = svc.Place(ctx, order.PlaceRequest{SKU: sku, UserID: fmt.Sprint("buyer-", i), Quantity: 1, IdempotencyKey: sku}); err != nil {

@@ -73,7 +73,7 @@ func restockRace(ctx context.Context, env *Env, name, trial string, restock rest
 	if err != nil {
 		return Trial{}, err
 	}
-	svc := order.NewService(env.DB, order.Guarded(stock.NewAtomic(env.DB)), nil)
+	svc := order.NewService(env.DB, order.Guarded(stock.NewAtomic(env.DB), order.Rules{}), nil)
 	reads, err := readStock(ctx, env, sku, 2)
 	if err != nil {
 		return Trial{}, err

@@ -93,7 +93,7 @@ func (d *DBTable) try(ctx context.Context, name string) (grant, error) {
 				}
 			}
 		},
-		keep: renewal(d.ttl, start, func(ctx context.Context) error {
+		renew: renewal(d.ttl, start, func(ctx context.Context) error {
 			return heldRow(affected(d.db.ExecContext(ctx, dbRenew, ttl, token, owner)))
 		}),
 	}, nil

@@ -112,7 +112,7 @@ func (e *Etcd) grant(ctx context.Context, name string, wait bool) (grant, error)
 			}
 			return err
 		},
-		keep: func(ctx context.Context) error {
+		renew: func(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return nil

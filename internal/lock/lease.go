@@ -21,14 +21,14 @@ type leaseKey struct {
 // Lease is one holder's hold on a lock. Its methods may be called from any
 // goroutine.
 type Lease struct {
-	key     leaseKey
-	g       grant
-	fences  bool
-	backend string          // for the metrics
-	granted time.Time       // for the metrics
-	ctx     context.Context // ends when the lease is lost or released
-	cancel  context.CancelCauseFunc
-	kept    chan struct{} // closed when g.keep has returned
+	key         leaseKey
+	g           grant
+	fences      bool
+	backend     string          // for the metrics
+	granted     time.Time       // for the metrics
+	ctx         context.Context // ends when the lease is lost or released
+	cancel      context.CancelCauseFunc
+	renewalDone chan struct{} // closed when g.renew has returned
 
 	token atomic.Int64 // g.token, or what Raise made it
 
@@ -39,15 +39,15 @@ type Lease struct {
 func newLease(key leaseKey, g grant, lk locker) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{key: key, g: g, fences: lk.fences, backend: lk.name, granted: time.Now(),
-		ctx: ctx, cancel: cancel, kept: make(chan struct{}), holds: 1}
+		ctx: ctx, cancel: cancel, renewalDone: make(chan struct{}), holds: 1}
 	l.token.Store(g.token)
-	if g.keep == nil {
-		close(l.kept)
+	if g.renew == nil {
+		close(l.renewalDone)
 		return l
 	}
 	go func() {
-		defer close(l.kept)
-		if err := g.keep(ctx); err != nil {
+		defer close(l.renewalDone)
+		if err := g.renew(ctx); err != nil {
 			metrics.LeasesLost.WithLabelValues(lk.name).Inc()
 			cancel(fmt.Errorf("%w: %s: %w", ErrLost, key.name, err))
 		}
@@ -142,7 +142,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		return nil
 	}
 	l.cancel(errReleased) // keeps the cause of a loss that came first
-	<-l.kept              // no renewal may follow the release
+	<-l.renewalDone       // no renewal may follow the release
 	metrics.LockHold.WithLabelValues(l.backend).Observe(time.Since(l.granted).Seconds())
 	if err := l.g.release(ctx); err != nil {
 		return fmt.Errorf("lock: release %s: %w", l.key.name, err)

@@ -69,9 +69,9 @@ type grant struct {
 	// release gives the lock up if this hold still owns it, or returns
 	// ErrNotHeld.
 	release func(ctx context.Context) error
-	// keep, when not nil, runs while the lease is held. It returns why the
+	// renew, when not nil, runs while the lease is held. It returns why the
 	// lock was lost, or nil once ctx ends (the lease was released).
-	keep func(ctx context.Context) error
+	renew func(ctx context.Context) error
 	// raise, when not nil, raises the store's count of the lock's
 	// acquisitions to token, while this hold still owns the lock, or
 	// returns ErrNotHeld: see Lease.Raise.

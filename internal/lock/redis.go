@@ -122,7 +122,7 @@ func (r *Redis) grant(ctx context.Context, name string, wait bool) (grant, error
 		return grant{
 			token:   token,
 			release: func(ctx context.Context) error { return notHeld(held.Release(ctx)) },
-			keep: renewal(r.ttl, start, func(ctx context.Context) error {
+			renew: renewal(r.ttl, start, func(ctx context.Context) error {
 				return notHeld(held.Refresh(ctx, r.ttl, nil))
 			}),
 			raise: func(ctx context.Context, token int64) error {

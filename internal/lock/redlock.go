@@ -98,7 +98,7 @@ func (r *Redlock) try(ctx context.Context, keys []string) (grant, error) {
 			return grant{
 				token:   token,
 				release: func(ctx context.Context) error { return r.release(ctx, keys[:1], owner) },
-				keep: renewal(r.ttl, start, func(ctx context.Context) error {
+				renew: renewal(r.ttl, start, func(ctx context.Context) error {
 					return r.extend(ctx, keys[:1], owner)
 				}),
 				raise: func(ctx context.Context, token int64) error {

@@ -198,7 +198,7 @@ func (z *ZooKeeper) hold(node, offset string) (grant, error) {
 			}
 			return err
 		},
-		keep: func(ctx context.Context) error {
+		renew: func(ctx context.Context) error {
 			for {
 				select {
 				case <-ctx.Done():

@@ -34,16 +34,16 @@ import (
 // none, is built again from the database before it sells. See
 // docs/strategies.md.
 type Lua struct {
-	db      *gorm.DB
-	redis   *redisstock.Stock
-	w       *groupcommit.Writer[reservation]
-	single  stock.Guard // the database side of refunds
-	reads   *order.FirstReads
-	rules   order.Rules // of the reservations it claims from dead processes
-	idle    time.Duration
-	keep    time.Duration // how long a final answer is kept
-	buckets int           // each SKU's Redis stock is split into (buckets.go)
-	log     *slog.Logger
+	db        *gorm.DB
+	redis     *redisstock.Stock
+	w         *groupcommit.Writer[reservation]
+	single    stock.Guard // the database side of refunds
+	reads     *order.FirstReads
+	rules     order.Rules // of the reservations it claims from dead processes
+	idle      time.Duration
+	answerTTL time.Duration // how long a final answer is stored
+	buckets   int           // each SKU's Redis stock is split into (buckets.go)
+	log       *slog.Logger
 
 	// betweenLines, when set, runs before each line of a saga: a test's
 	// way to fail a store between two lines.
@@ -64,11 +64,11 @@ type Lua struct {
 
 // Options configure Lua; nil is valid.
 type Options struct {
-	Prefix       string // of every Redis key
-	PerUserLimit int    // 0: none; the same as the order.Service's
-	// PaymentWindow is the Service's too: the reservations claimed from
-	// dead processes become orders as the Service places them.
-	PaymentWindow time.Duration
+	Prefix string // of every Redis key
+	// Rules are the per-user limit and the payment window: the reservations
+	// claimed from dead processes become orders under them, as the
+	// service places orders (order.Placement.Rules).
+	Rules order.Rules
 	// ClaimIdle is how long a reservation stays pending before Reconcile
 	// takes it from its process as dead. It must outlast the longest a
 	// live process takes to persist one. Default 30s.
@@ -86,9 +86,10 @@ type Options struct {
 	Log *slog.Logger
 }
 
-// OptionsOf is the options that cfg, the shop's configuration, sets.
-func OptionsOf(cfg config.Config) *Options {
-	return &Options{Prefix: cfg.RedisPrefix, PerUserLimit: cfg.PerUserLimit, PaymentWindow: cfg.PaymentWindow,
+// OptionsOf is the options that cfg, the shop's configuration, sets,
+// with the rules made of it.
+func OptionsOf(cfg config.Config, rules order.Rules) *Options {
+	return &Options{Prefix: cfg.RedisPrefix, Rules: rules,
 		ClaimIdle: cfg.ClaimIdle, AnswerTTL: cfg.IdempotencyTTL, Buckets: cfg.SKUBuckets}
 }
 
@@ -112,7 +113,7 @@ func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
 	}
 	o.Buckets = max(o.Buckets, 1)
 	l := &Lua{db: gdb, redis: redisstock.New(rdb, o.Prefix), single: stock.NewAtomic(gdb), reads: order.NewFirstReads(gdb),
-		rules: order.Rules{Limit: o.PerUserLimit, Window: o.PaymentWindow}, idle: o.ClaimIdle, keep: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), rebuilding: make(chan struct{}, 1),
+		rules: o.Rules, idle: o.ClaimIdle, answerTTL: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), fixing: make(map[string]bool), checked: make(map[string]uint64)}
 	l.w = groupcommit.NewWriter(gdb, "lua", l.settle)
 	for _, result := range []string{"persisted", "released"} {
@@ -143,31 +144,31 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules
 		if err != nil {
 			return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
-		keep := redisstock.Refusals{TTL: l.keep, SoldOut: order.KeptSoldOut, OverLimit: order.KeptLimit(rules.Limit)}
+		refusals := redisstock.Refusals{TTL: l.answerTTL, SoldOut: order.StoredSoldOut, OverLimit: order.StoredLimit(rules.Limit)}
 		if len(route) > 1 {
-			keep.SoldOut = "" // one bucket's sold out is not the SKU's
+			refusals.SoldOut = "" // one bucket's sold out is not the SKU's
 		}
-		terms := redisstock.Terms{Epoch: epoch, Limit: rules.Limit, LookedUp: lookedUp, TakeOver: l.idle, Keep: keep}
+		terms := redisstock.Terms{Epoch: epoch, Limit: rules.Limit, LookedUp: lookedUp, TakeOver: l.idle, Refusals: refusals}
 		id, answer, err := l.redis.Reserve(ctx, route[0], res, terms)
 		switch {
 		case err == nil && id == "":
-			a := order.ReplayKept(answer, r)
+			a := order.ReplayStored(answer, r)
 			return a.Order, a.Replayed, a.Err
 		case err == nil:
 			o, replayed, err := l.w.Submit(&groupcommit.Request[reservation]{Ctx: ctx, Order: r, Rules: rules, Held: true, Epoch: epoch,
 				Meta: reservation{entry: id, bucket: route[0]}})
 			o, replayed, err = l.reads.CheckRefusal(ctx, r, o, replayed, err)
-			return o, replayed, l.keepRefusal(ctx, r, err)
+			return o, replayed, l.storeRefusal(ctx, r, err)
 		case errors.Is(err, redisstock.ErrLookup) && !lookedUp:
 			// The key may have an order that Redis does not know of: find
 			// it before taking stock that a new buyer then misses.
 			if o, found, err := order.ReplayOr(ctx, l.db, r, nil); found || err != nil {
-				return o, found, l.keepRefusal(ctx, r, err)
+				return o, found, l.storeRefusal(ctx, r, err)
 			}
 			lookedUp = true
 		case errors.Is(err, redisstock.ErrStale) && attempt < 3:
 			if err := l.refresh(ctx, r.SKU, epoch); errors.Is(err, stock.ErrNotFound) {
-				return order.Order{}, false, l.keepRefusal(ctx, r, order.NotFound(r.SKU))
+				return order.Order{}, false, l.storeRefusal(ctx, r, order.NotFound(r.SKU))
 			} else if err != nil {
 				return order.Order{}, false, fmt.Errorf("order: place: %w", err)
 			}
@@ -181,7 +182,7 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules
 			route = route[1:] // the next bucket
 			attempt--
 		case errors.Is(err, stock.ErrSoldOut):
-			return order.Order{}, false, l.keepRefusal(ctx, r, order.SoldOut(r.SKU))
+			return order.Order{}, false, l.storeRefusal(ctx, r, order.SoldOut(r.SKU))
 		case errors.As(err, &over):
 			return order.Order{}, false, order.LimitReached(r.UserID, r.SKU, over.Held, rules.Limit)
 		case errors.Is(err, idempotency.ErrInProgress):
@@ -216,16 +217,16 @@ func (l *Lua) route(sku, user string) []string {
 	return route
 }
 
-// keepRefusal keeps err, when it is a final refusal that no script kept,
+// storeRefusal keeps err, when it is a final refusal that no script kept,
 // as r's answer, and returns it. Should Redis fail, a retry asks again.
-func (l *Lua) keepRefusal(ctx context.Context, r order.PlaceRequest, err error) error {
+func (l *Lua) storeRefusal(ctx context.Context, r order.PlaceRequest, err error) error {
 	if err == nil {
 		return nil
 	}
-	if answer, ok := order.Kept(order.Answer{Err: err}); ok {
+	if answer, ok := order.Stored(order.Answer{Err: err}); ok {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), order.RedisTimeout)
 		defer cancel()
-		l.dropped(ctx, "keep", l.redis.Keep(ctx, l.route(r.SKU, r.UserID)[0], r.UserID, r.IdempotencyKey, r.Quantity, answer, l.keep))
+		l.dropped(ctx, "keep", l.redis.Store(ctx, l.route(r.SKU, r.UserID)[0], r.UserID, r.IdempotencyKey, r.Quantity, answer, l.answerTTL))
 	}
 	return err
 }
@@ -242,7 +243,7 @@ func (l *Lua) settle(ctx context.Context, sku string, batch []*groupcommit.Reque
 		// An order is its buyer's answer, kept with its XACK. A refusal
 		// is kept once place has checked it against the key's order.
 		if answers[i].Err == nil {
-			s.Answer, _ = order.Kept(answers[i])
+			s.Answer, _ = order.Stored(answers[i])
 		}
 		// A replay gives its units back: the key's order took units of its
 		// own. Should that order be this very reservation's (its commit's
@@ -253,7 +254,7 @@ func (l *Lua) settle(ctx context.Context, sku string, batch []*groupcommit.Reque
 		case a.Err == nil && a.Replayed:
 			s.How = redisstock.Replayed
 		case a.Err == nil:
-			s.How = redisstock.Kept
+			s.How = redisstock.Persisted
 		default:
 			s.How = redisstock.Released
 			refused = refused || errors.Is(a.Err, stock.ErrSoldOut) || errors.Is(a.Err, order.ErrLimitReached)
@@ -318,7 +319,7 @@ func (l *Lua) fix(sku string) {
 // the key, and the writer keeps the answer with its XACK. Its
 // reconciliation is the app's to run.
 func (l *Lua) Placement() order.Placement {
-	return order.Placement{Guard: l, Placer: l, Carts: l, KeepsKeys: true, Refunder: l, Restocker: l, Sale: l, Close: l.Close,
+	return order.Placement{Guard: l, Rules: l.rules, Placer: l, Carts: l, StoresKeys: true, Refunder: l, Restocker: l, Sale: l, Close: l.Close,
 		Reconcile: func(ctx context.Context, token int64) (order.Reconciliation, error) { return l.Reconcile(ctx, token) }}
 }
 

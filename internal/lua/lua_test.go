@@ -62,8 +62,8 @@ func newLuaFleet(t *testing.T, set func(*config.Config)) luaFleet {
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	return luaFleet{gdb: gdb, rdb: rdb, prefix: cfg.RedisPrefix, stock: redisstock.New(rdb, cfg.RedisPrefix), new: func() luaShop {
 		b := strategytest.Backends(t, s, cfg)
-		l := lua.New(b.DB, b.Redis, lua.OptionsOf(cfg))
-		return luaShop{order.NewService(b.DB, l.Placement(), &order.Options{PerUserLimit: cfg.PerUserLimit}), l}
+		l := lua.New(b.DB, b.Redis, lua.OptionsOf(cfg, order.Rules{Limit: cfg.PerUserLimit}))
+		return luaShop{order.NewService(b.DB, l.Placement(), nil), l}
 	}}
 }
 

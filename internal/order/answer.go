@@ -42,8 +42,8 @@ type refusal struct {
 	order int64 // key reused: the order the key has
 }
 
-// KeptSoldOut is a sold-out refusal of the request's own SKU, as kept.
-const KeptSoldOut = string(refusedSoldOut)
+// StoredSoldOut is a sold-out refusal of the request's own SKU, as kept.
+const StoredSoldOut = string(refusedSoldOut)
 
 // The kinds of refusal, as kept.
 const (
@@ -109,9 +109,9 @@ func keyReused(order int64) error { return &refusal{kind: refusedReused, order: 
 
 func NotFound(sku string) error { return &refusal{kind: refusedNotFound, sku: sku} }
 
-// Kept is a's answer as it is Kept under its key; ok is false for an
-// answer that is not final, such as busy, which is not Kept.
-func Kept(a Answer) (answer string, ok bool) {
+// Stored is a's answer as it is Stored under its key; ok is false for an
+// answer that is not final, such as busy, which is not Stored.
+func Stored(a Answer) (answer string, ok bool) {
 	var e *refusal
 	switch {
 	case a.Err == nil:
@@ -123,7 +123,7 @@ func Kept(a Answer) (answer string, ok bool) {
 	case !errors.As(a.Err, &e):
 		return "", false
 	case e.kind == refusedLimit:
-		return KeptLimit(e.limit) + strconv.Itoa(e.held), true
+		return StoredLimit(e.limit) + strconv.Itoa(e.held), true
 	case e.kind == refusedReused:
 		return "r" + strconv.FormatInt(e.order, 10), true
 	case e.kind == refusedSoldOut:
@@ -132,13 +132,13 @@ func Kept(a Answer) (answer string, ok bool) {
 	return string(e.kind), true
 }
 
-// KeptLimit is the kept form of a refusal over limit, less what the user
+// StoredLimit is the kept form of a refusal over limit, less what the user
 // held, which follows it: Redis's script, which knows that, appends it.
-func KeptLimit(limit int) string { return "l" + strconv.Itoa(limit) + ":" }
+func StoredLimit(limit int) string { return "l" + strconv.Itoa(limit) + ":" }
 
-// ReplayKept is the answer kept as answer, replayed to r: the request
+// ReplayStored is the answer kept as answer, replayed to r: the request
 // that got it, the same user, key, SKU and quantity.
-func ReplayKept(answer string, r PlaceRequest) Answer {
+func ReplayStored(answer string, r PlaceRequest) Answer {
 	kind, rest := byte(0), ""
 	if answer != "" {
 		kind, rest = answer[0], answer[1:]
@@ -167,7 +167,7 @@ func ReplayKept(answer string, r PlaceRequest) Answer {
 	case kind == refusedReused && errA == nil:
 		p.Err = keyReused(x)
 	default:
-		return Answer{Err: fmt.Errorf("order: the answer kept under %s's key %q is malformed: %q", r.UserID, r.IdempotencyKey, answer)}
+		return Answer{Err: fmt.Errorf("order: the answer stored under %s's key %q is malformed: %q", r.UserID, r.IdempotencyKey, answer)}
 	}
 	p.Replayed = true
 	return p

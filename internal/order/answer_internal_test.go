@@ -23,22 +23,22 @@ func TestKeptAnswers(t *testing.T) {
 		{Order: final}, {Order: pending},
 		{Err: SoldOut(r.SKU)}, {Err: NotFound(r.SKU)}, {Err: LimitReached(r.UserID, r.SKU, 1, 2)}, {Err: keyReused(9)},
 	} {
-		answer, ok := Kept(want)
+		answer, ok := Stored(want)
 		if !ok {
 			t.Errorf("%+v is not kept", want)
 			continue
 		}
-		got := ReplayKept(answer, r)
+		got := ReplayStored(answer, r)
 		if !got.Replayed || got.Order.ID != want.Order.ID || got.Order.Status != want.Order.Status || !got.Order.CreatedAt.Equal(want.Order.CreatedAt) ||
 			(got.Order.ExpiresAt == nil) != (want.Order.ExpiresAt == nil) || (want.Order.ExpiresAt != nil && !got.Order.ExpiresAt.Equal(*want.Order.ExpiresAt)) ||
 			(got.Err == nil) != (want.Err == nil) || (want.Err != nil && got.Err.Error() != want.Err.Error()) {
 			t.Errorf("kept as %q, read back as %+v; want %+v", answer, got, want)
 		}
 	}
-	if answer, ok := Kept(Answer{Err: stock.ErrBusy}); ok {
+	if answer, ok := Stored(Answer{Err: stock.ErrBusy}); ok {
 		t.Errorf("busy is kept as %q; it is not final", answer)
 	}
-	if got := ReplayKept("o7:x", r); got.Err == nil || errors.Is(got.Err, stock.ErrSoldOut) {
+	if got := ReplayStored("o7:x", r); got.Err == nil || errors.Is(got.Err, stock.ErrSoldOut) {
 		t.Errorf("a malformed answer reads back as %+v, want an error", got)
 	}
 }

@@ -197,7 +197,7 @@ func TestCartRefusalKept(t *testing.T) {
 	ns := testinfra.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: ns.Addr})
 	t.Cleanup(func() { rdb.Close() })
-	svc := order.NewService(gdb, order.Guarded(stock.NewAtomic(gdb)), &order.Options{Keys: &order.KeyOptions{Redis: rdb, Prefix: ns.Prefix}})
+	svc := order.NewService(gdb, order.Guarded(stock.NewAtomic(gdb), order.Rules{}), &order.Options{Keys: &order.KeyOptions{Redis: rdb, Prefix: ns.Prefix}})
 	ctx := t.Context()
 	for sku, n := range map[string]int{"keep-a": 1, "keep-b": 0} {
 		if _, err := svc.SetStock(ctx, sku, n); err != nil {

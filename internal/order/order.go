@@ -78,12 +78,6 @@ type Order struct {
 
 // Options tune a Service; nil is valid.
 type Options struct {
-	// PerUserLimit is the most units of one SKU a user may hold in live
-	// orders; 0 means no limit.
-	PerUserLimit int
-	// PaymentWindow, when not 0, places orders pending, to be paid within
-	// it; else they are final when placed.
-	PaymentWindow time.Duration
 	// Keys, when set, has the service keep its buyers' Idempotency-Keys
 	// for orders (KeepsKeys, kept.go).
 	Keys *KeyOptions
@@ -110,11 +104,11 @@ type Service struct {
 // NewService returns a Service that places orders through p, which the
 // strategy's registry entry builds (Guarded for a guard alone).
 func NewService(gdb *gorm.DB, p Placement, opts *Options) *Service {
-	s := &Service{db: gdb, strategy: p, reads: NewFirstReads(gdb)}
+	s := &Service{db: gdb, strategy: p, reads: NewFirstReads(gdb), limit: p.Rules.Limit, window: p.Rules.Window}
 	var gapWait time.Duration
 	if opts != nil {
 		gapWait = opts.EventGapWait
-		s.limit, s.window, s.maxLen = opts.PerUserLimit, opts.PaymentWindow, opts.StreamMaxLen
+		s.maxLen = opts.StreamMaxLen
 		if opts.Keys != nil {
 			s.keys = newKeys(opts.Keys)
 		}
@@ -157,12 +151,12 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed 
 	if r, err = r.normal(); err != nil {
 		return Order{}, false, err
 	}
-	if s.keys != nil && r.IdempotencyKey != "" && !s.strategy.KeepsKeys {
+	if s.keys != nil && r.IdempotencyKey != "" && !s.strategy.StoresKeys {
 		o, replayed, err = s.keys.place(ctx, r, func() (Order, bool, error) { return s.placeOnce(ctx, r) })
 	} else {
 		o, replayed, err = s.placeOnce(ctx, r)
 	}
-	if s.KeepsKeys() {
+	if s.StoresKeys() {
 		countKeyAnswer(replayed, err)
 	}
 	if err == nil && !replayed {

@@ -24,9 +24,9 @@ import (
 // stock changes, is atomic behind stock.Queued.
 func init() {
 	err := strategy.Register(strategy.Strategy{Name: "test-single", Ceiling: strategy.SQLAtomic,
-		Own: func(b *backend.Backends, _ config.Config) (order.Placement, error) {
+		Own: func(b *backend.Backends, _ config.Config, rules order.Rules) (order.Placement, error) {
 			q := stock.NewQueued(b.DB, stock.NewAtomic(b.DB))
-			return order.Placement{Guard: q, FirstRead: q, Placer: &single{guard: stock.NewAtomic(b.DB), db: b.DB}}, nil
+			return order.Placement{Guard: q, FirstRead: q, Rules: rules, Placer: &single{guard: stock.NewAtomic(b.DB), db: b.DB}}, nil
 		}})
 	if err != nil {
 		panic(err)
@@ -45,8 +45,7 @@ var _ order.Placer = (*single)(nil)
 
 // Place implements order.Placer.
 func (s *single) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules) (order.Order, bool, error) {
-	inner, _ := s.inner.LoadOrStore(rules, order.NewService(s.db, order.Guarded(s.guard),
-		&order.Options{PerUserLimit: rules.Limit, PaymentWindow: rules.Window}))
+	inner, _ := s.inner.LoadOrStore(rules, order.NewService(s.db, order.Guarded(s.guard, rules), nil))
 	turn, _ := s.turns.LoadOrStore(r.SKU, new(sync.Mutex))
 	turn.(*sync.Mutex).Lock()
 	defer turn.(*sync.Mutex).Unlock()

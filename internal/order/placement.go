@@ -19,6 +19,11 @@ import (
 // strategy" in docs/strategies.md.
 type Placement struct {
 	Guard stock.Guard
+	// Rules are the per-user limit and the payment window that the
+	// service applies, and a strategy that places its own orders is built
+	// with: one value, made from the configuration at wiring
+	// (strategy.Build).
+	Rules Rules
 	// FirstRead lets a purchase make the guard's first read itself, so
 	// that the service reads the buyer's key with the stock
 	// (stock.Queued).
@@ -30,10 +35,10 @@ type Placement struct {
 	// Carts places the carts that carry an Idempotency-Key: lua, which
 	// takes a cart's stock in Redis first.
 	Carts CartPlacer
-	// KeepsKeys says that Placer keeps its buyers' Idempotency-Keys for
+	// StoresKeys says that Placer keeps its buyers' Idempotency-Keys for
 	// orders itself, in the step that decides them (lua, in Redis); its
-	// answers are those of the service's own keys (kept.go).
-	KeepsKeys bool
+	// answers are those of the service's own keys (keys.go).
+	StoresKeys bool
 	// Refunder gives an order's units back: lua, which also takes them
 	// off what the user holds in Redis.
 	Refunder Refunder
@@ -52,9 +57,9 @@ type Placement struct {
 	Close func()
 }
 
-// Guarded is the placement of a guard that the service wraps, with no step
-// of its own.
-func Guarded(g stock.Guard) Placement { return Placement{Guard: g} }
+// Guarded is the placement of a guard that the service wraps under rules,
+// with no step of its own.
+func Guarded(g stock.Guard, rules Rules) Placement { return Placement{Guard: g, Rules: rules} }
 
 // Rules are what a placement applies beyond the stock.
 type Rules struct {
@@ -123,15 +128,15 @@ func (s *Service) Close() {
 	}
 }
 
-// KeepsKeys reports whether the service keeps its buyers'
+// StoresKeys reports whether the service keeps its buyers'
 // Idempotency-Keys for orders, by itself or through its strategy
-// (Placement.KeepsKeys), so that the caller's key store need not. Place
+// (Placement.StoresKeys), so that the caller's key store need not. Place
 // then answers as that store would: a retry of the same request (user, SKU
 // and quantity) gets its first answer again, replayed, a refusal such as
 // sold out included; a key reused for another request is refused
 // (ErrKeyReused); a key whose first request is still being decided is told
 // so (idempotency.ErrInProgress); a busy answer is not kept, so that the retry
 // asks again.
-func (s *Service) KeepsKeys() bool {
-	return s.strategy.KeepsKeys || s.keys != nil
+func (s *Service) StoresKeys() bool {
+	return s.strategy.StoresKeys || s.keys != nil
 }

@@ -34,10 +34,10 @@ func windowShop(t *testing.T, name string) (*order.Service, *gorm.DB, redis.Univ
 		t.Fatal(err)
 	}
 	cfg := strategytest.Config(t, s)
-	cfg.PaymentWindow = window
+	cfg.PaymentWindow, cfg.PerUserLimit = window, 2
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	b, p := strategytest.Open(t, s, cfg)
-	return order.NewService(b.DB, p, &order.Options{PaymentWindow: window, PerUserLimit: 2}), gdb, b.Redis
+	return order.NewService(b.DB, p, nil), gdb, b.Redis
 }
 
 func buy(t *testing.T, svc *order.Service, sku, user string) order.Order {

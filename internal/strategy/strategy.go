@@ -39,9 +39,9 @@ type Strategy struct {
 	// composition stock.Locked on it.
 	Lock func(*backend.Backends, config.Config) (stock.Locker, error)
 	// Own builds the placement of a strategy that places its own orders
-	// (batched, lua): its guard, the steps it makes in place of the
-	// service, and the background work the app runs for it.
-	Own func(*backend.Backends, config.Config) (order.Placement, error)
+	// (batched, lua) under the rules: its guard, the steps it makes in
+	// place of the service, and the background work the app runs for it.
+	Own func(*backend.Backends, config.Config, order.Rules) (order.Placement, error)
 	// Embedded is how it runs on the demo's embedded backends.
 	Embedded Embedded
 	// Ceiling names the raw loop of the bench that bounds its throughput.
@@ -92,11 +92,11 @@ var registry = []Strategy{
 	{Name: "pessimistic", New: onDB(stock.NewPessimistic), Ceiling: SQLForUpdate,
 		Embedded: Embedded{Note: "FOR UPDATE takes SQLite's one write lock, as BEGIN IMMEDIATE does: SQLite has no row locks"}},
 	{Name: "optimistic", New: onDB(stock.NewOptimistic), Ceiling: SQLAtomic},
-	{Name: "batched", Own: func(b *backend.Backends, _ config.Config) (order.Placement, error) {
-		return groupcommit.NewBatched(b.DB).Placement(), nil
+	{Name: "batched", Own: func(b *backend.Backends, _ config.Config, rules order.Rules) (order.Placement, error) {
+		return groupcommit.NewBatched(b.DB).Placement(rules), nil
 	}, Ceiling: SQLBatched},
-	{Name: "lua", Needs: []backend.Need{backend.Redis}, Own: func(b *backend.Backends, cfg config.Config) (order.Placement, error) {
-		return lua.New(b.DB, b.Redis, lua.OptionsOf(cfg)).Placement(), nil
+	{Name: "lua", Needs: []backend.Need{backend.Redis}, Own: func(b *backend.Backends, cfg config.Config, rules order.Rules) (order.Placement, error) {
+		return lua.New(b.DB, b.Redis, lua.OptionsOf(cfg, rules)).Placement(), nil
 	}, Ceiling: RedisLua},
 	{Name: "local", Lock: func(*backend.Backends, config.Config) (stock.Locker, error) { return lock.NewLocal(), nil },
 		Ceiling: Serial("local")},
@@ -134,11 +134,13 @@ func redisLockOptions(cfg config.Config) *lock.RedisOptions {
 }
 
 // Build builds what the order service places through under the strategy,
-// on the opened backends: its own placement (Own), or its guard, behind
+// on the opened backends, with the rules of cfg, its per-user limit and
+// payment window, made here once: its own placement (Own), or its guard, behind
 // stock.Queued unless NoQueue, for the service's placement to wrap.
 func (s Strategy) Build(b *backend.Backends, cfg config.Config) (order.Placement, error) {
+	rules := order.Rules{Limit: cfg.PerUserLimit, Window: cfg.PaymentWindow}
 	if s.Own != nil {
-		return s.Own(b, cfg)
+		return s.Own(b, cfg, rules)
 	}
 	var q *stock.Queued
 	if s.Lock != nil {
@@ -150,11 +152,11 @@ func (s Strategy) Build(b *backend.Backends, cfg config.Config) (order.Placement
 	} else {
 		g, err := s.New(b, cfg)
 		if err != nil || s.NoQueue {
-			return order.Guarded(g), err
+			return order.Guarded(g, rules), err
 		}
 		q = stock.NewQueued(b.DB, g)
 	}
-	return order.Placement{Guard: q, FirstRead: q}, nil
+	return order.Placement{Guard: q, FirstRead: q, Rules: rules}, nil
 }
 
 // Guard is the guard of what Build builds.

@@ -31,7 +31,7 @@ func TestScriptsKeepRecords(t *testing.T) {
 		}
 	}
 	keep := Refusals{TTL: time.Minute, SoldOut: "s", OverLimit: "l2:"}
-	terms := Terms{Epoch: 1, Limit: 2, Keep: keep}
+	terms := Terms{Epoch: 1, Limit: 2, Refusals: keep}
 	reserve := func(sku, user string, quantity int) (string, string, error) {
 		return s.Reserve(ctx, sku, Reservation{UserID: user, Key: "k", Quantity: quantity}, terms)
 	}
@@ -65,7 +65,7 @@ func TestScriptsKeepRecords(t *testing.T) {
 	if err != nil || id == "" {
 		t.Fatalf("cat's order: %q %v, want a reservation", id, err)
 	}
-	settled := Settlement{Reservation: Reservation{ID: id, UserID: "cat", Key: "k", Quantity: 2}, How: Kept, Answer: "o7:1"}
+	settled := Settlement{Reservation: Reservation{ID: id, UserID: "cat", Key: "k", Quantity: 2}, How: Persisted, Answer: "o7:1"}
 	if _, err := s.Settle(ctx, "kept", []Settlement{settled}, true); err != nil {
 		t.Fatal(err)
 	}

@@ -102,8 +102,8 @@ type Terms struct {
 	// log, must have been pending before this request takes it over: until
 	// then its process may still be persisting it (ErrInProgress).
 	TakeOver time.Duration
-	// Keep is what a refusal keeps as the key's answer.
-	Keep Refusals
+	// Refusals is what a refusal keeps as the key's answer.
+	Refusals Refusals
 }
 
 // Refusals are the answers that Reserve keeps for its refusals, as the
@@ -130,7 +130,7 @@ func (s *Stock) Reserve(ctx context.Context, sku string, r Reservation, t Terms)
 	k := s.keys(sku)
 	v, err := s.pipe.Run(ctx, reserveScript, []string{k[kState], k[kHoldings], k[kLog], k[kKeys], s.answerKey(sku, r.UserID, r.Key)},
 		t.Epoch, r.UserID, r.Key, r.Quantity, t.Limit, s.consumer, flag(t.LookedUp), t.TakeOver.Milliseconds(), group,
-		t.Keep.TTL.Milliseconds(), r.record(t.Keep.SoldOut), r.record(t.Keep.OverLimit)).StringSlice()
+		t.Refusals.TTL.Milliseconds(), r.record(t.Refusals.SoldOut), r.record(t.Refusals.OverLimit)).StringSlice()
 	if err != nil {
 		return "", "", fmt.Errorf("stock: reserve: %w", err)
 	}
@@ -175,12 +175,12 @@ func (e *OverLimitError) Error() string {
 // Is makes it ErrOverLimit.
 func (e *OverLimitError) Is(target error) bool { return target == ErrOverLimit }
 
-// Keep keeps answer as the final answer to user's request for quantity
+// Store keeps answer as the final answer to user's request for quantity
 // under key, as Reserve reads it, for ttl: for an answer that no script
 // gave, such as a SKU that is not on sale.
-func (s *Stock) Keep(ctx context.Context, sku, user, key string, quantity int, answer string, ttl time.Duration) error {
+func (s *Stock) Store(ctx context.Context, sku, user, key string, quantity int, answer string, ttl time.Duration) error {
 	if err := s.rdb.Set(ctx, s.answerKey(sku, user, key), Reservation{Quantity: quantity}.record(answer), ttl).Err(); err != nil {
-		return fmt.Errorf("stock: keep: %w", err)
+		return fmt.Errorf("stock: store: %w", err)
 	}
 	return nil
 }
@@ -190,8 +190,8 @@ type Settled int
 
 // How reservations end.
 const (
-	// Kept: the database has the reservation's order.
-	Kept Settled = iota
+	// Persisted: the database has the reservation's order.
+	Persisted Settled = iota
 	// Released: the database refused it; its units go back.
 	Released
 	// Replayed: its key already had an order, which took units of its

@@ -60,7 +60,7 @@ func InstancesWith(t *testing.T, name string, set func(*config.Config)) (func() 
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	return func() *order.Service {
 		b, p := strategytest.Open(t, s, cfg)
-		return order.NewService(b.DB, p, &order.Options{PerUserLimit: cfg.PerUserLimit})
+		return order.NewService(b.DB, p, nil)
 	}, gdb
 }
 

@@ -68,7 +68,7 @@ func (k *keys) place(ctx context.Context, r PlaceRequest, place func() (Order, b
 		return a.Order, a.Replayed, a.Err
 	}
 	o, replayed, err := place()
-	k.keep(ctx, r, err)
+	k.store(ctx, r, err)
 	return o, replayed, err
 }
 
@@ -138,16 +138,16 @@ func (k *keys) find(ctx context.Context, r PlaceRequest) (a Answer, found bool) 
 		sku, quantity := asked(first)
 		return Answer{Err: fmt.Errorf("order: place: %w: its first request was for %s of %s", ErrKeyReused, quantity, sku)}, true
 	}
-	return ReplayKept(answer, r), true
+	return ReplayStored(answer, r), true
 }
 
-// keep keeps err as r's answer if it is a final refusal. Should Redis fail,
+// store keeps err as r's answer if it is a final refusal. Should Redis fail,
 // a retry asks again.
-func (k *keys) keep(ctx context.Context, r PlaceRequest, err error) {
+func (k *keys) store(ctx context.Context, r PlaceRequest, err error) {
 	if err == nil {
 		return
 	}
-	if answer, ok := Kept(Answer{Err: err}); ok {
+	if answer, ok := Stored(Answer{Err: err}); ok {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RedisTimeout)
 		defer cancel()
 		_ = k.pipe.Do(ctx, "SET", k.key(r), idempotency.Record(fingerprint(r), answer), "PX", k.ttl.Milliseconds()).Err()
