@@ -77,7 +77,7 @@ func (s *RedisStock) ReserveCart(ctx context.Context, c Cart, lines []CartLine) 
 		keys = append(keys, k[kState], k[kHoldings], k[kLog], k[kKeys])
 		args = append(args, l.Epoch, l.Quantity)
 	}
-	v, err := cartScript.Run(ctx, s.rdb, keys, args...).StringSlice()
+	v, err := s.pipe.Run(ctx, cartScript, keys, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("stock: reserve cart: %w", err)
 	}
@@ -126,7 +126,7 @@ func (s *RedisStock) CartDone(ctx context.Context, sku, saga string) error {
 
 func (s *RedisStock) endLine(ctx context.Context, sku, saga string, limited, done bool) (int, error) {
 	k := s.keys(sku)
-	n, err := giveScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, group, saga, flag(limited), flag(done)).Int()
+	n, err := s.pipe.Run(ctx, giveScript, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, group, saga, flag(limited), flag(done)).Int()
 	if err != nil {
 		return 0, fmt.Errorf("stock: end cart line: %w", err)
 	}
