@@ -27,7 +27,7 @@ import (
 
 // PlaceCart implements CartPlacer: Redis first, then the database, then
 // the reservations end: done, or given back.
-func (l *Lua) PlaceCart(ctx context.Context, r order.PlaceRequest, place order.PlaceFunc) (order.Order, bool, error) {
+func (l *Lua) PlaceCart(ctx context.Context, r order.PlaceRequest, _ order.Rules, place order.PlaceFunc) (order.Order, bool, error) {
 	// A retry of a cart the database has gets it again, and takes nothing.
 	if o, found, err := order.ReplayOr(ctx, l.db, r, nil); found || err != nil {
 		return o, found, err

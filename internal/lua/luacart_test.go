@@ -255,8 +255,8 @@ type cartThen struct {
 	then func()
 }
 
-func (c cartThen) PlaceCart(ctx context.Context, r order.PlaceRequest, place order.PlaceFunc) (order.Order, bool, error) {
-	return c.lua.PlaceCart(ctx, r, func(ctx context.Context, r order.PlaceRequest, g stock.Guard) (order.Order, bool, error) {
+func (c cartThen) PlaceCart(ctx context.Context, r order.PlaceRequest, rules order.Rules, place order.PlaceFunc) (order.Order, bool, error) {
+	return c.lua.PlaceCart(ctx, r, rules, func(ctx context.Context, r order.PlaceRequest, g stock.Guard) (order.Order, bool, error) {
 		o, replayed, err := place(ctx, r, g)
 		c.then()
 		return o, replayed, err

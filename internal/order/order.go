@@ -183,7 +183,7 @@ func (s *Service) placeOnce(ctx context.Context, r PlaceRequest) (Order, bool, e
 	switch {
 	case r.IdempotencyKey == "":
 	case r.isCart() && s.strategy.Carts != nil:
-		return s.strategy.Carts.PlaceCart(ctx, r, s.placeWith)
+		return s.strategy.Carts.PlaceCart(ctx, r, Rules{Limit: s.limit, Window: s.window}, s.placeWith)
 	case !r.isCart() && s.strategy.Placer != nil:
 		return s.strategy.Placer.Place(ctx, r, Rules{Limit: s.limit, Window: s.window})
 	}
