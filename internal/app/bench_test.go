@@ -39,8 +39,8 @@ func BenchmarkOrder(b *testing.B) {
 }
 
 // BenchmarkCart is BenchmarkOrder for carts of 3 lines, a unit each of 3
-// SKUs, under atomic (one transaction), batched (a transaction of the
-// cart's own, outside the batches) and lua (one script on one Redis).
+// SKUs, under atomic (one transaction), batched (in batches of carts) and
+// lua (one script on one Redis, then in batches of carts).
 func BenchmarkCart(b *testing.B) {
 	testinfra.NeedsRealServers(b, "it measures the strategies on MySQL and Redis")
 	for _, name := range []string{"atomic", "batched", "lua"} {

@@ -2,6 +2,7 @@ package groupcommit
 
 import (
 	"context"
+	"errors"
 
 	"gorm.io/gorm"
 
@@ -17,9 +18,10 @@ import (
 // commits, the next gathers (writer.go).
 //
 // Sold out is answered without queuing: a buyer reads the stock first,
-// unless its SKU's writer runs and the last batch left stock. Refunds, and
-// orders without an Idempotency-Key, take one transaction each, as atomic
-// does. See docs/strategies.md.
+// unless its SKU's writer runs and the last batch left stock. Carts with a
+// key share batches of their own, one queue for all the instance's carts
+// (carts.go). Refunds, and orders and carts without an Idempotency-Key,
+// take one transaction each, as atomic does. See docs/strategies.md.
 type Batched struct {
 	db     *gorm.DB
 	single stock.Guard // refunds, and orders without a key
@@ -29,7 +31,7 @@ type Batched struct {
 
 // NewBatched returns the group-commit strategy on gdb.
 func NewBatched(gdb *gorm.DB) *Batched {
-	return &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), w: NewWriter[struct{}](gdb, "batched", nil), reads: order.NewFirstReads(gdb)}
+	return &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), w: NewWriter[struct{}](gdb, "batched", nil, nil), reads: order.NewFirstReads(gdb)}
 }
 
 // Adjust implements the strategy for what does not batch: refunds, and
@@ -38,10 +40,10 @@ func (b *Batched) Adjust(ctx context.Context, sku string, delta int, fn stock.Fn
 	return b.single.Adjust(ctx, sku, delta, fn)
 }
 
-// AdjustLines implements the strategy for carts, which do not batch: each
-// takes one transaction of its own, as atomic does, its rows in ascending
-// SKU order. A batch locks one SKU's row only, so a cart waits for at
-// most one batch per line, and no batch waits for a cart in a circle.
+// AdjustLines implements the strategy for carts without an
+// Idempotency-Key, and refunds of carts: each takes one transaction of its
+// own, as atomic does, its rows in ascending SKU order, as a batch of
+// carts locks them, so no two wait for each other in a circle.
 func (b *Batched) AdjustLines(ctx context.Context, lines []stock.Line, fn stock.Fn) error {
 	return b.single.AdjustLines(ctx, lines, fn)
 }
@@ -59,10 +61,21 @@ func (b *Batched) Place(ctx context.Context, r order.PlaceRequest, rules order.R
 	return b.reads.CheckRefusal(ctx, r, o, replayed, err)
 }
 
+// PlaceCart implements order.CartPlacer: it queues r for the next batch
+// of carts and waits for its answer. A refusal may be because the key's
+// own order, placed meanwhile, took the stock: that order is its answer.
+func (b *Batched) PlaceCart(ctx context.Context, r order.PlaceRequest, rules order.Rules) (order.Order, bool, error) {
+	o, replayed, err := b.w.SubmitCart(&Request[struct{}]{Ctx: ctx, Order: r, Rules: rules})
+	if errors.Is(err, stock.ErrSoldOut) || errors.Is(err, order.ErrLimitReached) {
+		return order.ReplayOr(ctx, b.db, r, err)
+	}
+	return o, replayed, err
+}
+
 // Placement is what the service places through under batched: its own
-// placement of orders with a key, and its guard for the rest.
+// placement of orders and carts with a key, and its guard for the rest.
 func (b *Batched) Placement(rules order.Rules) order.Placement {
-	return order.Placement{Guard: b, Placer: b, Rules: rules, Close: b.Close}
+	return order.Placement{Guard: b, Placer: b, Carts: b, Rules: rules, Close: b.Close}
 }
 
 // Close answers the buyers its writer holds and waits for its writers and

@@ -47,7 +47,7 @@ func BenchmarkBatchTransaction(b *testing.B) {
 	if err := stock.Reset(ctx, gdb, "hot", 1_000_000_000); err != nil {
 		b.Fatal(err)
 	}
-	w := NewWriter[struct{}](gdb, "batched", nil)
+	w := NewWriter[struct{}](gdb, "batched", nil, nil)
 	run := rand.Text()[:8]
 	round := 0
 	for b.Loop() {

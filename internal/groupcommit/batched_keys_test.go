@@ -16,14 +16,14 @@ import (
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
-// TestBatchedKeepsKeys: the service keeps the Idempotency-Keys of batched's
+// TestBatchedStoresKeys: the service keeps the Idempotency-Keys of batched's
 // buyers, across two instances: concurrent requests under one key make one
 // order, whatever batches they land in,
 // each of the others told the first is in progress or replaying it; a
 // refusal is kept and replayed, even once a refund has put a unit back; a
 // key used for another quantity is refused; and with Redis gone, orders
 // and their replays go on, from the database.
-func TestBatchedKeepsKeys(t *testing.T) {
+func TestBatchedStoresKeys(t *testing.T) {
 	t.Parallel()
 	_, gdb := ordertest.Instances(t, "batched")
 	srv := testinfra.StartRedis(t)

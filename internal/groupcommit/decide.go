@@ -66,8 +66,8 @@ func decide[M any](tx *gorm.DB, sku string, batch []*Request[M], known map[order
 	if err != nil {
 		return nil, 0, err // a failed statement may have ended the transaction
 	}
-	answers := make([]order.Answer, len(batch))
 	if !st.found {
+		answers := make([]order.Answer, len(batch))
 		for i := range answers {
 			answers[i].Err = order.NotFound(sku)
 		}
@@ -77,7 +77,14 @@ func decide[M any](tx *gorm.DB, sku string, batch []*Request[M], known map[order
 	if err := writeBatch(tx, sku, st, &g, ids, batch); err != nil {
 		return nil, 0, err
 	}
-	for i, d := range g.decisions {
+	return answersOf(g.decisions, batch), st.available - g.taken, nil
+}
+
+// answersOf is each buyer's answer from the batch's decisions, once the
+// granted orders have their ids.
+func answersOf[M any](decisions []decision, batch []*Request[M]) []order.Answer {
+	answers := make([]order.Answer, len(batch))
+	for i, d := range decisions {
 		switch d.verdict {
 		case granted:
 			answers[i] = order.Answer{Order: d.o}
@@ -87,12 +94,12 @@ func decide[M any](tx *gorm.DB, sku string, batch []*Request[M], known map[order
 			answers[i] = order.Answer{Err: d.err}
 		}
 	}
-	for i, d := range g.decisions {
+	for i, d := range decisions {
 		if d.verdict == repeated {
 			answers[i] = order.SameKey(answers[d.first], batch[i].Order)
 		}
 	}
-	return answers, st.available - g.taken, nil
+	return answers
 }
 
 // readBatch locks sku's stock row and reads what the batch needs. When
@@ -180,7 +187,7 @@ func grant[M any](sku string, batch []*Request[M], known map[order.UserKey]order
 			continue
 		}
 		if fenced && p.Epoch != st.epoch {
-			d.verdict, d.err = refused, fmt.Errorf("order: place: %w: the units held for the order, in the sale of epoch %d, were lost; the SKU is in epoch %d", stock.ErrBusy, p.Epoch, st.epoch)
+			d.verdict, d.err = refused, lostEpoch(sku, p.Epoch, st.epoch)
 			continue
 		}
 		if j, ok := first[k]; ok {
@@ -210,6 +217,12 @@ func grant[M any](sku string, batch []*Request[M], known map[order.UserKey]order
 		}
 	}
 	return g
+}
+
+// lostEpoch refuses, busy, an order whose units of sku were held in the
+// sale of epoch held, now that the SKU is in epoch now.
+func lostEpoch(sku string, held, now int64) error {
+	return fmt.Errorf("order: place: %w: the units of %s held for the order, in the sale of epoch %d, were lost; the SKU is in epoch %d", stock.ErrBusy, sku, held, now)
 }
 
 // writeBatch writes what grant decided: the units taken, the orders, with

@@ -12,7 +12,7 @@ import (
 
 // traceBatch starts the span of one group-commit batch, linked to each
 // request it served (tracing.StartBatch). system is the database's name in
-// the conventions.
+// the conventions; sku is "" for a batch of carts.
 func traceBatch[M any](system, strategy, sku string, batch []*Request[M]) (context.Context, trace.Span) {
 	if !tracing.Enabled() {
 		return context.Background(), tracing.NoSpan
@@ -21,6 +21,9 @@ func traceBatch[M any](system, strategy, sku string, batch []*Request[M]) (conte
 	for i, p := range batch {
 		callers[i] = p.Ctx
 	}
-	return tracing.StartBatch("order.batch", callers, semconv.DBSystemNameKey.String(system), semconv.DBOperationName("BATCH"),
-		attribute.String("shop.strategy", strategy), attribute.String("shop.sku", sku))
+	attrs := []attribute.KeyValue{semconv.DBSystemNameKey.String(system), semconv.DBOperationName("BATCH"), attribute.String("shop.strategy", strategy)}
+	if sku != "" { // a batch of carts has several
+		attrs = append(attrs, attribute.String("shop.sku", sku))
+	}
+	return tracing.StartBatch("order.batch", callers, attrs...)
 }

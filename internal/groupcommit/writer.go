@@ -29,6 +29,10 @@ type Writer[M any] struct {
 	after AfterCommit[M] // nil for none
 
 	skus *batch.Batcher[string, *Request[M]]
+	// carts queues every cart of the instance under one key: a batch of
+	// carts locks the rows of all their SKUs, in ascending order (carts.go).
+	carts      *batch.Batcher[string, *Request[M]]
+	afterCarts AfterCarts[M] // nil for none
 
 	mu   sync.Mutex
 	last map[string]lastBatch // of each SKU whose writer runs, once a batch ended
@@ -42,11 +46,19 @@ type Writer[M any] struct {
 // lua acknowledges its reservations in Redis there.
 type AfterCommit[M any] func(ctx context.Context, sku string, batch []*Request[M], answers []order.Answer)
 
+// AfterCarts runs once a batch of carts has ended, with each request's
+// answer, before the buyers hear them, with the batch's span in its ctx.
+// Unlike AfterCommit, it runs for every cart that SubmitCart queued,
+// exactly once, whether its batch committed or not: lua ends the cart's
+// reservations in Redis there, kept or given back by its answer.
+type AfterCarts[M any] func(ctx context.Context, batch []*Request[M], answers []order.Answer)
+
 // NewWriter returns a writer on gdb, named in the metrics as the strategy
-// name; after may be nil.
-func NewWriter[M any](gdb *gorm.DB, name string, after AfterCommit[M]) *Writer[M] {
-	w := &Writer[M]{db: gdb, name: name, after: after, last: make(map[string]lastBatch)}
+// name; after and afterCarts may be nil.
+func NewWriter[M any](gdb *gorm.DB, name string, after AfterCommit[M], afterCarts AfterCarts[M]) *Writer[M] {
+	w := &Writer[M]{db: gdb, name: name, after: after, afterCarts: afterCarts, last: make(map[string]lastBatch)}
 	w.skus = batch.New(maxBatch, w.write, w.forget)
+	w.carts = batch.New(maxBatch, w.writeCarts, nil)
 	return w
 }
 
@@ -81,6 +93,9 @@ type Request[M any] struct {
 	// of another epoch by then. lua's reservations are held in Redis.
 	Held  bool
 	Epoch int64
+	// Epochs are a held cart's: each line's epoch, in the order of
+	// Order.Items.
+	Epochs []int64
 	// Meta is the caller's, handed back to its AfterCommit.
 	Meta M
 
@@ -101,9 +116,12 @@ func (w *Writer[M]) Submit(r *Request[M]) (order.Order, bool, error) {
 	}
 }
 
-// Close waits for every SKU's writer to answer its buyers, once no new
-// writer may start.
-func (w *Writer[M]) Close() { w.skus.Close() }
+// Close waits for every SKU's writer, and the carts', to answer its
+// buyers, once no new writer may start.
+func (w *Writer[M]) Close() {
+	w.skus.Close()
+	w.carts.Close()
+}
 
 // Stocked reports whether sku's writer runs and its last batch left stock.
 func (w *Writer[M]) Stocked(sku string) bool {
@@ -140,7 +158,12 @@ func (w *Writer[M]) write(sku string, queued []*Request[M]) {
 			return
 		}
 	}
-	left, ok := w.commit(sku, queued)
+	after := func(ctx context.Context, answers []order.Answer, committed bool) {
+		if committed && w.after != nil {
+			w.after(ctx, sku, queued, answers)
+		}
+	}
+	left, ok := w.commit(sku, queued, decide[M], after)
 	switch {
 	case !ok:
 		last = leftUnknown
@@ -154,11 +177,17 @@ func (w *Writer[M]) write(sku string, queued []*Request[M]) {
 	w.mu.Unlock()
 }
 
+// decider is one batch's transaction: decide for a SKU's orders,
+// decideCarts for carts. It returns each request's answer and the stock
+// of sku it leaves.
+type decider[M any] func(tx *gorm.DB, sku string, batch []*Request[M], known map[order.UserKey]order.Order, ids order.IDSource) ([]order.Answer, int, error)
+
 // commit runs one batch's transaction, again while any buyer in it still
 // waits after a deadlock, a lock-wait timeout or a lost connection, and
-// answers them. Once the batch has committed, it reports ok and the stock
-// it left.
-func (w *Writer[M]) commit(sku string, reqs []*Request[M]) (left int, ok bool) {
+// answers them, once after has run with their answers and whether the
+// batch committed. Once the batch has committed, it reports ok and the
+// stock it left. sku is "" for a batch of carts.
+func (w *Writer[M]) commit(sku string, reqs []*Request[M], run decider[M], after func(context.Context, []order.Answer, bool)) (left int, ok bool) {
 	metrics.BatchSize.WithLabelValues(w.name).Observe(float64(len(reqs)))
 	defer func(start time.Time) {
 		metrics.BatchCommit.WithLabelValues(w.name).Observe(time.Since(start).Seconds())
@@ -175,6 +204,7 @@ func (w *Writer[M]) commit(sku string, reqs []*Request[M]) (left int, ok bool) {
 		ctx = trace.ContextWithSpan(ctx, span)
 		if ctx.Err() != nil {
 			cancel()
+			w.answer(traced, reqs, busy(reqs), false, after)
 			return 0, false // every buyer has been answered busy
 		}
 		var answers []order.Answer
@@ -185,7 +215,7 @@ func (w *Writer[M]) commit(sku string, reqs []*Request[M]) (left int, ok bool) {
 		}
 		if err == nil {
 			err = w.db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-				answers, left, err = decide(tx, sku, reqs, known, w.idSource(tx))
+				answers, left, err = run(tx, sku, reqs, known, w.idSource(tx))
 				return err
 			})
 		}
@@ -195,12 +225,7 @@ func (w *Writer[M]) commit(sku string, reqs []*Request[M]) (left int, ok bool) {
 			continue
 		}
 		if err == nil {
-			if w.after != nil {
-				w.after(traced, sku, reqs, answers)
-			}
-			for i, p := range reqs {
-				p.done <- answers[i]
-			}
+			w.answer(traced, reqs, answers, true, after)
 			return left, true
 		}
 		// A duplicate key now means another SKU's batch inserted one of
@@ -211,18 +236,40 @@ func (w *Writer[M]) commit(sku string, reqs []*Request[M]) (left int, ok bool) {
 		// otherwise wait for the reconciler's claim.
 		if !db.IsRetryable(err) && !db.IsDuplicate(err) && !backend.Unavailable(err) {
 			tracing.End(span, err)
-			for _, p := range reqs {
-				p.done <- order.Answer{Err: fmt.Errorf("order: place: %w", err)}
+			answers := make([]order.Answer, len(reqs))
+			for i := range answers {
+				answers[i].Err = fmt.Errorf("order: place: %w", err)
 			}
+			w.answer(traced, reqs, answers, false, after)
 			return 0, false
 		}
 		wait, stop := batch.Waiting(ctxsOf(reqs))
 		err = backoff.Wait(wait, attempt)
 		stop()
 		if err != nil {
+			w.answer(traced, reqs, busy(reqs), false, after)
 			return 0, false // every buyer has been answered busy
 		}
 	}
+}
+
+// answer runs after with the batch's answers, then gives each buyer its
+// own. A buyer who has stopped waiting has heard busy already.
+func (w *Writer[M]) answer(ctx context.Context, reqs []*Request[M], answers []order.Answer, committed bool, after func(context.Context, []order.Answer, bool)) {
+	after(ctx, answers, committed)
+	for i, p := range reqs {
+		p.done <- answers[i]
+	}
+}
+
+// busy is the answer of a batch whose buyers all stopped waiting before
+// it committed.
+func busy[M any](reqs []*Request[M]) []order.Answer {
+	answers := make([]order.Answer, len(reqs))
+	for i, p := range reqs {
+		answers[i].Err = fmt.Errorf("order: place: %w: %w", stock.ErrBusy, context.Cause(p.Ctx))
+	}
+	return answers
 }
 
 func ctxsOf[M any](reqs []*Request[M]) []context.Context {

@@ -34,7 +34,7 @@ const (
 type Config struct {
 	Strategy string // its name, for the metrics
 	// Orders keeps its buyers' Idempotency-Keys for orders
-	// (order.Service.KeepsKeys, with order.Options.Keys): the key store
+	// (order.Service.StoresKeys, with order.Options.Keys): the key store
 	// is for refunds, cancels and adjustments.
 	Orders      *order.Service
 	Idempotency *idempotency.Store

@@ -48,6 +48,9 @@ type Lua struct {
 	// betweenLines, when set, runs before each line of a saga: a test's
 	// way to fail a store between two lines.
 	betweenLines func(line int)
+	// cartPlaced, when set, runs once a batch of carts has committed,
+	// before their sagas end: a test's way in between the two.
+	cartPlaced func()
 
 	rebuilding chan struct{} // one rebuild at a time in this process
 	mu         sync.Mutex
@@ -96,8 +99,13 @@ func OptionsOf(cfg config.Config, rules order.Rules) *Options {
 // reservation is what lua keeps with each order it queues for the
 // group-commit writer: the reservation's id in its SKU's stream, and the
 // Redis stock it was taken from, the SKU or one of its buckets
-// (redisstock.BucketOf).
-type reservation struct{ entry, bucket string }
+// (redisstock.BucketOf); of a cart, its saga and the buckets that hold its
+// lines (luacart.go).
+type reservation struct {
+	entry, bucket string
+	saga          string
+	held          []string
+}
 
 // New returns the fast path on gdb and rdb.
 func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
@@ -115,7 +123,7 @@ func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
 	l := &Lua{db: gdb, redis: redisstock.New(rdb, o.Prefix), single: stock.NewAtomic(gdb), reads: order.NewFirstReads(gdb),
 		rules: o.Rules, idle: o.ClaimIdle, answerTTL: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), fixing: make(map[string]bool), checked: make(map[string]uint64)}
-	l.w = groupcommit.NewWriter(gdb, "lua", l.settle)
+	l.w = groupcommit.NewWriter(gdb, "lua", l.settle, l.settleCarts)
 	for _, result := range []string{"persisted", "released"} {
 		metrics.LuaClaimed.WithLabelValues(result)
 	}

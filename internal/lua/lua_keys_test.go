@@ -9,9 +9,9 @@ import (
 	"github.com/stockguard/shop/internal/stock"
 )
 
-// TestLuaKeepsKeys: on one Redis, lua's script that reserves claims the
+// TestLuaStoresKeys: on one Redis, lua's script that reserves claims the
 // buyer's Idempotency-Key too, and keeps its answer (keysClaimed).
-func TestLuaKeepsKeys(t *testing.T) {
+func TestLuaStoresKeys(t *testing.T) {
 	t.Parallel()
 	f := newLuaFleet(t, func(cfg *config.Config) { cfg.PerUserLimit = 1 })
 	keysClaimed(t, f, "keys", f.new(), f.new())

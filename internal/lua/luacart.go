@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"sync"
 
+	"github.com/stockguard/shop/internal/groupcommit"
 	"github.com/stockguard/shop/internal/lua/redisstock"
 	"github.com/stockguard/shop/internal/order"
 
@@ -15,8 +17,11 @@ import (
 )
 
 // A cart under lua: Redis takes every line's stock first, then the
-// database places the cart in one transaction, as atomic does, where its
-// conditional UPDATEs refuse rather than oversell. When the lines' keys
+// group-commit writer records the cart in a batch of carts (internal/
+// groupcommit, carts.go), whose conditional UPDATEs refuse rather than
+// oversell, and which refuses, busy, a cart a line of which was reserved
+// in a sale of another epoch. Once the batch has ended, its carts'
+// reservations end (settleCarts): done, or given back. When the lines' keys
 // share one hash slot (one Redis server, or SKUs of one sale tag on a
 // cluster), one script reserves them all or none. Otherwise the cart is a
 // saga: each line is reserved by a script on its own master, in ascending
@@ -29,27 +34,26 @@ import (
 
 // PlaceCart implements CartPlacer: Redis first, then the database, then
 // the reservations end: done, or given back.
-func (l *Lua) PlaceCart(ctx context.Context, r order.PlaceRequest, place order.PlaceFunc) (order.Order, bool, error) {
-	// A retry of a cart the database has gets it again, and takes nothing.
-	if o, found, err := order.ReplayOr(ctx, l.db, r, nil); found || err != nil {
-		return o, found, err
-	}
+func (l *Lua) PlaceCart(ctx context.Context, r order.PlaceRequest, rules order.Rules) (order.Order, bool, error) {
+	// A retry of a cart the database has reserves again: its batch finds
+	// the key's order (the INSERT fails on the unique index, and the batch
+	// runs again with the keys looked up), replays it, and the saga gives
+	// the reservations back; one Redis refuses finds it too (ReplayOr).
 	doubts := 0
 	for attempt := 0; ; attempt++ {
 		c := redisstock.Cart{UserID: r.UserID, Key: r.IdempotencyKey, Saga: rand.Text(), Limit: l.rules.Limit}
-		held, err := l.reserveCart(ctx, c, r.Items)
+		held, epochs, err := l.reserveCart(ctx, c, r.Items)
 		var line *redisstock.LineError
 		var over *redisstock.OverLimitError
 		switch {
 		case err == nil:
-			o, replayed, err := place(ctx, r, l.single)
-			l.endCart(c.Saga, held, err == nil && !replayed)
-			if errors.Is(err, stock.ErrSoldOut) {
-				// Redis granted what the database refused: a state is stale.
-				for _, bucket := range held {
-					sku, _ := redisstock.SplitBucket(bucket)
-					l.fix(sku)
-				}
+			// The writer ends the reservations once the batch has ended
+			// (settleCarts), even should the buyer stop waiting.
+			o, replayed, err := l.w.SubmitCart(&groupcommit.Request[reservation]{Ctx: ctx, Order: r, Rules: rules, Held: true, Epochs: epochs,
+				Meta: reservation{saga: c.Saga, held: held}})
+			if errors.Is(err, stock.ErrSoldOut) || errors.Is(err, order.ErrLimitReached) {
+				// The stock may have gone to this key's own order.
+				return order.ReplayOr(ctx, l.db, r, err)
 			}
 			return o, replayed, err
 		case errors.As(err, &line) && errors.Is(err, redisstock.ErrStale) && attempt < len(r.Items)+2:
@@ -93,24 +97,32 @@ func waitOutDoubt(ctx context.Context, doubts *int) error {
 // their keys share a hash slot, else as a saga, which gives back what it
 // holds when a line is refused; with buckets, always a saga, each line
 // from the first of its SKU's buckets that has it. It returns the buckets
-// that hold the lines (with one bucket, the SKUs); on error it holds
-// nothing.
-func (l *Lua) reserveCart(ctx context.Context, c redisstock.Cart, items []order.Line) ([]string, error) {
+// that hold the lines (with one bucket, the SKUs), and the epoch of each
+// line's reservation; on error it holds nothing.
+func (l *Lua) reserveCart(ctx context.Context, c redisstock.Cart, items []order.Line) ([]string, []int64, error) {
 	lines := make([]redisstock.CartLine, len(items))
 	skus := make([]string, len(items))
+	epochs := make([]int64, len(items))
 	for i, it := range items {
 		epoch, err := l.epoch(ctx, it.SKU)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		lines[i], skus[i] = redisstock.CartLine{SKU: it.SKU, Epoch: epoch, Quantity: it.Quantity}, it.SKU
+		lines[i], skus[i], epochs[i] = redisstock.CartLine{SKU: it.SKU, Epoch: epoch, Quantity: it.Quantity}, it.SKU, epoch
 	}
 	if l.buckets == 1 && l.redis.SameSlot(skus) {
 		if _, err := l.redis.ReserveCart(ctx, c, lines); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return skus, nil
+		return skus, epochs, nil
 	}
+	held, err := l.reserveSaga(ctx, c, lines)
+	return held, epochs, err
+}
+
+// reserveSaga reserves the lines of a saga, one after another, and gives
+// back what it holds when one is refused.
+func (l *Lua) reserveSaga(ctx context.Context, c redisstock.Cart, lines []redisstock.CartLine) ([]string, error) {
 	var held []string // the buckets that hold a line
 	for i, line := range lines {
 		if l.betweenLines != nil {
@@ -209,6 +221,28 @@ func (l *Lua) endCart(saga string, held []string, persisted bool) {
 		n, err := l.redis.GiveBack(ctx, sku, saga, l.rules.Limit > 0)
 		countGiveBack(n, err)
 	}
+}
+
+// settleCarts runs once a batch of carts has ended: each cart's
+// reservations end, done once the database has the cart, else given
+// back, all the batch's carts at once. A cart the database refused sold
+// out was granted by a stale state in Redis, which is built again.
+func (l *Lua) settleCarts(_ context.Context, batch []*groupcommit.Request[reservation], answers []order.Answer) {
+	if l.cartPlaced != nil {
+		l.cartPlaced()
+	}
+	var wg sync.WaitGroup
+	for i, p := range batch {
+		a := answers[i]
+		wg.Go(func() { l.endCart(p.Meta.saga, p.Meta.held, a.Err == nil && !a.Replayed) })
+		if errors.Is(a.Err, stock.ErrSoldOut) {
+			for _, bucket := range p.Meta.held {
+				sku, _ := redisstock.SplitBucket(bucket)
+				l.fix(sku)
+			}
+		}
+	}
+	wg.Wait()
 }
 
 // countGiveBack counts a saga's compensation by its result.

@@ -239,26 +239,15 @@ func TestCartRebuildBeforeSagaEnds(t *testing.T) {
 
 // placeCartThen places r, a cart, through l on a service of its own, which
 // runs then once the database has the cart, before its saga ends the
-// lines' reservations in Redis: the seam of a placement is the test's way
-// in.
+// lines' reservations in Redis: the seam between a batch of carts and its
+// sagas' ends is the test's way in.
 func placeCartThen(ctx context.Context, gdb *gorm.DB, l *lua.Lua, r order.PlaceRequest, then func()) (order.Order, error) {
-	p := l.Placement()
-	p.Carts = cartThen{l, then}
-	o, _, err := order.NewService(gdb, p, nil).Place(ctx, r)
+	ran := false
+	lua.CartPlaced(l, func() { ran = true; then() })
+	defer lua.CartPlaced(l, nil)
+	o, _, err := order.NewService(gdb, l.Placement(), nil).Place(ctx, r)
+	if err == nil && !ran {
+		err = errors.New("the cart was placed, but not through a batch of carts")
+	}
 	return o, err
-}
-
-// cartThen places carts through lua, and runs then once the service has
-// placed each in the database.
-type cartThen struct {
-	lua  *lua.Lua
-	then func()
-}
-
-func (c cartThen) PlaceCart(ctx context.Context, r order.PlaceRequest, place order.PlaceFunc) (order.Order, bool, error) {
-	return c.lua.PlaceCart(ctx, r, func(ctx context.Context, r order.PlaceRequest, g stock.Guard) (order.Order, bool, error) {
-		o, replayed, err := place(ctx, r, g)
-		c.then()
-		return o, replayed, err
-	})
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // The final answers that a strategy which keeps its buyers'
-// Idempotency-Keys (Placement.KeepsKeys) keeps under each key, and replays to a
+// Idempotency-Keys (Placement.StoresKeys) stores under each key, and replays to a
 // retry of the same request: an order, or a refusal. Each is a few bytes,
 // and reads back as the same answer, its text included.
 

@@ -79,7 +79,7 @@ type Order struct {
 // Options tune a Service; nil is valid.
 type Options struct {
 	// Keys, when set, has the service keep its buyers' Idempotency-Keys
-	// for orders (KeepsKeys, kept.go).
+	// for orders (StoresKeys, keys.go).
 	Keys *KeyOptions
 	// StreamMaxLen caps the events stream at about this many entries as
 	// Relay adds to it (XADD MAXLEN ~); 0 means no cap.
@@ -184,7 +184,7 @@ func (s *Service) placeOnce(ctx context.Context, r PlaceRequest) (Order, bool, e
 	switch {
 	case r.IdempotencyKey == "":
 	case r.isCart() && s.strategy.Carts != nil:
-		return s.strategy.Carts.PlaceCart(ctx, r, s.placeWith)
+		return s.strategy.Carts.PlaceCart(ctx, r, s.strategy.Rules)
 	case !r.isCart() && s.strategy.Placer != nil:
 		return s.strategy.Placer.Place(ctx, r, Rules{Limit: s.limit, Window: s.window})
 	}

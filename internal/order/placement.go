@@ -32,8 +32,9 @@ type Placement struct {
 	// batched and lua, which batch them. It checks its refusals and
 	// queues its buyers itself.
 	Placer Placer
-	// Carts places the carts that carry an Idempotency-Key: lua, which
-	// takes a cart's stock in Redis first.
+	// Carts places the carts that carry an Idempotency-Key: batched, and
+	// lua, which takes a cart's stock in Redis first; both commit them in
+	// batches.
 	Carts CartPlacer
 	// StoresKeys says that Placer keeps its buyers' Idempotency-Keys for
 	// orders itself, in the step that decides them (lua, in Redis); its
@@ -73,14 +74,9 @@ type Placer interface {
 	Place(ctx context.Context, r PlaceRequest, rules Rules) (o Order, replayed bool, err error)
 }
 
-// PlaceFunc is the service's own placement, the database's part, of r on
-// guard.
-type PlaceFunc func(ctx context.Context, r PlaceRequest, guard stock.Guard) (Order, bool, error)
-
-// CartPlacer places a cart itself; place is the service's own placement,
-// which it calls once it holds the cart's stock elsewhere.
+// CartPlacer places a cart with an Idempotency-Key itself, under rules.
 type CartPlacer interface {
-	PlaceCart(ctx context.Context, r PlaceRequest, place PlaceFunc) (Order, bool, error)
+	PlaceCart(ctx context.Context, r PlaceRequest, rules Rules) (Order, bool, error)
 }
 
 // FirstReader lets a purchase make its first read itself (stock.Queued).

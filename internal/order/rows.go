@@ -12,11 +12,14 @@ import (
 // their own transactions: this package keeps those tables' SQL.
 
 // Known returns the orders that the given users' Idempotency-Keys have,
-// by key. By user alone: the index's prefix, one range per user, where
+// by key, a cart's with its lines. By user alone: the index's prefix, one range per user, where
 // users and keys together would ask for every pair.
 func Known(ctx context.Context, gdb *gorm.DB, users []string) (map[UserKey]Order, error) {
 	var existing []Order
 	if err := gdb.WithContext(ctx).Raw(`SELECT * FROM orders WHERE user_id IN ?`, users).Scan(&existing).Error; err != nil {
+		return nil, err
+	}
+	if err := withItems(ctx, gdb, existing); err != nil {
 		return nil, err
 	}
 	known := make(map[UserKey]Order, len(existing))

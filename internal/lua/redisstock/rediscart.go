@@ -79,7 +79,7 @@ func (s *Stock) ReserveCart(ctx context.Context, c Cart, lines []CartLine) ([]st
 		keys = append(keys, k[kState], k[kHoldings], k[kLog], k[kKeys])
 		args = append(args, l.Epoch, l.Quantity)
 	}
-	v, err := cartScript.Run(ctx, s.rdb, keys, args...).StringSlice()
+	v, err := s.pipe.Run(ctx, cartScript, keys, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("stock: reserve cart: %w", err)
 	}
@@ -160,7 +160,7 @@ func (s *Stock) CartDone(ctx context.Context, sku, saga string) error {
 
 func (s *Stock) endLine(ctx context.Context, sku, saga string, limited, done bool) (int, error) {
 	k := s.keys(sku)
-	n, err := giveScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, group, saga, flag(limited), flag(done)).Int()
+	n, err := s.pipe.Run(ctx, giveScript, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, group, saga, flag(limited), flag(done)).Int()
 	if err != nil {
 		return 0, fmt.Errorf("stock: end cart line: %w", err)
 	}

@@ -78,7 +78,7 @@ type Reservation struct {
 // See docs/strategies.md#the-fast-path-lua.
 type Stock struct {
 	rdb      redis.UniversalClient
-	pipe     *redispipe.Pipe // for Reserve, which every buyer makes
+	pipe     *redispipe.Pipe // for Reserve, which every buyer makes, and carts' lines
 	prefix   string
 	consumer string // this process in the log's consumer group
 }
