@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"sync"
+
+	"github.com/stockguard/shop/internal/jsonenc"
 )
 
 // An order's body is built by hand, as encoding/json would write the
@@ -14,9 +16,9 @@ import (
 
 // appendOrderBody appends o's JSON, the bytes json.Marshal(o) gives.
 func appendOrderBody(b []byte, o order) []byte {
-	b = appendString(append(b, `{"user_id":`...), o.UserID)
+	b = jsonenc.AppendString(append(b, `{"user_id":`...), o.UserID)
 	if o.SKU != "" {
-		b = appendString(append(b, `,"sku":`...), o.SKU)
+		b = jsonenc.AppendString(append(b, `,"sku":`...), o.SKU)
 	}
 	if o.Quantity != 0 {
 		b = strconv.AppendInt(append(b, `,"quantity":`...), int64(o.Quantity), 10)
@@ -27,25 +29,13 @@ func appendOrderBody(b []byte, o order) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(append(b, `{"sku":`...), l.SKU)
+			b = jsonenc.AppendString(append(b, `{"sku":`...), l.SKU)
 			b = strconv.AppendInt(append(b, `,"quantity":`...), int64(l.Quantity), 10)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
 	}
 	return append(b, '}')
-}
-
-// appendString appends s as a JSON string: printable ASCII that
-// encoding/json leaves as it is as it is, anything else through it.
-func appendString(b []byte, s string) []byte {
-	for i := range len(s) {
-		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	return append(append(append(b, '"'), s...), '"')
 }
 
 // createdID reads the id of a 201's answer, when the answer is valid JSON

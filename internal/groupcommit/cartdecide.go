@@ -9,7 +9,6 @@ import (
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
-	"github.com/stockguard/shop/internal/tracing"
 )
 
 // One batch of carts' transaction, in the three steps of a SKU's batch
@@ -95,16 +94,7 @@ func readCarts[M any](tx *gorm.DB, batch []*Request[M]) (cartState, error) {
 // ascending order, the carts, with their ids set in g, their events,
 // which keep their requests' traceparents, and the holdings.
 func writeCarts[M any](tx *gorm.DB, g *cartGrants, ids order.IDSource, batch []*Request[M]) error {
-	var carts []order.Order
-	var parents []string // nil when untraced
-	for i, d := range g.decisions {
-		if d.verdict == granted {
-			carts = append(carts, d.o)
-			if tracing.Enabled() {
-				parents = append(parents, tracing.Traceparent(batch[i].Ctx))
-			}
-		}
-	}
+	carts, parents := grantedOrders(g.decisions, batch)
 	if len(carts) == 0 {
 		return nil
 	}
@@ -125,13 +115,7 @@ func writeCarts[M any](tx *gorm.DB, g *cartGrants, ids order.IDSource, batch []*
 			return err
 		}
 	}
-	n := 0
-	for i := range g.decisions {
-		if g.decisions[i].verdict == granted {
-			g.decisions[i].o = carts[n]
-			n++
-		}
-	}
+	setGranted(g.decisions, carts)
 	return order.RecordTraced(tx, order.EventPlaced, carts, parents)
 }
 

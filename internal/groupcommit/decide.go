@@ -243,16 +243,7 @@ func writeBatch[M any](tx *gorm.DB, sku string, st batchState, g *grants, ids or
 			return fmt.Errorf("order: batch of %s: the stock changed under the row lock", sku)
 		}
 	}
-	var orders []order.Order
-	var parents []string // nil when untraced
-	for i, d := range g.decisions {
-		if d.verdict == granted {
-			orders = append(orders, d.o)
-			if tracing.Enabled() {
-				parents = append(parents, tracing.Traceparent(batch[i].Ctx))
-			}
-		}
-	}
+	orders, parents := grantedOrders(g.decisions, batch)
 	if len(orders) == 0 {
 		return nil
 	}
@@ -262,14 +253,34 @@ func writeBatch[M any](tx *gorm.DB, sku string, st batchState, g *grants, ids or
 	if err := order.SetHeld(tx, sku, g.holdings); err != nil {
 		return err
 	}
+	setGranted(g.decisions, orders)
+	return order.RecordTraced(tx, order.EventPlaced, orders, parents)
+}
+
+// grantedOrders returns the orders granted in ds, in the batch's order,
+// with their requests' traceparents (nil when untraced).
+func grantedOrders[M any](ds []decision, batch []*Request[M]) (orders []order.Order, parents []string) {
+	for i, d := range ds {
+		if d.verdict == granted {
+			orders = append(orders, d.o)
+			if tracing.Enabled() {
+				parents = append(parents, tracing.Traceparent(batch[i].Ctx))
+			}
+		}
+	}
+	return orders, parents
+}
+
+// setGranted sets the granted decisions' orders to orders, inserted, in
+// the same order.
+func setGranted(ds []decision, orders []order.Order) {
 	n := 0
-	for i := range g.decisions {
-		if g.decisions[i].verdict == granted {
-			g.decisions[i].o = orders[n]
+	for i := range ds {
+		if ds[i].verdict == granted {
+			ds[i].o = orders[n]
 			n++
 		}
 	}
-	return order.RecordTraced(tx, order.EventPlaced, orders, parents)
 }
 
 // lookup reads the orders that the batch's keys already have, outside the

@@ -99,14 +99,20 @@ func readIDs(tx *gorm.DB, sku string, granted []Order) error {
 	if err := tx.Raw(`SELECT id, user_id, idempotency_key FROM orders WHERE sku = ? AND id >= ?`, sku, granted[0].ID).Scan(&ids).Error; err != nil {
 		return err
 	}
-	byKey := make(map[UserKey]int64, len(ids))
-	for _, o := range ids {
+	setIDs(granted, ids)
+	return nil
+}
+
+// setIDs sets each of orders' ids to that of the row in rows with its
+// user and Idempotency-Key.
+func setIDs(orders, rows []Order) {
+	byKey := make(map[UserKey]int64, len(rows))
+	for _, o := range rows {
 		if o.IdempotencyKey != nil {
 			byKey[UserKey{o.UserID, *o.IdempotencyKey}] = o.ID
 		}
 	}
-	for i, o := range granted {
-		granted[i].ID = byKey[UserKey{o.UserID, *o.IdempotencyKey}]
+	for i, o := range orders {
+		orders[i].ID = byKey[UserKey{o.UserID, *o.IdempotencyKey}]
 	}
-	return nil
 }

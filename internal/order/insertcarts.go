@@ -102,14 +102,6 @@ func readHeadIDs(tx *gorm.DB, carts []Order) error {
 	if err := tx.Raw(`SELECT id, user_id, idempotency_key FROM orders WHERE id >= ? AND cart_id IS NULL AND user_id IN ?`, carts[0].ID, users).Scan(&rows).Error; err != nil {
 		return err
 	}
-	byKey := make(map[UserKey]int64, len(rows))
-	for _, o := range rows {
-		if o.IdempotencyKey != nil {
-			byKey[UserKey{o.UserID, *o.IdempotencyKey}] = o.ID
-		}
-	}
-	for i, o := range carts {
-		carts[i].ID = byKey[UserKey{o.UserID, *o.IdempotencyKey}]
-	}
+	setIDs(carts, rows)
 	return nil
 }

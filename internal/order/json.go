@@ -1,9 +1,10 @@
 package order
 
 import (
-	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/stockguard/shop/internal/jsonenc"
 )
 
 // AppendJSON appends o as MarshalJSON shows it, byte for byte what
@@ -24,13 +25,13 @@ func (o Order) AppendJSON(b []byte) ([]byte, bool) {
 		items = nil
 	}
 	if o.SKU != "" {
-		b = appendString(append(b, `,"sku":`...), o.SKU)
+		b = jsonenc.AppendString(append(b, `,"sku":`...), o.SKU)
 	}
-	b = appendString(append(b, `,"user_id":`...), o.UserID)
+	b = jsonenc.AppendString(append(b, `,"user_id":`...), o.UserID)
 	if o.Quantity != 0 {
 		b = strconv.AppendInt(append(b, `,"quantity":`...), int64(o.Quantity), 10)
 	}
-	b = appendString(append(b, `,"status":`...), o.Status)
+	b = jsonenc.AppendString(append(b, `,"status":`...), o.Status)
 	var ok bool
 	if b, ok = appendTime(append(b, `,"created_at":`...), o.CreatedAt); !ok {
 		return b[:start], false
@@ -47,7 +48,7 @@ func (o Order) AppendJSON(b []byte) ([]byte, bool) {
 				return b[:start], false
 			}
 		case t.id != nil:
-			b = appendString(append(append(append(b, `,"`...), t.name...), `":`...), *t.id)
+			b = jsonenc.AppendString(append(append(append(b, `,"`...), t.name...), `":`...), *t.id)
 		}
 	}
 	b = append(b, `,"items":[`...)
@@ -65,22 +66,9 @@ func (o Order) AppendJSON(b []byte) ([]byte, bool) {
 
 // appendLine appends one line of an order's items.
 func appendLine(b []byte, sku string, quantity int) []byte {
-	b = appendString(append(b, `{"sku":`...), sku)
+	b = jsonenc.AppendString(append(b, `{"sku":`...), sku)
 	b = strconv.AppendInt(append(b, `,"quantity":`...), int64(quantity), 10)
 	return append(b, '}')
-}
-
-// appendString appends s as a JSON string. Printable ASCII that
-// encoding/json leaves as it is goes as it is; anything else goes through
-// encoding/json, for its escapes.
-func appendString(b []byte, s string) []byte {
-	for i := range len(s) {
-		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	return append(append(append(b, '"'), s...), '"')
 }
 
 // appendTime appends t as time.Time.MarshalJSON does, or reports false
