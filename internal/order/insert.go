@@ -1,6 +1,7 @@
 package order
 
 import (
+	"context"
 	"slices"
 	"strings"
 
@@ -58,10 +59,16 @@ func InsertOrders(tx *gorm.DB, orders []Order, ids IDSource) (err error) {
 	}
 	ctx, span := tracing.Statement(tx.Statement.Context, tx.Dialector.Name(), "INSERT", "orders", len(orders))
 	defer func() { tracing.End(span, err) }()
+	return insertWithIDs(ctx, tx, q.String(), args, orders, ids, func() error { return readIDs(tx, orders[0].SKU, orders) })
+}
+
+// insertWithIDs runs q, a multi-row INSERT of the rows of orders in their
+// order, and sets their ids as ids says; read reads them back by key,
+// from the first one's up, where the database cannot say them (idsRead).
+func insertWithIDs(ctx context.Context, tx *gorm.DB, q string, args []any, orders []Order, ids IDSource, read func() error) error {
 	conn := tx.Statement.ConnPool
 	if ids == idsReturned {
-		q.WriteString(" RETURNING id")
-		rows, err := conn.QueryContext(ctx, q.String(), args...)
+		rows, err := conn.QueryContext(ctx, q+" RETURNING id", args...)
 		if err != nil {
 			return err
 		}
@@ -73,7 +80,7 @@ func InsertOrders(tx *gorm.DB, orders []Order, ids IDSource) (err error) {
 		}
 		return rows.Err()
 	}
-	res, err := conn.ExecContext(ctx, q.String(), args...)
+	res, err := conn.ExecContext(ctx, q, args...)
 	if err != nil {
 		return err
 	}
@@ -81,12 +88,11 @@ func InsertOrders(tx *gorm.DB, orders []Order, ids IDSource) (err error) {
 	if err != nil {
 		return err
 	}
-	if ids == idsRead {
-		orders[0].ID = first
-		return readIDs(tx, orders[0].SKU, orders)
-	}
 	for i := range orders {
 		orders[i].ID = first + int64(i)
+	}
+	if ids == idsRead {
+		return read()
 	}
 	return nil
 }

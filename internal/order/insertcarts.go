@@ -30,42 +30,8 @@ func InsertCarts(tx *gorm.DB, carts []Order, ids IDSource) (err error) {
 		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
 		args = append(args, o.SKU, o.UserID, o.Quantity, o.Status, *o.IdempotencyKey, o.CreatedAt, o.ExpiresAt, len(o.Items))
 	}
-	conn := tx.Statement.ConnPool
-	if ids == idsReturned {
-		q.WriteString(" RETURNING id")
-		rows, err := conn.QueryContext(ctx, q.String(), args...)
-		if err != nil {
-			return err
-		}
-		for i := 0; rows.Next() && i < len(carts); i++ {
-			if err := rows.Scan(&carts[i].ID); err != nil {
-				rows.Close()
-				return err
-			}
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-	} else {
-		res, err := conn.ExecContext(ctx, q.String(), args...)
-		if err != nil {
-			return err
-		}
-		first, err := res.LastInsertId()
-		if err != nil {
-			return err
-		}
-		for i := range carts {
-			carts[i].ID = first + int64(i)
-		}
-		if ids == idsRead {
-			if err := readHeadIDs(tx, carts); err != nil {
-				return err
-			}
-		}
+	if err := insertWithIDs(ctx, tx, q.String(), args, carts, ids, func() error { return readHeadIDs(tx, carts) }); err != nil {
+		return err
 	}
 	return insertLines(tx, carts)
 }
