@@ -20,7 +20,6 @@ import (
 	"github.com/stockguard/shop/internal/lua"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/order/ordertest"
-	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -137,28 +136,15 @@ func placeAs(t *testing.T, who, sku string, n int, shops ...luaShop) (acked []in
 // key k-<i>.
 func placeUsers(t *testing.T, sku string, users []string, shops ...luaShop) (acked []int64, soldOut int, others []error) {
 	t.Helper()
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	gate := make(chan struct{})
+	requests := make([]order.PlaceRequest, len(users))
 	for i, user := range users {
-		wg.Go(func() {
-			<-gate
-			o, _, err := shops[i%len(shops)].Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: fmt.Sprint("k-", i)})
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				acked = append(acked, o.ID)
-			case errors.Is(err, stock.ErrSoldOut):
-				soldOut++
-			default:
-				others = append(others, err)
-			}
-		})
+		requests[i] = order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: fmt.Sprint("k-", i)}
 	}
-	close(gate)
-	wg.Wait()
-	return acked, soldOut, others
+	services := make([]*order.Service, len(shops))
+	for i, s := range shops {
+		services[i] = s.Service
+	}
+	return ordertest.PlaceAll(t.Context(), requests, nil, services...)
 }
 
 // TestLuaDatabaseRefuses: when Redis holds more stock than the database

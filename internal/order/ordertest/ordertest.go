@@ -96,12 +96,21 @@ func BurstOn(t *testing.T, gdb *gorm.DB, sku string, instances ...*order.Service
 	return a, others
 }
 
-// Release has buyers, user-<i> with key-<i>, buy one unit of sku each,
-// spread round robin over the instances, all at once through a start
-// gate, which also lets also run beside them unless it is nil. It returns
-// the ids of the orders made, how many buyers were told sold out, and the
-// other errors.
+// Release has Buyers buyers, user-<i> with key-<i>, buy one unit of sku
+// each, as PlaceAll places them.
 func Release(ctx context.Context, sku string, also func(), instances ...*order.Service) (acked []int64, soldOut int, others []error) {
+	requests := make([]order.PlaceRequest, Buyers)
+	for i := range requests {
+		requests[i] = order.PlaceRequest{SKU: sku, UserID: fmt.Sprintf("user-%d", i), Quantity: 1, IdempotencyKey: fmt.Sprintf("key-%d", i)}
+	}
+	return PlaceAll(ctx, requests, also, instances...)
+}
+
+// PlaceAll places requests, spread round robin over the instances, all at
+// once through a start gate, which also lets also run beside them unless
+// it is nil. It returns the ids of the orders made, how many were told
+// sold out, and the other errors.
+func PlaceAll(ctx context.Context, requests []order.PlaceRequest, also func(), instances ...*order.Service) (acked []int64, soldOut int, others []error) {
 	var (
 		gate = make(chan struct{})
 		wg   sync.WaitGroup
@@ -113,10 +122,10 @@ func Release(ctx context.Context, sku string, also func(), instances ...*order.S
 			also()
 		})
 	}
-	for i := range Buyers {
+	for i, r := range requests {
 		wg.Go(func() {
 			<-gate
-			o, _, err := instances[i%len(instances)].Place(ctx, order.PlaceRequest{SKU: sku, UserID: fmt.Sprintf("user-%d", i), Quantity: 1, IdempotencyKey: fmt.Sprintf("key-%d", i)})
+			o, _, err := instances[i%len(instances)].Place(ctx, r)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
