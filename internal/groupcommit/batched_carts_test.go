@@ -2,16 +2,13 @@ package groupcommit_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/order/ordertest"
-	"github.com/stockguard/shop/internal/stock"
 )
 
 // TestBatchedCartsShareTransactions: 150 buyers at once, on one instance,
@@ -51,21 +48,9 @@ func TestBatchedCartsShareTransactions(t *testing.T) {
 			o, _, err := shop.Place(rctx, order.PlaceRequest{UserID: fmt.Sprintf("user-%d", i), Items: items, IdempotencyKey: "k"})
 			mu.Lock()
 			defer mu.Unlock()
-			var short interface{ Short() []string }
-			switch {
-			case err == nil:
-				out.Acked = append(out.Acked, audit.Acked{ID: o.ID, SKUs: []string{items[0].SKU, items[1].SKU}})
-				if len(items) == 3 {
-					last := len(out.Acked) - 1
-					out.Acked[last].SKUs = append(out.Acked[last].SKUs, items[2].SKU)
-				}
+			out.Note(o, items, err)
+			if err == nil {
 				txs[o.CreatedAt] = true
-			case errors.Is(err, stock.ErrSoldOut) && errors.As(err, &short):
-				for _, sku := range short.Short() {
-					out.SoldOut[sku]++
-				}
-			default:
-				out.Others = append(out.Others, err)
 			}
 		})
 	}

@@ -85,26 +85,33 @@ func CartBurstOf(t *testing.T, hot []string, seed uint64, instances ...*order.Se
 			o, _, err := instances[i%len(instances)].Place(rctx, order.PlaceRequest{UserID: fmt.Sprintf("user-%d", i), Items: items, IdempotencyKey: fmt.Sprintf("key-%d", i)})
 			mu.Lock()
 			defer mu.Unlock()
-			var short interface{ Short() []string }
-			switch {
-			case err == nil:
-				skus := make([]string, len(items))
-				for i, l := range items {
-					skus[i] = l.SKU
-				}
-				out.Acked = append(out.Acked, audit.Acked{ID: o.ID, SKUs: skus})
-			case errors.Is(err, stock.ErrSoldOut) && errors.As(err, &short):
-				for _, sku := range short.Short() {
-					out.SoldOut[sku]++
-				}
-			default:
-				out.Others = append(out.Others, err)
-			}
+			out.Note(o, items, err)
 		})
 	}
 	close(gate)
 	wg.Wait()
 	return out
+}
+
+// Note counts one cart buyer's answer: the order placed of items, the
+// SKUs a sold-out refusal named short, or any other error. Its caller
+// holds the lock of out.
+func (out *CartOutcome) Note(o order.Order, items []order.Line, err error) {
+	var short interface{ Short() []string }
+	switch {
+	case err == nil:
+		skus := make([]string, len(items))
+		for i, l := range items {
+			skus[i] = l.SKU
+		}
+		out.Acked = append(out.Acked, audit.Acked{ID: o.ID, SKUs: skus})
+	case errors.Is(err, stock.ErrSoldOut) && errors.As(err, &short):
+		for _, sku := range short.Short() {
+			out.SoldOut[sku]++
+		}
+	default:
+		out.Others = append(out.Others, err)
+	}
 }
 
 // AuditCarts audits every hot SKU, and counts the orders with some lines
