@@ -2,15 +2,15 @@ package testinfra
 
 import (
 	"context"
-	"net"
-	"os"
+	"errors"
 	"os/exec"
-	"os/user"
-	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/stockguard/shop/internal/mariadb"
 )
 
 // PrivateMySQL is a MariaDB server private to one test, which it may
@@ -39,55 +39,50 @@ func (m *PrivateMySQL) DSN(t testing.TB) string {
 }
 
 // StartMariaDB starts a MariaDB server private to the test, through
-// Debian's mariadb-install-db and mariadbd, on a free loopback port with
-// a data dir of its own; it is killed at cleanup.
+// Debian's mariadb-install-db and mariadbd (see internal/mariadb), on a
+// free loopback port with a data dir of its own; it is killed at cleanup.
 //
 // Its data survives Stop, Kill and Start: a killed server recovers what
 // it committed from its redo log, as a crashed one does. Every start runs
 // with the same command line.
 func StartMariaDB(t testing.TB) *PrivateMySQL {
 	t.Helper()
-	skipShort(t, "a MariaDB server process of the test's own")
-	install := lookPath(t, "mariadb-install-db", "mariadb-server")
-	bin := lookPath(t, "mariadbd", "mariadb-server")
-	dir := t.TempDir()
-	s := newServer(t, "mariadbd", freeAddr(t), dir, 60*time.Second)
-	s.data = filepath.Join(dir, "data")
-	me, err := user.Current()
-	if err != nil {
-		t.Fatalf("testinfra: %v", err)
-	}
-	// The server's root logs in over the Unix socket as whoever runs the
-	// test; the test's own user, over TCP, is made at every start. A tmp
-	// dir of its own keeps parallel servers' temporary tables apart.
-	tmp := filepath.Join(dir, "tmp")
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		t.Fatalf("testinfra: %v", err)
-	}
-	out, err := exec.Command(install, "--no-defaults", "--user="+me.Username, "--datadir="+s.data, "--tmpdir="+tmp,
-		"--auth-root-authentication-method=socket", "--auth-root-socket-user="+me.Username, "--skip-test-db").CombinedOutput()
-	if err != nil {
-		t.Fatalf("testinfra: mariadb-install-db: %v\n%s", err, out)
-	}
-	initFile := filepath.Join(dir, "init.sql")
-	err = os.WriteFile(initFile, []byte("CREATE USER IF NOT EXISTS 'test'@'127.0.0.1' IDENTIFIED BY 'test';\n"+
-		"GRANT ALL ON *.* TO 'test'@'127.0.0.1';\n"), 0o600)
-	if err != nil {
-		t.Fatalf("testinfra: %v", err)
-	}
-	host, port, _ := net.SplitHostPort(s.addr)
-	s.command = func() *exec.Cmd {
-		// Small buffers: a test's server holds little. Durability stays the
-		// default, every commit flushed, so that a kill loses no commit.
-		return exec.Command(bin, "--no-defaults", "--user="+me.Username, "--datadir="+s.data, "--tmpdir="+tmp,
-			"--socket="+filepath.Join(dir, "mysqld.sock"), "--bind-address="+host, "--port="+port,
-			"--skip-name-resolve", "--character-set-server=utf8mb4", "--max-connections=1000",
-			"--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M", "--init-file="+initFile)
-	}
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.ParseTime = "test", "test", "tcp", s.addr, true
-	m := &PrivateMySQL{Server: s, dsn: cfg.FormatDSN()}
-	s.ready = func(ctx context.Context) error { return execSQL(ctx, m.dsn, "SELECT 1") }
-	s.Start()
+	m := installMariaDB(t, 0)[0]
+	m.Start()
 	return m
+}
+
+// installMariaDB prepares a private server for each of serverIDs (as in
+// mariadb.Node), installed side by side, without starting them.
+func installMariaDB(t testing.TB, serverIDs ...int) []*PrivateMySQL {
+	t.Helper()
+	skipShort(t, "a MariaDB server process of the test's own")
+	lookPath(t, "mariadb-install-db", "mariadb-server")
+	lookPath(t, "mariadbd", "mariadb-server")
+	servers := make([]*PrivateMySQL, len(serverIDs))
+	errs := make([]error, len(serverIDs))
+	var wg sync.WaitGroup
+	for i, id := range serverIDs {
+		dir := t.TempDir()
+		n := mariadb.Node{Dir: dir, Addr: freeAddr(t), ServerID: id}
+		s := newServer(t, "mariadbd", n.Addr, dir, 60*time.Second)
+		s.data = n.Data()
+		s.command = func() *exec.Cmd {
+			cmd, err := n.Command()
+			if err != nil {
+				t.Errorf("testinfra: %v", err)
+				return exec.Command("false")
+			}
+			return cmd
+		}
+		m := &PrivateMySQL{Server: s, dsn: n.DSN(mariadb.Admin, "")}
+		s.ready = func(ctx context.Context) error { return execSQL(ctx, m.dsn, "SELECT 1") }
+		servers[i] = m
+		wg.Go(func() { errs[i] = n.Install(t.Context()) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("testinfra: %v", err)
+	}
+	return servers
 }

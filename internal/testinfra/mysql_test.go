@@ -102,3 +102,62 @@ func TestStartMariaDB(t *testing.T) {
 		t.Errorf("after Kill and Start: available %d, %v; want the committed 7", n, err)
 	}
 }
+
+// TestMySQLPair: a semi-synchronous pair behind its endpoint. A write
+// acknowledged while the replica's applier lags survives the primary's
+// kill, and the endpoint closes what it carried; after a switchover a
+// connection opened before it stays on the old primary, where read_only
+// refuses the shop's user (1290), while new ones reach the new primary.
+func TestMySQLPair(t *testing.T) {
+	t.Parallel()
+	p := testinfra.StartMySQLPair(t, true)
+	dsn := p.DSN(t)
+	db := openMySQL(t, dsn)
+	db.SetMaxIdleConns(0) // each statement on a new connection, but those held
+	mustExec(t, db, "CREATE TABLE orders (id INT PRIMARY KEY)", "INSERT INTO orders VALUES (1)")
+	held := func() *sql.Conn {
+		c, err := db.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	count := func() (n int) {
+		c := held() // a connection of its own, made now
+		defer c.Close()
+		if err := c.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM orders").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	p.Lag()
+	old := held()
+	mustExec(t, db, "INSERT INTO orders VALUES (2)")
+	killed := p.KillPrimaryAndPromote()
+	if n := count(); n != 2 || p.Primary() == killed {
+		t.Errorf("after the kill: %d orders on %s (killed %s); want both, the acknowledged one applied from the relay log", n, p.Primary(), killed)
+	}
+	if err := old.PingContext(t.Context()); err == nil {
+		t.Error("a connection through the endpoint survived the failover")
+	}
+
+	p.Restore()
+	old = held()
+	switched := p.Switchover()
+	_, err := old.ExecContext(t.Context(), "INSERT INTO orders VALUES (3)")
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1290 {
+		t.Errorf("a write on the old primary %s after the switchover: %v; want error 1290 (read-only)", switched, err)
+	}
+	mustExec(t, db, "INSERT INTO orders VALUES (4)")
+	if n := count(); n != 3 {
+		t.Errorf("after the switchover: %d orders; want 3", n)
+	}
+	p.Restore()
+	mustExec(t, db, "INSERT INTO orders VALUES (5)")
+	if n := count(); n != 4 {
+		t.Errorf("after Restore: %d orders; want 4", n)
+	}
+}

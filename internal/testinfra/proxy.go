@@ -13,10 +13,10 @@ import (
 // and every other client carry on; Cut kills it, as a crash of its machine
 // would, without the goodbye (QUIT, closeSession) a clean exit sends.
 type Proxy struct {
-	target string
-	ln     net.Listener
+	ln net.Listener
 
 	mu      sync.Mutex
+	target  string
 	running chan struct{} // closed while traffic flows; open while paused
 	cut     bool
 	conns   []net.Conn
@@ -71,15 +71,34 @@ func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
+	p.closeOpen()
 	select {
 	case <-p.running:
 	default:
 		close(p.running) // unblock the copiers, which then find their conns closed
 	}
+}
+
+// Move sends new connections to target from now on, as an endpoint (a
+// VIP, a proxy, a cloud writer endpoint) does when another server takes
+// over. With closeOpen it also closes every connection it carries, as an
+// endpoint that follows a failover does; without, they stay on the
+// server they reached, as in a switchover.
+func (p *Proxy) Move(target string, closeOpen bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+	if closeOpen {
+		p.closeOpen()
+	}
+}
+
+// closeOpen closes every connection the proxy carries; p.mu is held.
+func (p *Proxy) closeOpen() {
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
 }
 
 // Mend accepts and forwards new connections again after Cut, as a
@@ -101,7 +120,10 @@ func (p *Proxy) accept() {
 }
 
 func (p *Proxy) serve(client net.Conn) {
-	server, err := net.Dial("tcp", p.target)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	server, err := net.Dial("tcp", target)
 	if err != nil {
 		client.Close()
 		return
