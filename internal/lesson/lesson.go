@@ -13,6 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/mariadb"
 )
 
 // Server names a server that a lesson cannot run without, because no
@@ -25,6 +27,9 @@ const (
 	MySQL Server = "MySQL"
 	// ZooKeeper cannot be embedded.
 	ZooKeeper Server = "ZooKeeper"
+	// MariaDBServer is MariaDB's server binaries, for a lesson that starts
+	// servers of its own.
+	MariaDBServer Server = "MariaDB's server binaries"
 )
 
 // Need is a server a lesson needs, and why.
@@ -73,6 +78,8 @@ func (e *Env) has(s Server) bool {
 		return e.MySQL
 	case ZooKeeper:
 		return len(e.ZooKeeper) > 0
+	case MariaDBServer:
+		return mariadb.Installed()
 	}
 	return false
 }

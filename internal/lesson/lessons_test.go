@@ -5,6 +5,7 @@ import (
 
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/lesson"
+	"github.com/stockguard/shop/internal/testinfra"
 )
 
 // Each lesson runs on real servers. The test reads the stores itself,
@@ -211,5 +212,20 @@ func TestRestockRace(t *testing.T) {
 		if a := audited(t, env, sale); a.Available != available || a.Received != available || len(a.Violations()) > 0 {
 			t.Errorf("%s: %+v, want %d available and received, and no violation", sale, a, available)
 		}
+	}
+}
+
+func TestAsyncFailover(t *testing.T) {
+	t.Parallel()
+	testinfra.NeedsRealServers(t, "the lesson starts MariaDB servers of its own")
+	// The servers are the lesson's and gone after it: the test checks the
+	// numbers it read from the promoted replica.
+	r := run(t, &lesson.Env{Prefix: "async-failover-test:"}, "async-failover")
+	verdict(t, r)
+	if m := r.Mistake.Numbers; m["lost"] == 0 || m["oversold"] != m["lost"] || m["acknowledged"] != m["units"] {
+		t.Errorf("asynchronous: %v; want every buyer given an order, some lost, and as many units sold again", m)
+	}
+	if f := r.Fix.Numbers; f["lost"] != 0 || f["oversold"] != 0 || f["acknowledged"]+f["sold_after_failover"] != f["units"] {
+		t.Errorf("semi-synchronous: %v; want nothing lost, and every unit sold once", f)
 	}
 }
