@@ -38,6 +38,20 @@ func (m *PrivateMySQL) DSN(t testing.TB) string {
 	return cfg.FormatDSN()
 }
 
+// ShopDSN is DSN for the user "shop", whom the server's read_only binds
+// (it lacks READ ONLY ADMIN), as it binds a shop in production: its
+// writes are refused while read_only is on. The test's own user, of DSN,
+// may set read_only.
+func (m *PrivateMySQL) ShopDSN(t testing.TB) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(m.DSN(t))
+	if err != nil {
+		t.Fatalf("testinfra: %v", err)
+	}
+	cfg.User, cfg.Passwd = "shop", "shop"
+	return cfg.FormatDSN()
+}
+
 // StartMariaDB starts a MariaDB server private to the test, through
 // Debian's mariadb-install-db and mariadbd, on a free loopback port with
 // a data dir of its own; it is killed at cleanup.
@@ -70,8 +84,13 @@ func StartMariaDB(t testing.TB) *PrivateMySQL {
 		t.Fatalf("testinfra: mariadb-install-db: %v\n%s", err, out)
 	}
 	initFile := filepath.Join(dir, "init.sql")
+	// The shop's user is bound by read_only, as in production; the test's
+	// is not, and may set it.
 	err = os.WriteFile(initFile, []byte("CREATE USER IF NOT EXISTS 'test'@'127.0.0.1' IDENTIFIED BY 'test';\n"+
-		"GRANT ALL ON *.* TO 'test'@'127.0.0.1';\n"), 0o600)
+		"GRANT ALL ON *.* TO 'test'@'127.0.0.1';\n"+
+		"CREATE USER IF NOT EXISTS 'shop'@'127.0.0.1' IDENTIFIED BY 'shop';\n"+
+		"GRANT ALL ON *.* TO 'shop'@'127.0.0.1';\n"+
+		"REVOKE READ ONLY ADMIN ON *.* FROM 'shop'@'127.0.0.1';\n"), 0o600)
 	if err != nil {
 		t.Fatalf("testinfra: %v", err)
 	}

@@ -13,10 +13,10 @@ import (
 // and every other client carry on; Cut kills it, as a crash of its machine
 // would, without the goodbye (QUIT, closeSession) a clean exit sends.
 type Proxy struct {
-	target string
-	ln     net.Listener
+	ln net.Listener
 
 	mu      sync.Mutex
+	target  string
 	running chan struct{} // closed while traffic flows; open while paused
 	cut     bool
 	conns   []net.Conn
@@ -66,6 +66,15 @@ func (p *Proxy) Resume() {
 	}
 }
 
+// Retarget sends the connections accepted from now on to target, as an
+// endpoint (a VIP, a proxy) moved to a new primary does; those open stay
+// where they are.
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+}
+
 // Cut closes every connection, abruptly, and refuses new ones from now on.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
@@ -101,7 +110,10 @@ func (p *Proxy) accept() {
 }
 
 func (p *Proxy) serve(client net.Conn) {
-	server, err := net.Dial("tcp", p.target)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	server, err := net.Dial("tcp", target)
 	if err != nil {
 		client.Close()
 		return
