@@ -177,11 +177,7 @@ func Open(ctx context.Context, cfg config.Config, needs []Need, log *slog.Logger
 	}
 	b.checks = []func(context.Context) error{
 		func(ctx context.Context) error {
-			sqlDB, err := gdb.DB()
-			if err == nil {
-				err = sqlDB.PingContext(ctx)
-			}
-			if err != nil {
+			if err := db.Ready(ctx, gdb); err != nil {
 				return fmt.Errorf("mysql: %w", err)
 			}
 			return nil

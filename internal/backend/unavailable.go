@@ -19,13 +19,17 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/stockguard/shop/internal/db"
 )
 
 // Unavailable reports whether err means that a server could not be
-// reached, refused the connection, dropped it, or is starting or shutting
-// down. Such a failure is no answer: a statement that was sent may or may
-// not have taken effect, and the same request may be tried again once the
-// server is back.
+// reached, refused the connection, dropped it, is starting or shutting
+// down, or takes no writes now (a read-only MySQL server: a replica, or an
+// old primary during a switchover). Such a failure is no answer: a
+// statement that was sent may or may not have taken effect, and the same
+// request may be tried again once the server is back or the endpoint
+// reaches the new primary.
 func Unavailable(err error) bool {
 	if err == nil {
 		return false
@@ -40,6 +44,8 @@ func Unavailable(err error) bool {
 		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return true // any driver's connection
 	case errors.Is(err, mysql.ErrInvalidConn), errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone):
+		return true
+	case db.IsReadOnly(err):
 		return true
 	case errors.As(err, &me):
 		return mysqlUnavailable[me.Number]

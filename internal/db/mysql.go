@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -33,7 +34,11 @@ func openMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
 	}
 	// A flash sale is a burst on one row: more connections only queue on
 	// its row lock, so a modest pool serves best.
-	gdb, _, err := open(gormmysql.New(gormmysql.Config{DSN: cfg.FormatDSN()}), 64)
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("db: %w", err)
+	}
+	gdb, _, err := open(gormmysql.New(gormmysql.Config{DSNConfig: cfg, Conn: sql.OpenDB(&primaryOnly{Connector: connector})}), 64)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +50,28 @@ const (
 	errDuplicate       = 1062
 	errLockWaitTimeout = 1205
 	errDeadlock        = 1213
+	// The server takes no writes now. 1290 is a read_only server's answer
+	// to a user without READ ONLY ADMIN (MariaDB; SUPER or
+	// CONNECTION_ADMIN in MySQL), to a write and to the COMMIT of a
+	// transaction that wrote; 1836 is MySQL's innodb_read_only; 1792 a
+	// write in a read-only transaction.
+	errOptionPreventsStatement = 1290
+	errReadOnlyMode            = 1836
+	errReadOnlyTransaction     = 1792
 )
+
+// IsReadOnly reports whether err means that the MySQL server takes no
+// writes now (ErrReadOnly): the statement took no effect.
+func IsReadOnly(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case errOptionPreventsStatement, errReadOnlyMode, errReadOnlyTransaction:
+			return true
+		}
+	}
+	return errors.Is(err, ErrReadOnly)
+}
 
 func mysqlRetryable(err error) bool {
 	var me *mysql.MySQLError

@@ -38,6 +38,20 @@ func (m *PrivateMySQL) DSN(t testing.TB) string {
 	return cfg.FormatDSN()
 }
 
+// ShopDSN is DSN for mariadb.Shop, whom the server's read_only binds (it
+// lacks READ ONLY ADMIN), as it binds a shop in production: its writes
+// are refused while read_only is on. The test's own user, of DSN, may set
+// read_only.
+func (m *PrivateMySQL) ShopDSN(t testing.TB) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(m.DSN(t))
+	if err != nil {
+		t.Fatalf("testinfra: %v", err)
+	}
+	cfg.User, cfg.Passwd = mariadb.Shop, mariadb.Shop
+	return cfg.FormatDSN()
+}
+
 // StartMariaDB starts a MariaDB server private to the test, through
 // Debian's mariadb-install-db and mariadbd (see internal/mariadb), on a
 // free loopback port with a data dir of its own; it is killed at cleanup.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 
@@ -73,6 +74,17 @@ func (p *MySQLPair) DSN(t testing.TB) string {
 // Primary returns the address of the server that is primary now.
 func (p *MySQLPair) Primary() string { return p.nodes[p.primary].Addr() }
 
+// ShopConnections returns how many connections mariadb.Shop has open on
+// the server at addr.
+func (p *MySQLPair) ShopConnections(addr string) int {
+	p.t.Helper()
+	i := slices.IndexFunc(p.nodes[:], func(n *PrivateMySQL) bool { return n.Addr() == addr })
+	var n int
+	err := p.admin(i).QueryRowContext(p.t.Context(), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = ?", mariadb.Shop).Scan(&n)
+	p.must(i, err)
+	return n
+}
+
 // KillPrimaryAndPromote kills the primary (SIGKILL), has the replica
 // apply what it received and take writes, and moves the endpoint to it,
 // closing every connection the endpoint carried. It returns the killed
@@ -82,7 +94,8 @@ func (p *MySQLPair) KillPrimaryAndPromote() (old string) {
 	dead, next := p.nodes[p.primary], 1-p.primary
 	dead.Kill()
 	p.promote(next)
-	p.endpoint.Move(p.nodes[next].Addr(), true)
+	p.endpoint.Retarget(p.nodes[next].Addr())
+	p.endpoint.Drop()
 	return dead.Addr()
 }
 
@@ -98,12 +111,14 @@ func (p *MySQLPair) Switchover() (old string) {
 	defer cancel()
 	primary, replica := p.admin(prev), p.admin(next)
 	_, err := primary.ExecContext(ctx, "SET GLOBAL read_only = ON")
+	p.must(prev, err)
+	_, err = replica.ExecContext(ctx, "START SLAVE SQL_THREAD") // were it lagging
 	if err == nil {
 		err = mariadb.CatchUp(ctx, primary, replica)
 	}
-	p.must(prev, err)
+	p.must(next, err)
 	p.promote(next)
-	p.endpoint.Move(p.nodes[next].Addr(), false)
+	p.endpoint.Retarget(p.nodes[next].Addr())
 	return p.nodes[prev].Addr()
 }
 

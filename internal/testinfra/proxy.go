@@ -66,6 +66,15 @@ func (p *Proxy) Resume() {
 	}
 }
 
+// Retarget sends the connections accepted from now on to target, as an
+// endpoint (a VIP, a proxy) moved to a new primary does; those open stay
+// where they are.
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+}
+
 // Cut closes every connection, abruptly, and refuses new ones from now on.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
@@ -79,18 +88,13 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// Move sends new connections to target from now on, as an endpoint (a
-// VIP, a proxy, a cloud writer endpoint) does when another server takes
-// over. With closeOpen it also closes every connection it carries, as an
-// endpoint that follows a failover does; without, they stay on the
-// server they reached, as in a switchover.
-func (p *Proxy) Move(target string, closeOpen bool) {
+// Drop closes every connection the proxy carries, and goes on
+// accepting: an endpoint that moves with a failover (see Retarget) closes
+// what it carried to the old server.
+func (p *Proxy) Drop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.target = target
-	if closeOpen {
-		p.closeOpen()
-	}
+	p.closeOpen()
 }
 
 // closeOpen closes every connection the proxy carries; p.mu is held.

@@ -1,0 +1,173 @@
+package db_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// pair is two servers behind one endpoint, each with the shop's database
+// holding a row that names the server.
+type pair struct {
+	servers  map[string]*sql.DB // by name, as their test users, whom read_only does not bind
+	addrs    map[string]string
+	endpoint *testinfra.Proxy
+	dsn      string   // the endpoint's, for the shop's user, whom read_only binds
+	shop     *gorm.DB // a pool on dsn
+}
+
+func startPair(t *testing.T) *pair {
+	t.Helper()
+	a, b := testinfra.StartMariaDB(t), testinfra.StartMariaDB(t)
+	cfg, err := mysql.ParseDSN(a.ShopDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pair{servers: map[string]*sql.DB{}, addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}}
+	for name, m := range map[string]*testinfra.PrivateMySQL{"a": a, "b": b} {
+		p.servers[name] = open(t, m.DSN(t))
+		mustExec(t, p.servers[name], "CREATE DATABASE IF NOT EXISTS "+cfg.DBName,
+			"CREATE TABLE "+cfg.DBName+".server (name VARCHAR(8) NOT NULL)",
+			"INSERT INTO "+cfg.DBName+".server VALUES ('"+name+"')")
+	}
+	p.endpoint = testinfra.StartProxy(t, a.Addr())
+	cfg.Addr = p.endpoint.Addr()
+	p.dsn = cfg.FormatDSN()
+	p.shop = testinfra.OpenDB(t, p.dsn)
+	return p
+}
+
+func open(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	sdb, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sdb.Close() })
+	return sdb
+}
+
+func mustExec(t *testing.T, sdb *sql.DB, statements ...string) {
+	t.Helper()
+	for _, s := range statements {
+		if _, err := sdb.ExecContext(t.Context(), s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// fill opens n connections in the shop's pool at once, which then wait
+// idle in it.
+func (p *pair) fill(t *testing.T, n int) {
+	t.Helper()
+	sqlDB, err := p.shop.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []*sql.Conn
+	for range n {
+		c, err := sqlDB.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// reads reads, n at once, the name in the row of the server each read
+// reaches.
+func (p *pair) reads(t *testing.T, n int) []string {
+	t.Helper()
+	names := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if err := p.shop.WithContext(t.Context()).Raw("SELECT name FROM server").Row().Scan(&names[i]); err != nil {
+				names[i] = err.Error()
+			}
+		})
+	}
+	wg.Wait()
+	return names
+}
+
+// switchOver makes from read-only and to writable, and moves the
+// endpoint to it: the connections open stay on from.
+func (p *pair) switchOver(t *testing.T, from, to string) {
+	t.Helper()
+	mustExec(t, p.servers[from], "SET GLOBAL read_only = ON")
+	mustExec(t, p.servers[to], "SET GLOBAL read_only = OFF")
+	p.endpoint.Retarget(p.addrs[to])
+}
+
+// TestSwitchover: after a switchover, the shop's pool reaches only the
+// new primary. A shop that only reads stops reading the old primary
+// within a few seconds, and once one read reached the new primary, every
+// read does. A write that the old primary refuses is a read-only error,
+// and no connection opened before it serves again. /readyz's check sees
+// the read-only server.
+func TestSwitchover(t *testing.T) {
+	t.Parallel()
+	p := startPair(t)
+	p.fill(t, 8)
+	if names := p.reads(t, 8); names[0] != "a" {
+		t.Fatalf("before the switchover: %q", names)
+	}
+	p.switchOver(t, "a", "b")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for ctx.Err() == nil && p.reads(t, 1)[0] != "b" {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("10 s after the switchover, the shop still reads the old primary")
+	}
+	for i, name := range p.reads(t, 16) {
+		if name != "b" {
+			t.Errorf("read %d after one reached the new primary: %q", i, name)
+		}
+	}
+
+	// Back to a: a transaction on b writes once b is read-only.
+	p.fill(t, 8)
+	tx := p.shop.WithContext(t.Context()).Begin()
+	if tx.Error != nil {
+		t.Fatal(tx.Error)
+	}
+	if err := db.Ready(t.Context(), p.shop); err != nil {
+		t.Fatalf("Ready on the primary: %v", err)
+	}
+	p.switchOver(t, "b", "a")
+	err := tx.Exec("UPDATE server SET name = 'written'").Error
+	if !db.IsReadOnly(err) {
+		t.Fatalf("a write on the read-only server: %v, want a read-only error", err)
+	}
+	tx.Rollback()
+	if err := p.shop.WithContext(t.Context()).Exec("UPDATE server SET name = 'written'").Error; err != nil {
+		t.Fatalf("the next write: %v, want it on the new primary", err)
+	}
+	for i, name := range p.reads(t, 16) {
+		if name != "written" {
+			t.Errorf("read %d after a refused write: %q, want the new primary's row", i, name)
+		}
+	}
+	if err := db.Ready(t.Context(), p.shop); err != nil {
+		t.Errorf("Ready on the new primary: %v", err)
+	}
+	p.endpoint.Retarget(p.addrs["b"])
+	if err := db.Ready(t.Context(), testinfra.OpenDB(t, p.dsn)); !errors.Is(err, db.ErrReadOnly) {
+		t.Errorf("Ready on a read-only server: %v, want ErrReadOnly", err)
+	}
+}
