@@ -92,6 +92,14 @@ func (s *faultSale) failOver(t *testing.T, c *testinfra.RedisCluster, sku, how s
 		t.Logf("%s of %s, the master of %s: the cluster was ok again after %v", how, master, sku, ok.Sub(start).Round(time.Millisecond))
 	})
 	<-done
+	s.afterFailover(t, sku, res, began, ok)
+}
+
+// afterFailover checks a burst of sku that began at began, with a
+// failover that was over at ok: the answers, every acknowledged order's
+// replay, and the audit, once the shops have recovered.
+func (s *faultSale) afterFailover(t *testing.T, sku string, res told, began, ok time.Time) {
+	t.Helper()
 	t.Logf("%d acknowledged, %d told sold out, %d answered 5xx; the burst took %v", len(res.acked), res.soldOut, res.unavailable, time.Since(began).Round(time.Millisecond))
 	if res.gateway > 0 {
 		t.Errorf("%d answers were 5xx other than 503", res.gateway)

@@ -153,6 +153,7 @@ func buyerRequest(sku string, i int) (key, body string) {
 // told is what the buyers of one burst were told.
 type told struct {
 	acked   []int64
+	ackedAt []time.Time   // when each 201 came, in order
 	buyers  map[int64]int // the buyer of each acknowledged order
 	soldOut int
 	short   map[string]int // by SKU, the sold-out answers that named it
@@ -217,6 +218,7 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 				case err == nil && r.code == http.StatusCreated:
 					mu.Lock()
 					res.acked = append(res.acked, r.ID)
+					res.ackedAt = append(res.ackedAt, time.Now())
 					res.buyers[r.ID] = i
 					mu.Unlock()
 					if created.Add(1) == int64(shape.faultAt) && fault != nil {

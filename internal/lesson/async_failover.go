@@ -2,11 +2,9 @@ package lesson
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -69,10 +67,10 @@ func replicatedFailover(ctx context.Context, env *Env, semiSync bool) (Trial, er
 		return Trial{}, err
 	}
 	if semiSync {
-		if err := mariadb.SemiSync(ctx, p.admin[0], true, failoverTimeout); err != nil {
+		if err := mariadb.SemiSync(ctx, p.Admin[0], true, failoverTimeout); err != nil {
 			return Trial{}, err
 		}
-		if err := mariadb.AwaitSemiSync(ctx, p.admin[0]); err != nil {
+		if err := mariadb.AwaitSemiSync(ctx, p.Admin[0]); err != nil {
 			return Trial{}, err
 		}
 	}
@@ -112,7 +110,7 @@ func replicatedFailover(ctx context.Context, env *Env, semiSync bool) (Trial, er
 // sells on for failoverWindow, kills the primary and promotes the
 // replica. It returns the buyers given an order.
 func sellThroughFailover(ctx context.Context, p *pair, primary *gorm.DB, sku string) ([]string, error) {
-	if err := mariadb.CatchUp(ctx, p.admin[0], p.admin[1]); err != nil {
+	if err := mariadb.CatchUp(ctx, p.Admin[0], p.Admin[1]); err != nil {
 		return nil, err
 	}
 	var (
@@ -134,7 +132,7 @@ func sellThroughFailover(ctx context.Context, p *pair, primary *gorm.DB, sku str
 			return nil, err
 		}
 	}
-	if _, err := p.admin[1].ExecContext(ctx, "STOP SLAVE IO_THREAD"); err != nil {
+	if _, err := p.Admin[1].ExecContext(ctx, "STOP SLAVE IO_THREAD"); err != nil {
 		return nil, err
 	}
 	for i := failoverBefore; i < failoverUnits; i++ {
@@ -143,52 +141,27 @@ func sellThroughFailover(ctx context.Context, p *pair, primary *gorm.DB, sku str
 		wg.Go(func() { buy(fmt.Sprint("buyer-", i)) })
 	}
 	time.Sleep(failoverWindow)
-	p.procs[0].Kill()
+	p.Procs[0].Kill()
 	wg.Wait()
-	return given, mariadb.Promote(ctx, p.admin[1])
+	return given, mariadb.Promote(ctx, p.Admin[1])
 }
 
-// pair is the lesson's primary (0) and replica (1).
+// pair is the lesson's primary and replica, and its connections to the
+// shop's database on them.
 type pair struct {
-	nodes [2]mariadb.Node
-	procs [2]*mariadb.Process
-	admin [2]*sql.DB
+	*mariadb.Pair
 	shops []*gorm.DB
 }
 
-// startPair installs and starts a primary and its replica in dir, with
-// the shop's schema on the primary, replicated.
+// startPair starts a pair in dir, with the shop's schema on the primary,
+// replicated.
 func startPair(ctx context.Context, dir string) (*pair, error) {
-	p := &pair{}
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for i := range p.nodes {
-		n, err := mariadb.NewNode(filepath.Join(dir, fmt.Sprint(i)), i+1)
-		if err != nil {
-			return p, err
-		}
-		p.nodes[i] = n
-		wg.Go(func() { errs[i] = n.Install(ctx) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	mp, err := mariadb.StartPair(ctx, dir)
+	p := &pair{Pair: mp}
+	if err != nil {
 		return p, err
 	}
-	for i, n := range p.nodes {
-		proc, err := n.Start(ctx)
-		if err != nil {
-			return p, err
-		}
-		p.procs[i] = proc
-		if p.admin[i], err = sql.Open("mysql", n.DSN(mariadb.Admin, "")); err != nil {
-			return p, err
-		}
-		p.admin[i].SetMaxIdleConns(0) // no connection outlives a kill
-	}
-	if _, err := p.admin[0].ExecContext(ctx, "CREATE DATABASE shop"); err != nil {
-		return p, err
-	}
-	if err := mariadb.Replicate(ctx, p.admin[1], p.nodes[0].Addr); err != nil {
+	if _, err := p.Admin[0].ExecContext(ctx, "CREATE DATABASE shop"); err != nil {
 		return p, err
 	}
 	primary, err := p.shop(ctx, 0)
@@ -200,7 +173,7 @@ func startPair(ctx context.Context, dir string) (*pair, error) {
 
 // shop opens the shop's database on node i as mariadb.Shop.
 func (p *pair) shop(ctx context.Context, i int) (*gorm.DB, error) {
-	gdb, err := db.Open(ctx, p.nodes[i].DSN(mariadb.Shop, "shop"))
+	gdb, err := db.Open(ctx, p.Nodes[i].DSN(mariadb.Shop, "shop"))
 	if err == nil {
 		p.shops = append(p.shops, gdb)
 	}
@@ -212,12 +185,5 @@ func (p *pair) close() {
 	for _, gdb := range p.shops {
 		db.Close(gdb)
 	}
-	for i := range p.nodes {
-		if p.admin[i] != nil {
-			p.admin[i].Close()
-		}
-		if p.procs[i] != nil {
-			p.procs[i].Kill()
-		}
-	}
+	p.Pair.Close()
 }

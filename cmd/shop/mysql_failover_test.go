@@ -1,0 +1,108 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// The MySQL failover test sells on three `shop serve` processes over a
+// MariaDB primary and its semi-synchronous (AFTER_SYNC) replica, behind
+// an endpoint, the shops logged in as a user that read_only binds, and
+// fails the primary mid-burst: by SIGKILL, with the replica's applier
+// lagging, when the replica applies what it received, takes writes, and
+// the endpoint moves to it, closing what it carried; or by a planned
+// switchover, when the primary turns read-only and keeps running, and
+// the connections already open stay on it. Once it is over, every
+// acknowledged order replays with its key, nothing is oversold or left
+// unsold, no 5xx but 503 was answered, and, right after the switchover,
+// the same processes sell a new SKU exactly: none reads the old primary,
+// which lacks it.
+
+// TestFaultMySQLFailover runs the strategies through both faults, on one
+// pair, one strategy after another.
+func TestFaultMySQLFailover(t *testing.T) {
+	t.Parallel()
+	faultsNeedServers(t)
+	pair := testinfra.StartMySQLPair(t, true)
+	redisAddr := testinfra.StartRedis(t).Addr() // each strategy keys its own prefix
+	for _, strategy := range []string{"atomic", "batched", "lua", "redis"} {
+		t.Run(strategy, func(t *testing.T) {
+			dsn := pair.DSN(t)
+			gdb := testinfra.ShopDB(t, dsn)
+			followEndpoint(t, gdb)
+			s := startSale(t, strategy, dsn, gdb, redisAddr, nil)
+			s.mysqlFailover(t, pair, "mfo-"+strategy+"-kill", pair.KillPrimaryAndPromote)
+			pair.Restore()
+			old := s.mysqlFailover(t, pair, "mfo-"+strategy+"-switchover", pair.Switchover)
+			s.sellExactly(t, "mfo-"+strategy+"-after")
+			// Within a few seconds, no shop holds a connection to the old
+			// primary, even one idle since the switchover.
+			for end := time.Now().Add(5 * time.Second); pair.ShopConnections(old) > 0; time.Sleep(100 * time.Millisecond) {
+				if time.Now().After(end) {
+					t.Errorf("%d connections of the shops still open on the old primary %s", pair.ShopConnections(old), old)
+					break
+				}
+			}
+			pair.Restore()
+		})
+	}
+}
+
+// followEndpoint makes the test's own reads of gdb dial the endpoint
+// afresh each time, so that they reach the primary of the moment.
+func followEndpoint(t *testing.T, gdb *gorm.DB) {
+	t.Helper()
+	sqlDB, err := gdb.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB.SetMaxIdleConns(0)
+}
+
+// mysqlFailover sells sku and runs fault, which returns the old
+// primary's address, mid-burst, then checks what the buyers were told
+// and what the database holds. It returns the old primary's address.
+func (s *faultSale) mysqlFailover(t *testing.T, pair *testinfra.MySQLPair, sku string, fault func() string) (old string) {
+	t.Helper()
+	s.shape = &failoverShape
+	done := make(chan struct{})
+	began := time.Now()
+	var ok time.Time // when the new primary took writes
+	res := s.burst(t, sku, func() {
+		defer close(done)
+		start := time.Now()
+		pair.Lag() // a kill finds acknowledged writes not yet applied
+		time.Sleep(failoverLag)
+		old = fault()
+		ok = time.Now()
+		t.Logf("the primary %s failed over to %s in %v", old, pair.Primary(), ok.Sub(start).Round(time.Millisecond))
+	})
+	<-done
+	s.afterFailover(t, sku, res, began, ok)
+	t.Logf("%s: %d answered 503, no sale for %v, %d of %d acknowledged orders lost", sku, res.unavailable, longestPause(res), len(res.acked)-s.orders(t, sku), len(res.acked))
+	return old
+}
+
+// longestPause returns the longest time between two 201s of a burst,
+// from its first to its last.
+func longestPause(res told) time.Duration {
+	var longest time.Duration
+	for i := 1; i < len(res.ackedAt); i++ {
+		longest = max(longest, res.ackedAt[i].Sub(res.ackedAt[i-1]))
+	}
+	return longest.Round(time.Millisecond)
+}
+
+// orders counts the orders of sku in the database.
+func (s *faultSale) orders(t *testing.T, sku string) int {
+	t.Helper()
+	var n int64
+	if err := s.gdb.Table("orders").Where("sku = ?", sku).Count(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return int(n)
+}
