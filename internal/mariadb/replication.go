@@ -3,6 +3,7 @@ package mariadb
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -64,7 +65,19 @@ func CatchUp(ctx context.Context, primary, replica *sql.DB) error {
 	if err := primary.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
 		return err
 	}
-	return awaitGTID(ctx, replica, pos)
+	if err := awaitGTID(ctx, replica, pos); err != nil {
+		return fmt.Errorf("%w (%s)", err, replicationErrors(replica))
+	}
+	return nil
+}
+
+// replicationErrors returns the replica's last errors, for a message.
+func replicationErrors(replica *sql.DB) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	io, err1 := slaveStatus(ctx, replica, "Last_IO_Error")
+	applier, err2 := slaveStatus(ctx, replica, "Last_SQL_Error")
+	return fmt.Sprintf("receiving: %q, applying: %q %v", io, applier, errors.Join(err1, err2))
 }
 
 // Promote makes a replica whose primary is gone or read-only the primary:

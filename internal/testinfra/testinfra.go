@@ -15,7 +15,9 @@
 // StartRedis, StartZooKeeper and StartEtcd run a server process private to
 // one test, which it may stop, kill or restart to reproduce crashes.
 // StartProxy stands between one client and a server, so that a test can
-// pause or cut off that client alone.
+// pause or cut off that client alone. StartMariaDB runs a MariaDB of the
+// test's own, and StartMySQLPair a primary and its replica behind an
+// endpoint, which a test may fail over or switch over.
 //
 // Under go test -short, MySQL and Redis give embedded backends instead,
 // an SQLite file and a miniredis (see Embedded); the helpers that have no
