@@ -176,7 +176,15 @@ func (s *faultSale) burst(t *testing.T, sku string, fault func()) told {
 // putStock puts faultStock units of sku on sale.
 func (s *faultSale) putStock(t *testing.T, sku string) {
 	t.Helper()
-	if code, body := send(t, "PUT", s.shops[0].base+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, s.burstShape().units), "Authorization", "Bearer secret"); code != http.StatusOK {
+	// Busy, as right after a failover, is an answer to retry.
+	code, body := http.StatusServiceUnavailable, ""
+	for try := 0; code == http.StatusServiceUnavailable && try < 10; try++ {
+		if try > 0 {
+			time.Sleep(200 * time.Millisecond)
+		}
+		code, body = send(t, "PUT", s.shops[try%len(s.shops)].base+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, s.burstShape().units), "Authorization", "Bearer secret")
+	}
+	if code != http.StatusOK {
 		t.Fatalf("put stock %s: %d %s", sku, code, body)
 	}
 }

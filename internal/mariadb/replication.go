@@ -59,16 +59,28 @@ func AwaitSemiSync(ctx context.Context, primary *sql.DB) error {
 }
 
 // CatchUp waits until the replica has applied everything the primary has
-// in its binary log.
+// in its binary log. MASTER_GTID_WAIT reads the replica's applied
+// position alone, which lacks what the replica wrote itself when it was
+// primary; gtid_current_pos has both.
 func CatchUp(ctx context.Context, primary, replica *sql.DB) error {
 	var pos string
 	if err := primary.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
 		return err
 	}
-	if err := awaitGTID(ctx, replica, pos); err != nil {
-		return fmt.Errorf("%w (%s)", err, replicationErrors(replica))
+	for {
+		var current string
+		var waited sql.NullInt64
+		err := replica.QueryRowContext(ctx, "SELECT @@gtid_current_pos, MASTER_GTID_WAIT(?, 0.2)", pos).Scan(&current, &waited)
+		if err == nil && (current == pos || waited.Int64 == 0 && waited.Valid) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("mariadb: GTID %s not applied: %w (%s)", pos, errors.Join(err, ctx.Err()), replicationErrors(replica))
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return fmt.Errorf("mariadb: GTID %s not applied: %w (%s)", pos, err, replicationErrors(replica))
+		}
 	}
-	return nil
 }
 
 // replicationErrors returns the replica's last errors, for a message.
