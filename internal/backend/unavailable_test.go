@@ -43,9 +43,9 @@ func check(t *testing.T, what string, err error, want bool) {
 	}
 }
 
-// TestUnavailableMySQL: a refused connection and a server killed under an
-// open one are unavailable; the server's answers to bad statements are
-// not.
+// TestUnavailableMySQL: a refused connection, a server killed under an
+// open one and a read-only server's refusal are unavailable; the server's
+// answers to bad statements are not.
 func TestUnavailableMySQL(t *testing.T) {
 	t.Parallel()
 	cfg := mysql.NewConfig()
@@ -72,6 +72,24 @@ func TestUnavailableMySQL(t *testing.T) {
 	_, err = db.ExecContext(t.Context(), "SELEKT 1")
 	check(t, "syntax error", err, false)
 	check(t, "no rows", db.QueryRowContext(t.Context(), "SELECT id FROM t WHERE id = 2").Scan(new(int)), false)
+
+	// A user that read_only binds, as a shop in production.
+	shop, err := sql.Open("mysql", m.ShopDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shop.Close()
+	if _, err := shop.ExecContext(t.Context(), "CREATE TABLE t (id INT PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(t.Context(), "SET GLOBAL read_only = ON"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = shop.ExecContext(t.Context(), "INSERT INTO t VALUES (1)")
+	check(t, "read-only server", err, true)
+	if _, err := db.ExecContext(t.Context(), "SET GLOBAL read_only = OFF"); err != nil {
+		t.Fatal(err)
+	}
 
 	tx, err := db.BeginTx(t.Context(), nil)
 	if err != nil {

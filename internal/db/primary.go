@@ -80,6 +80,7 @@ type conn struct {
 	gen     uint64
 	checked time.Time // when its server last said it takes writes, or when it was opened
 	refused atomic.Bool
+	tx      driver.Tx // the transaction under way, if any
 }
 
 // saw notes err: a read-only refusal takes the connection, and every one
@@ -108,9 +109,11 @@ func (c *conn) ResetSession(ctx context.Context) error {
 		return nil
 	}
 	readOnly, err := c.readOnly(ctx)
-	if err != nil || readOnly {
+	if readOnly {
 		c.saw(ErrReadOnly)
-		return driver.ErrBadConn // any other error is not nil: database/sql would use the connection
+	}
+	if err != nil || readOnly {
+		return driver.ErrBadConn // with any other error, database/sql would use the connection
 	}
 	c.checked = time.Now()
 	return nil
@@ -176,7 +179,8 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 	if err != nil {
 		return nil, err
 	}
-	return tx{Tx: t, c: c}, nil
+	c.tx = t
+	return (*tx)(c), nil // no allocation per transaction
 }
 
 type stmt struct {
@@ -196,16 +200,20 @@ func (s stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (drive
 	return r, err
 }
 
-// tx is a transaction: a server made read-only while it ran refuses its
-// COMMIT.
-type tx struct {
-	driver.Tx
-	c *conn
+// tx is a connection's transaction: a server made read-only while it ran
+// refuses its COMMIT.
+type tx conn
+
+func (t *tx) Commit() error {
+	err := t.tx.Commit()
+	t.tx = nil
+	(*conn)(t).saw(err)
+	return err
 }
 
-func (t tx) Commit() error {
-	err := t.Tx.Commit()
-	t.c.saw(err)
+func (t *tx) Rollback() error {
+	err := t.tx.Rollback()
+	t.tx = nil
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,5 +170,55 @@ func TestSwitchover(t *testing.T) {
 	p.endpoint.Retarget(p.addrs["b"])
 	if err := db.Ready(t.Context(), testinfra.OpenDB(t, p.dsn)); !errors.Is(err, db.ErrReadOnly) {
 		t.Errorf("Ready on a read-only server: %v, want ErrReadOnly", err)
+	}
+}
+
+// BenchmarkPool is what the pool's read-only checks cost a statement: a
+// transaction that writes one row, through the shop's pool and through a
+// plain pool of the same driver on the same database.
+func BenchmarkPool(b *testing.B) {
+	testinfra.NeedsRealServers(b, "it measures the pool on MySQL")
+	dsn := testinfra.MySQL(b)
+	shop := testinfra.OpenDB(b, dsn)
+	if err := shop.Exec("CREATE TABLE hits (id INT PRIMARY KEY, n INT NOT NULL)").Error; err != nil {
+		b.Fatal(err)
+	}
+	sqlDB, err := shop.DB()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.InterpolateParams = true
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	plain := sql.OpenDB(connector)
+	plain.SetMaxOpenConns(64)
+	plain.SetMaxIdleConns(64)
+	b.Cleanup(func() { plain.Close() })
+	var id atomic.Int64 // the rows' ids, new in every round
+	for name, pool := range map[string]*sql.DB{"plain": plain, "shop": sqlDB} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					tx, err := pool.BeginTx(b.Context(), nil)
+					if err == nil {
+						_, err = tx.Exec("INSERT INTO hits VALUES (?, 1)", id.Add(1))
+					}
+					if err == nil {
+						err = tx.Commit()
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
 	}
 }
