@@ -42,9 +42,9 @@ func TestFaultMySQLFailover(t *testing.T) {
 			s.sellExactly(t, "mfo-"+strategy+"-after")
 			// Within a few seconds, no shop holds a connection to the old
 			// primary, even one idle since the switchover.
-			for end := time.Now().Add(5 * time.Second); pair.ShopConnections(old) > 0; time.Sleep(100 * time.Millisecond) {
+			for end := time.Now().Add(5 * time.Second); len(pair.ShopConnections(old)) > 0; time.Sleep(100 * time.Millisecond) {
 				if time.Now().After(end) {
-					t.Errorf("%d connections of the shops still open on the old primary %s", pair.ShopConnections(old), old)
+					t.Errorf("connections of the shops still open on the old primary %s: %q", old, pair.ShopConnections(old))
 					break
 				}
 			}

@@ -74,15 +74,23 @@ func (p *MySQLPair) DSN(t testing.TB) string {
 // Primary returns the address of the server that is primary now.
 func (p *MySQLPair) Primary() string { return p.nodes[p.primary].Addr() }
 
-// ShopConnections returns how many connections mariadb.Shop has open on
-// the server at addr.
-func (p *MySQLPair) ShopConnections(addr string) int {
+// ShopConnections returns the connections mariadb.Shop has open on the
+// server at addr, one line each from its process list: id, command,
+// seconds in it, state and statement.
+func (p *MySQLPair) ShopConnections(addr string) []string {
 	p.t.Helper()
 	i := slices.IndexFunc(p.nodes[:], func(n *PrivateMySQL) bool { return n.Addr() == addr })
-	var n int
-	err := p.admin(i).QueryRowContext(p.t.Context(), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = ?", mariadb.Shop).Scan(&n)
+	rows, err := p.admin(i).QueryContext(p.t.Context(), "SELECT CONCAT_WS(' ', ID, COMMAND, TIME, STATE, INFO) FROM information_schema.PROCESSLIST WHERE USER = ?", mariadb.Shop)
 	p.must(i, err)
-	return n
+	defer rows.Close()
+	var conns []string
+	for rows.Next() {
+		var c string
+		p.must(i, rows.Scan(&c))
+		conns = append(conns, c)
+	}
+	p.must(i, rows.Err())
+	return conns
 }
 
 // KillPrimaryAndPromote kills the primary (SIGKILL), has the replica

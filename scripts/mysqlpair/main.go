@@ -3,13 +3,15 @@
 // (docs/benchmark.md): a primary and its replica, semi-synchronous
 // (AFTER_SYNC) or asynchronous, or one server alone with the same
 // settings. It prints the shop's DSN on the primary, as SHOP_MYSQL_DSN=…,
-// and keeps the servers until it is interrupted.
+// and keeps the servers until it is interrupted; then it prints the
+// primary's commit and semi-sync counters.
 //
 //	go run ./scripts/mysqlpair -mode semisync
 package main
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"fmt"
 	"log"
@@ -65,5 +67,27 @@ func run(ctx context.Context, mode string) error {
 	fmt.Printf("SHOP_MYSQL_DSN=%s\n", p.Nodes[0].DSN(mariadb.Shop, "shop"))
 	fmt.Fprintf(os.Stderr, "mysqlpair: %s on %s; ^C stops it\n", mode, p.Nodes[0].Addr)
 	<-ctx.Done()
-	return nil
+	return printStatus(p.Admin[0])
+}
+
+// printStatus prints what the primary counted: its commits, and under
+// semi-sync those a replica acknowledged and how long they waited for it
+// on average (µs).
+func printStatus(primary *sql.DB) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := primary.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Binlog_commits', 'Binlog_group_commits', "+
+		"'Rpl_semi_sync_master_yes_tx', 'Rpl_semi_sync_master_no_tx', 'Rpl_semi_sync_master_tx_avg_wait_time', 'Rpl_semi_sync_master_net_avg_wait_time')")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, value string
+		if err := rows.Scan(&name, &value); err != nil {
+			return err
+		}
+		fmt.Printf("%s=%s\n", name, value)
+	}
+	return rows.Err()
 }
