@@ -9,6 +9,8 @@ import (
 // Ensemble is a ZooKeeper ensemble or an etcd cluster of three servers,
 // private to one test, whose leader the test may kill: the two others
 // elect a new one. StartZooKeeperEnsemble and StartEtcdCluster start one.
+// A member keeps its data across a kill; Empty of a member is not for an
+// ensemble, whose members find their identity in their data dir.
 type Ensemble struct {
 	t       testing.TB
 	name    string // for messages
