@@ -72,11 +72,7 @@ func (s *faultSale) failOver(t *testing.T, c *testinfra.RedisCluster, sku, how s
 	if s.strategy != "lua" {
 		master = c.MasterOf("{" + stock.LockName(sku) + "}") // the redis lock's
 	}
-	done := make(chan struct{})
-	began := time.Now()
-	var ok time.Time // when the cluster was ok again
-	res := s.burst(t, sku, func() {
-		defer close(done)
+	s.outage(t, sku, func() {
 		start := time.Now()
 		if how == "kill" {
 			c.Lag(master)
@@ -88,27 +84,34 @@ func (s *faultSale) failOver(t *testing.T, c *testinfra.RedisCluster, sku, how s
 		} else {
 			c.Failover(master)
 		}
-		ok = time.Now()
-		t.Logf("%s of %s, the master of %s: the cluster was ok again after %v", how, master, sku, ok.Sub(start).Round(time.Millisecond))
+		t.Logf("%s of %s, the master of %s: the cluster was ok again after %v", how, master, sku, time.Since(start).Round(time.Millisecond))
 	})
-	<-done
-	s.afterFailover(t, sku, res, began, ok)
 }
 
-// afterFailover checks a burst of sku that began at began, with a
-// failover that was over at ok: the answers, every acknowledged order's
-// replay, and the audit, once the shops have recovered.
-func (s *faultSale) afterFailover(t *testing.T, sku string, res told, began, ok time.Time) {
+// outage sells sku and runs fault mid-burst, which returns once the
+// servers serve again; then it checks what the buyers were told and what
+// the database holds, and returns what the buyers were told.
+func (s *faultSale) outage(t *testing.T, sku string, fault func()) told {
 	t.Helper()
-	t.Logf("%d acknowledged, %d told sold out, %d answered 5xx; the burst took %v", len(res.acked), res.soldOut, res.unavailable, time.Since(began).Round(time.Millisecond))
+	done := make(chan struct{})
+	began := time.Now()
+	var ok time.Time // when the servers served again
+	res := s.burst(t, sku, func() {
+		defer close(done)
+		fault()
+		ok = time.Now()
+	})
+	<-done
+	t.Logf("%d acknowledged, %d told sold out, %d answered 5xx (%d buyers of %d); the burst took %v",
+		len(res.acked), res.soldOut, res.unavailable, res.busyBuyers, s.burstShape().buyers, time.Since(began).Round(time.Millisecond))
 	if res.gateway > 0 {
 		t.Errorf("%d answers were 5xx other than 503", res.gateway)
 	}
 	// Every buyer, and every retry of an acknowledged order, is answered
-	// within SHOP_CLAIM_IDLE plus 5 s of the cluster being ok again.
+	// within SHOP_CLAIM_IDLE plus 5 s of the servers serving again.
 	deadline := ok.Add(failoverClaimIdle + 5*time.Second)
 	if late := time.Since(deadline); late > 0 {
-		t.Errorf("buyers were still answered busy %v after the cluster was ok again", time.Since(ok).Round(time.Millisecond))
+		t.Errorf("buyers were still answered busy %v after the servers served again", time.Since(ok).Round(time.Millisecond))
 	}
 	replayed := time.Now()
 	s.replayBy(t, sku, res, deadline)
@@ -120,6 +123,7 @@ func (s *faultSale) afterFailover(t *testing.T, sku string, res told, began, ok 
 	if a.Orders != len(res.acked) || a.Available != 0 {
 		t.Errorf("%d orders, %d acknowledged, %d units left; want every unit sold and acknowledged", a.Orders, len(res.acked), a.Available)
 	}
+	return res
 }
 
 // watchReady runs outage while it asks the first shop's /readyz every 50

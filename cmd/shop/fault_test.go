@@ -161,6 +161,7 @@ type told struct {
 	// a 500 fails the test at once: it is left for bugs.
 	unavailable int
 	gateway     int // of them, those other than 503
+	busyBuyers  int // the buyers answered 5xx at least once
 }
 
 // burst sells sku to faultBuyers buyers arriving over about two seconds,
@@ -216,6 +217,7 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 			time.Sleep(time.Duration(i) * shape.arrival)
 			key, body := request(i)
 			var answered reply // the last answer
+			busy := false
 			for attempt := 0; ; attempt++ {
 				shop := s.shops[(i+attempt)%len(s.shops)]
 				r, err := post(ctx, client, shop.base+"/api/v1/orders", key, body)
@@ -252,6 +254,10 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 					res.unavailable++
 					if r.code != http.StatusServiceUnavailable {
 						res.gateway++
+					}
+					if !busy {
+						busy = true
+						res.busyBuyers++
 					}
 					mu.Unlock()
 				case ctx.Err() != nil:

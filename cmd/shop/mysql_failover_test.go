@@ -65,10 +65,7 @@ func followEndpoint(t *testing.T, gdb *gorm.DB) {
 func (s *faultSale) mysqlFailover(t *testing.T, pair *testinfra.MySQLPair, sku string, fault func() string) (old string, ok time.Time) {
 	t.Helper()
 	s.shape = &failoverShape
-	done := make(chan struct{})
-	began := time.Now()
-	res := s.burst(t, sku, func() {
-		defer close(done)
+	res := s.outage(t, sku, func() {
 		start := time.Now()
 		pair.Lag() // a kill finds acknowledged writes not yet applied
 		time.Sleep(failoverLag)
@@ -76,8 +73,6 @@ func (s *faultSale) mysqlFailover(t *testing.T, pair *testinfra.MySQLPair, sku s
 		ok = time.Now()
 		t.Logf("the primary %s failed over to %s in %v", old, pair.Primary(), ok.Sub(start).Round(time.Millisecond))
 	})
-	<-done
-	s.afterFailover(t, sku, res, began, ok)
 	t.Logf("%s: %d answered 503, no sale for %v, %d of %d acknowledged orders lost", sku, res.unavailable, longestPause(res), len(res.acked)-s.orders(t, sku), len(res.acked))
 	return old, ok
 }

@@ -146,7 +146,12 @@ var servers = [...]server{
 			return ""
 		},
 		open: func(_ context.Context, cfg config.Config, b *Backends, _ *slog.Logger) error {
-			c, err := clientv3.New(clientv3.Config{Endpoints: cfg.EtcdAddrs, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+			// Every member is an endpoint, and the client balances over them:
+			// a request that finds its member gone goes to another. The
+			// keepalive finds a member that went silent (gRPC's shortest
+			// interval, above etcd's 5s minimum).
+			c, err := clientv3.New(clientv3.Config{Endpoints: cfg.EtcdAddrs, DialTimeout: 5 * time.Second,
+				DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 3 * time.Second, Logger: zap.NewNop()})
 			if err != nil {
 				return fmt.Errorf("etcd: %w", err)
 			}

@@ -13,6 +13,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // EtcdOptions configures Etcd. A nil *EtcdOptions is valid.
@@ -146,25 +148,21 @@ func (e *Etcd) enqueue(ctx context.Context, s *concurrency.Session, pfx, offset 
 	}
 
 	key := contender(pfx, s)
-	resp, err := e.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, "", clientv3.WithLease(s.Lease()))).
-		Commit()
-	if err != nil {
+	if rev, err = e.put(ctx, s, key); err != nil {
 		return 0, 0, cause(err)
 	}
-	if !resp.Succeeded {
-		return 0, 0, fmt.Errorf("key %s exists under a fresh lease", key)
-	}
-	rev = resp.Header.Revision
 	for waited := false; ; waited = true {
 		// The youngest key older than ours, the one to wait for; ours,
 		// which the server deletes if it expires the lease meanwhile; and
 		// the offset, which only the holder changes.
-		resp, err := e.client.Txn(ctx).Then(
-			clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...),
-			clientv3.OpGet(key, clientv3.WithCountOnly()),
-			clientv3.OpGet(offset)).Commit()
+		var resp *clientv3.TxnResponse
+		err := e.call(ctx, func(ctx context.Context) (err error) {
+			resp, err = e.client.Txn(ctx).Then(
+				clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...),
+				clientv3.OpGet(key, clientv3.WithCountOnly()),
+				clientv3.OpGet(offset)).Commit()
+			return err
+		})
 		if err != nil {
 			return 0, 0, cause(err)
 		}
@@ -183,10 +181,65 @@ func (e *Etcd) enqueue(ctx context.Context, s *concurrency.Session, pfx, offset 
 		if !wait {
 			return 0, 0, ErrLocked
 		}
-		if err := e.awaitDelete(ctx, string(before.Kvs[0].Key)); err != nil {
+		err = e.awaitDelete(ctx, string(before.Kvs[0].Key))
+		if err != nil && (ctx.Err() != nil || !etcdTransient(err)) {
 			return 0, 0, cause(err)
 		}
 	}
+}
+
+// put puts the session's key, bound to its lease, unless it is there
+// already, and returns its create revision: an attempt that an election
+// cut short may have put it.
+func (e *Etcd) put(ctx context.Context, s *concurrency.Session, key string) (rev int64, err error) {
+	err = e.call(ctx, func(ctx context.Context) error {
+		resp, err := e.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, "", clientv3.WithLease(s.Lease()))).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		switch {
+		case err != nil:
+			return err
+		case resp.Succeeded:
+			rev = resp.Header.Revision
+		case len(resp.Responses[0].GetResponseRange().Kvs) == 0:
+			return fmt.Errorf("key %s vanished while it was put", key)
+		default:
+			rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
+		}
+		return nil
+	})
+	return rev, err
+}
+
+// etcdAttempt bounds one request of a lock's to etcd. A request whose
+// proposal was lost with a killed leader is answered only at the server's
+// request timeout, seven seconds with the default election timeout: past
+// a buyer's deadline. Sent again, it reaches the new leader.
+const etcdAttempt = time.Second
+
+// call runs op, each attempt bounded by etcdAttempt, again and again
+// through an election (throughElection). op must be safe to repeat.
+func (e *Etcd) call(ctx context.Context, op func(context.Context) error) error {
+	return throughElection(ctx, etcdTransient, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, etcdAttempt)
+		defer cancel()
+		return op(ctx)
+	})
+}
+
+// etcdTransient reports whether err says that etcd could not serve a
+// request for now: no leader, a leader change, a member gone, or an
+// attempt out of time. The client retries only the requests that change
+// nothing by itself.
+func etcdTransient(err error) bool {
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code() == codes.Unavailable
+	}
+	code := status.Code(err)
+	return code == codes.Unavailable || code == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded)
 }
 
 // awaitDelete waits until key is deleted. A watch from a revision the
@@ -202,7 +255,11 @@ func (e *Etcd) awaitDelete(ctx context.Context, key string) error {
 	var wr clientv3.WatchResponse
 	for wr = range e.client.Watch(ctx, key, clientv3.WithCreatedNotify()) {
 		if wr.Created {
-			resp, err := e.client.Get(ctx, key, clientv3.WithCountOnly())
+			var resp *clientv3.GetResponse
+			err := e.call(ctx, func(ctx context.Context) (err error) {
+				resp, err = e.client.Get(ctx, key, clientv3.WithCountOnly())
+				return err
+			})
 			if err != nil {
 				return err
 			}
@@ -224,7 +281,12 @@ func (e *Etcd) awaitDelete(ctx context.Context, key string) error {
 // which an unreachable etcd could hold up forever.
 func (e *Etcd) session(ctx context.Context) (*concurrency.Session, error) {
 	secs := int64(e.ttl / time.Second)
-	lease, err := e.client.Grant(ctx, secs)
+	// A lease granted by an attempt cut short holds no key, and expires.
+	var lease *clientv3.LeaseGrantResponse
+	err := e.call(ctx, func(ctx context.Context) (err error) {
+		lease, err = e.client.Grant(ctx, secs)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd: grant lease: %w", err)
 	}
@@ -243,7 +305,16 @@ func (e *Etcd) revoke(ctx context.Context, s *concurrency.Session) error {
 	s.Orphan()
 	ctx, cancel := context.WithTimeout(ctx, e.ttl)
 	defer cancel()
-	if _, err := e.client.Revoke(ctx, s.Lease()); err != nil {
+	attempts := 0
+	err := e.call(ctx, func(ctx context.Context) error {
+		attempts++
+		_, err := e.client.Revoke(ctx, s.Lease())
+		if attempts > 1 && errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil // an attempt cut short revoked it
+		}
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("etcd: revoke lease: %w", err)
 	}
 	return nil

@@ -90,19 +90,60 @@ func etcdHealthy(ctx context.Context, addr string) error {
 // syncs its log before it answers a write.
 func StartEtcd(t testing.TB) *Server {
 	t.Helper()
-	skipShort(t, "an etcd server process of the test's own")
-	bin := lookPath(t, "etcd", "etcd-server")
-	dir := t.TempDir()
-	s := newServer(t, "etcd", freeAddr(t), dir, 60*time.Second)
-	s.data = filepath.Join(dir, "data")
-	client, peer := "http://"+s.addr, "http://"+freeAddr(t)
-	s.command = func() *exec.Cmd {
-		return exec.Command(bin, "--name=test", "--data-dir="+s.data,
-			"--listen-client-urls="+client, "--advertise-client-urls="+client,
-			"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
-			"--initial-cluster=test="+peer, "--initial-cluster-state=new")
-	}
-	s.ready = func(ctx context.Context) error { return etcdHealthy(ctx, s.addr) }
+	s := etcdMembers(t, 1)[0]
 	s.Start()
 	return s
+}
+
+// StartEtcdCluster starts a private etcd cluster of three members on free
+// loopback ports, with etcd's default election timeout (1s), and returns
+// once it has a leader. Its members are killed at cleanup.
+func StartEtcdCluster(t testing.TB) *Ensemble {
+	t.Helper()
+	e := &Ensemble{t: t, name: "etcd cluster", servers: etcdMembers(t, 3)}
+	startAll(e.servers)
+	c, err := clientv3.New(clientv3.Config{Endpoints: e.Addrs(), DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("testinfra: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	e.leads = func(ctx context.Context, s *Server) (bool, error) {
+		st, err := c.Status(ctx, s.Addr())
+		if err != nil {
+			return false, err
+		}
+		return st.Leader != 0 && st.Leader == st.Header.MemberId, nil
+	}
+	e.Leader()
+	return e
+}
+
+// etcdMembers prepares n members of one cluster, not started.
+func etcdMembers(t testing.TB, n int) []*Server {
+	t.Helper()
+	skipShort(t, "etcd server processes of the test's own")
+	bin := lookPath(t, "etcd", "etcd-server")
+	members := make([]*Server, n)
+	peers := make([]string, n)
+	var cluster []string
+	for i := range members {
+		dir := t.TempDir()
+		members[i] = newServer(t, "etcd", freeAddr(t), dir, 60*time.Second)
+		members[i].data = filepath.Join(dir, "data")
+		peers[i] = "http://" + freeAddr(t)
+		cluster = append(cluster, fmt.Sprintf("m%d=%s", i, peers[i]))
+	}
+	token := randomName("cluster-")
+	for i, s := range members {
+		client := "http://" + s.addr
+		s.command = func() *exec.Cmd {
+			return exec.Command(bin, fmt.Sprintf("--name=m%d", i), "--data-dir="+s.data,
+				"--listen-client-urls="+client, "--advertise-client-urls="+client,
+				"--listen-peer-urls="+peers[i], "--initial-advertise-peer-urls="+peers[i],
+				"--initial-cluster="+strings.Join(cluster, ","), "--initial-cluster-state=new",
+				"--initial-cluster-token="+token)
+		}
+		s.ready = func(ctx context.Context) error { return etcdHealthy(ctx, s.addr) }
+	}
+	return members
 }

@@ -65,3 +65,26 @@ func newEtcd(t *testing.T, endpoints []string) *clientv3.Client {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+func TestStartEtcdCluster(t *testing.T) {
+	t.Parallel()
+	e := testinfra.StartEtcdCluster(t)
+	c := newEtcd(t, e.Addrs())
+	if _, err := c.Put(t.Context(), "before", "kill"); err != nil {
+		t.Fatal(err)
+	}
+	killed, election := e.KillLeader()
+	t.Logf("a new leader in %v", election)
+	if e.Leader() == killed {
+		t.Fatal("the killed member still leads")
+	}
+	if _, err := c.Put(t.Context(), "after", "kill"); err != nil {
+		t.Errorf("put with two members of three: %v", err)
+	}
+	e.Restore()
+	restored := newEtcd(t, []string{killed.Addr()})
+	testinfra.WaitFor(t, "the restored member to have the write made while it was down", func() bool {
+		resp, err := restored.Get(t.Context(), "after", clientv3.WithSerializable())
+		return err == nil && len(resp.Kvs) == 1
+	})
+}

@@ -57,6 +57,25 @@ func (s *Server) Addr() string { return s.addr }
 // before, and waits until it answers.
 func (s *Server) Start() {
 	s.t.Helper()
+	s.launch()
+	s.awaitReady()
+}
+
+// startAll launches every server before it waits for any: the members
+// of an ensemble answer only once a quorum of them runs.
+func startAll(servers []*Server) {
+	for _, s := range servers {
+		s.t.Helper()
+		s.launch()
+	}
+	for _, s := range servers {
+		s.awaitReady()
+	}
+}
+
+// launch starts the server's process.
+func (s *Server) launch() {
+	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.running() {
@@ -79,7 +98,13 @@ func (s *Server) Start() {
 		close(exited)
 	}()
 	s.cmd, s.exited = cmd, exited
+}
 
+// awaitReady waits until the launched server answers, or ends the test.
+func (s *Server) awaitReady() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.t.Context(), s.timeout)
 	defer cancel()
 	if err := s.await(ctx); err != nil {

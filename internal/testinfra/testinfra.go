@@ -14,6 +14,8 @@
 //
 // StartRedis, StartZooKeeper and StartEtcd run a server process private to
 // one test, which it may stop, kill or restart to reproduce crashes.
+// StartZooKeeperEnsemble and StartEtcdCluster run three, whose leader the
+// test may kill.
 // StartProxy stands between one client and a server, so that a test can
 // pause or cut off that client alone. StartMariaDB runs a MariaDB of the
 // test's own, and StartMySQLPair a primary and its replica behind an

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -121,37 +122,106 @@ const (
 // of session expiry stay fast.
 func StartZooKeeper(t testing.TB) *Server {
 	t.Helper()
-	skipShort(t, "a ZooKeeper server process of the test's own")
+	s := zkServers(t, 1, "tickTime=500\n")[0]
+	s.Start()
+	return s
+}
+
+// StartZooKeeperEnsemble starts a private ensemble of three ZooKeeper
+// servers on free loopback ports, and returns once it has a leader. Its
+// tick is 200ms and a follower gives up on a silent leader after five
+// (syncLimit), so that an election takes about a second; sessions may
+// still be as short as one second. Its servers are killed at cleanup.
+func StartZooKeeperEnsemble(t testing.TB) *Ensemble {
+	t.Helper()
+	e := &Ensemble{t: t, name: "ZooKeeper ensemble"}
+	peers := ""
+	for i := range 3 {
+		peers += fmt.Sprintf("server.%d=%s:%s\n", i+1, freeAddr(t), port(freeAddr(t)))
+	}
+	e.servers = zkServers(t, 3, "tickTime=200\ninitLimit=10\nsyncLimit=5\n"+peers)
+	startAll(e.servers)
+	e.leads = func(ctx context.Context, s *Server) (bool, error) {
+		answer, err := srvr(ctx, s.Addr())
+		return strings.Contains(answer, "\nMode: leader\n"), err
+	}
+	e.Leader()
+	return e
+}
+
+// zkServers prepares n servers of one ensemble, not started, each with
+// config added to its own. A server of an ensemble finds its number in
+// the file myid of its data dir.
+func zkServers(t testing.TB, n int, config string) []*Server {
+	t.Helper()
+	skipShort(t, "ZooKeeper server processes of the test's own")
 	java := lookPath(t, "java", "default-jre-headless")
 	for _, jar := range []string{zookeeperJar, slf4jJar} {
 		if _, err := os.Stat(jar); err != nil {
 			t.Fatalf("testinfra: %v: install the Debian package libzookeeper-java (scripts/services.sh up does)", err)
 		}
 	}
-	dir := t.TempDir()
-	s := newServer(t, "zookeeper", freeAddr(t), dir, 60*time.Second)
-	s.data = filepath.Join(dir, "data")
-	_, port, _ := net.SplitHostPort(s.addr)
-	// The AdminServer is off: it would listen on 8080 in every instance.
-	config := fmt.Sprintf(`tickTime=500
-minSessionTimeout=1000
+	servers := make([]*Server, n)
+	for i := range servers {
+		dir := t.TempDir()
+		s := newServer(t, "zookeeper", freeAddr(t), dir, 60*time.Second)
+		s.data = filepath.Join(dir, "data")
+		// The AdminServer is off: it would listen on 8080 in every instance.
+		// srvr tells a test which server leads.
+		full := fmt.Sprintf(`minSessionTimeout=1000
 maxSessionTimeout=60000
 dataDir=%s
 clientPort=%s
 clientPortAddress=127.0.0.1
 admin.enableServer=false
-`, s.data, port)
-	configPath := filepath.Join(dir, "zoo.cfg")
-	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
-		t.Fatalf("testinfra: %v", err)
+4lw.commands.whitelist=srvr
+`, s.data, port(s.addr)) + config
+		configPath := filepath.Join(dir, "zoo.cfg")
+		if err := os.WriteFile(configPath, []byte(full), 0o644); err != nil {
+			t.Fatalf("testinfra: %v", err)
+		}
+		if n > 1 {
+			err := os.MkdirAll(s.data, 0o755)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(s.data, "myid"), []byte(strconv.Itoa(i+1)), 0o644)
+			}
+			if err != nil {
+				t.Fatalf("testinfra: %v", err)
+			}
+		}
+		s.command = func() *exec.Cmd {
+			// A small heap and the client JIT alone start in about a second.
+			return exec.Command(java, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
+				"-cp", zookeeperJar+":"+slf4jJar, "org.apache.zookeeper.server.quorum.QuorumPeerMain", configPath)
+		}
+		// srvr, unlike ruok, fails until the server serves requests.
+		s.ready = func(ctx context.Context) error { return exchange(ctx, s.addr, "srvr", "Zookeeper version") }
+		servers[i] = s
 	}
-	s.command = func() *exec.Cmd {
-		// A small heap and the client JIT alone start in about a second.
-		return exec.Command(java, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
-			"-cp", zookeeperJar+":"+slf4jJar, "org.apache.zookeeper.server.quorum.QuorumPeerMain", configPath)
+	return servers
+}
+
+// port returns the port of a host:port address.
+func port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// srvr returns a ZooKeeper server's whole answer to srvr, which says
+// whether it leads ("Mode: leader").
+func srvr(ctx context.Context, addr string) (string, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
 	}
-	// srvr, unlike ruok, fails until the server serves requests.
-	s.ready = func(ctx context.Context) error { return exchange(ctx, s.addr, "srvr", "Zookeeper version") }
-	s.Start()
-	return s
+	defer conn.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(deadline)
+	}
+	if _, err := conn.Write([]byte("srvr")); err != nil {
+		return "", err
+	}
+	answer, err := io.ReadAll(conn) // the server closes the connection after it
+	return string(answer), err
 }

@@ -1,6 +1,7 @@
 package testinfra_test
 
 import (
+	"errors"
 	"io"
 	"log"
 	"testing"
@@ -70,5 +71,25 @@ func connectZK(t *testing.T, addrs []string) *zk.Conn {
 		case <-timeout:
 			t.Fatalf("no ZooKeeper session with %v", addrs)
 		}
+	}
+}
+
+func TestStartZooKeeperEnsemble(t *testing.T) {
+	t.Parallel()
+	e := testinfra.StartZooKeeperEnsemble(t)
+	conn := connectZK(t, e.Addrs())
+	create(t, conn, "/before", 0)
+	killed, election := e.KillLeader()
+	t.Logf("a new leader in %v", election)
+	if e.Leader() == killed {
+		t.Fatal("the killed server still leads")
+	}
+	testinfra.WaitFor(t, "a write after the election", func() bool {
+		_, err := conn.Create("/after", nil, 0, zk.WorldACL(zk.PermAll))
+		return err == nil || errors.Is(err, zk.ErrNodeExists)
+	})
+	e.Restore()
+	if ok, _, err := connectZK(t, []string{killed.Addr()}).Exists("/after"); err != nil || !ok {
+		t.Errorf("restored server: /after exists = %v, %v; want it there", ok, err)
 	}
 }
