@@ -62,6 +62,14 @@ type Burst struct {
 	// SKUs drawn from the load's HotSKUs, in random order; 0 or 1 orders
 	// the load's SKU alone.
 	Cart int `json:"cart,omitempty"`
+	// Arrivals, if set, spreads the buyers evenly over it instead of
+	// releasing them at once: buyer i is sent at i×Arrivals/Buyers, on
+	// time whatever the answers before it (open loop), and the load keeps
+	// each buyer's Arrival, from which Fair measures who won.
+	Arrivals time.Duration `json:"arrivals_ns,omitempty"`
+	// OvertakeGap is how much earlier a refused buyer must have arrived
+	// than a winner for the pair to count as an overtake (Fair).
+	OvertakeGap time.Duration `json:"overtake_gap_ns,omitempty"`
 }
 
 // Steady sends buyers at a fixed rate for a duration. Each latency is
@@ -102,6 +110,8 @@ type Stats struct {
 	BusyOrders [][]string `json:"-"`
 	// Carts is what an abandoned-cart sale came to, and its timeline.
 	Carts *CartStats `json:"carts,omitempty"`
+	// Arrivals is every buyer of a burst with Arrivals set, by rank.
+	Arrivals []Arrival `json:"-"`
 }
 
 // Latency percentiles, in milliseconds.
@@ -127,10 +137,17 @@ func (b Burst) Run(ctx context.Context, shop Shop, sku string, progress func(Ans
 		return Stats{}, fmt.Errorf("loadtest: a burst needs at least 1 buyer, not %d", b.Buyers)
 	}
 	workers := b.Concurrency
-	if workers <= 0 || workers > b.Buyers {
-		workers = b.Buyers
+	if workers <= 0 || workers > b.Buyers || b.Arrivals > 0 {
+		workers = b.Buyers // a goroutine per buyer: none waits for another's answer
 	}
-	return fire(ctx, shop, sku, b.Cart, b.Buyers, workers, nil, time.Time{}, progress)
+	var at schedule
+	if b.Arrivals > 0 {
+		at.arrivals = make([]Arrival, b.Buyers)
+		at.due = func(start time.Time, i int) time.Time {
+			return start.Add(time.Duration(int64(b.Arrivals) * int64(i) / int64(b.Buyers)))
+		}
+	}
+	return fire(ctx, shop, sku, b.Cart, b.Buyers, workers, at, progress)
 }
 
 // Run sends the steady load to sku.
@@ -144,9 +161,9 @@ func (s Steady) Run(ctx context.Context, shop Shop, sku string, progress func(An
 		workers = 256
 	}
 	interval := time.Duration(float64(time.Second) / s.Rate)
-	return fire(ctx, shop, sku, s.Cart, n, min(workers, n), func(start time.Time, i int) time.Time {
+	return fire(ctx, shop, sku, s.Cart, n, min(workers, n), schedule{due: func(start time.Time, i int) time.Time {
 		return start.Add(time.Duration(i) * interval)
-	}, time.Time{}, progress)
+	}}, progress)
 }
 
 // tally is one worker's share of the stats.
@@ -160,11 +177,19 @@ type tally struct {
 	hist    *hdrhistogram.PackedHistogram // sparse: a worker may see few values
 }
 
+// schedule says when a load's buyers are sent: with due set, buyer i at
+// due(start, i), its latency counting from then; with until set, none
+// after it. With arrivals set, buyer i's arrival is kept in arrivals[i].
+type schedule struct {
+	due      func(start time.Time, i int) time.Time
+	until    time.Time
+	arrivals []Arrival
+}
+
 // fire sends n buyers through workers goroutines released together, or as
-// many as it can until a non-zero until. With due set, buyer i is sent at
-// due(start, i) and its latency counts from then. Each orders one unit of
-// sku or, with cart 2 or more, a cart of the mix.
-func fire(ctx context.Context, shop Shop, sku string, cart, n, workers int, due func(time.Time, int) time.Time, until time.Time, progress func(Answer)) (Stats, error) {
+// many as it can until at.until, when at says. Each orders one unit of sku
+// or, with cart 2 or more, a cart of the mix.
+func fire(ctx context.Context, shop Shop, sku string, cart, n, workers int, at schedule, progress func(Answer)) (Stats, error) {
 	if len(shop.URLs) == 0 {
 		return Stats{}, fmt.Errorf("loadtest: no shop URLs")
 	}
@@ -176,12 +201,12 @@ func fire(ctx context.Context, shop Shop, sku string, cart, n, workers int, due 
 	run := rand.Text()[:8] // users are unique to this run
 	cartOf := carts(sku, cart)
 	stats := drive(workers, func(t *tally, start time.Time, i int) bool {
-		if i >= n || ctx.Err() != nil || !until.IsZero() && time.Now().After(until) {
+		if i >= n || ctx.Err() != nil || !at.until.IsZero() && time.Now().After(at.until) {
 			return false
 		}
 		sent := time.Now()
-		if due != nil {
-			if sent = due(start, i); !sleepUntil(ctx, sent) {
+		if at.due != nil {
+			if sent = at.due(start, i); !sleepUntil(ctx, sent) {
 				return false
 			}
 		}
@@ -193,6 +218,9 @@ func fire(ctx context.Context, shop Shop, sku string, cart, n, workers int, due 
 		}
 		t.record(sent, out, err)
 		t.told(b.user, skus, out, id, short)
+		if at.arrivals != nil {
+			at.arrivals[i] = Arrival{Rank: i + 1, Sent: sent.Sub(start), Answered: time.Since(start), Outcome: out}
+		}
 		if progress != nil {
 			progress(Answer{Outcome: out, Latency: time.Since(sent)})
 		}
@@ -201,6 +229,7 @@ func fire(ctx context.Context, shop Shop, sku string, cart, n, workers int, due 
 	if err := ctx.Err(); err != nil {
 		return Stats{}, fmt.Errorf("loadtest: %w", err)
 	}
+	stats.Arrivals = at.arrivals
 	return stats, nil
 }
 

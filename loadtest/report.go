@@ -66,6 +66,9 @@ type Result struct {
 	ClosedCartSteps    []ClosedStep `json:"closed_cart_steps,omitempty"`
 	ClosedCartFraction float64      `json:"closed_cart_fraction_of_single,omitempty"`
 	Usage              []Usage      `json:"usage,omitempty"` // per instance
+	// Fairness, when the burst's buyers arrived in order, says whether
+	// they were served in that order.
+	Fairness *Fairness `json:"fairness,omitempty"`
 	// Baseline names the ceiling that bounds this strategy's throughput:
 	// the raw loop of the path it takes. Fraction is the burst's answers
 	// per second over the ceiling's, ClosedFraction the closed loop's
@@ -222,6 +225,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if p.Burst.Concurrency > 0 {
 		fmt.Fprintf(w, " (%d in flight)", p.Burst.Concurrency)
 	}
+	if p.Burst.Arrivals > 0 {
+		fmt.Fprintf(w, " arriving one by one over %s", p.Burst.Arrivals)
+	}
 	fmt.Fprintf(w, ", %d shop instance(s) per strategy\n", p.Instances)
 	fmt.Fprintf(w, "machine: %s, %s/%s, %d CPUs %s, %s\n", r.Machine.OS, runtime.GOOS, r.Machine.Arch, r.Machine.CPUs, r.Machine.CPU, r.Machine.Go)
 	for _, b := range r.Backends {
@@ -233,6 +239,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintln(w)
 	}
 	writeBursts(w, r.Results)
+	if p.Burst.Arrivals > 0 {
+		fmt.Fprintf(w, "\nfairness: %s; first come: the share of the winners among as many first arrivals; an overtake: a buyer refused while one who arrived at least %s later won\n",
+			arrivalRate(p.Burst), overtakeGap(p.Burst))
+		writeFairness(w, r.Results)
+	}
 	if p.PaymentWindow > 0 {
 		fmt.Fprintf(w, "\nabandoned carts: %s to pay; %s of the first %d winners never pay, later winners buy what comes back and pay; units from the database\n",
 			p.PaymentWindow, percent(p.Unpaid), p.Stock)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/stockguard/shop/internal/audit"
 )
@@ -230,4 +231,32 @@ func writeBaselines(w io.Writer, baselines []BaselineResult) {
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%d\t  %s\n", b.Key, b.Workers, b.Throughput, b.Latency.P50, b.Latency.P99, b.Errors, b.Name)
 	}
 	tw.Flush()
+}
+
+// writeFairness writes whom each strategy's burst served, where its
+// buyers arrived in order.
+func writeFairness(w io.Writer, results []Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, leftAlign("strategy", results)+"\twinners\tfirst come\tovertakes/1000\tmax gap ms\tlatest winner\tlongest wait ms\tat rank\t")
+	for _, r := range results {
+		if f := r.Fairness; f != nil {
+			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.0f\t%d\t%.0f\t%d\t\n", leftAlign(r.Strategy, results), f.Winners, f.FirstComeShare,
+				f.OvertakesPer1000, f.MaxOvertakeGapMS, f.LatestWinnerRank, f.LongestWaitMS, f.LongestWaitRank)
+		}
+	}
+	tw.Flush()
+}
+
+// arrivalRate says how a burst's buyers arrived: "2000 buyers over 250ms,
+// 8000 a second".
+func arrivalRate(b Burst) string {
+	return fmt.Sprintf("%d buyers over %s, %.0f a second", b.Buyers, b.Arrivals, float64(b.Buyers)/b.Arrivals.Seconds())
+}
+
+// overtakeGap is the gap a burst counts overtakes at.
+func overtakeGap(b Burst) time.Duration {
+	if b.OvertakeGap <= 0 {
+		return DefaultOvertakeGap
+	}
+	return b.OvertakeGap
 }

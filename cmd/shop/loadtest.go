@@ -53,6 +53,8 @@ func newPlanFlags(name string, stderr io.Writer, usage string) *loadFlags {
 	fs.IntVar(&p.Stock, "stock", 100, "units on sale in a burst (S)")
 	fs.IntVar(&p.Burst.Buyers, "buyers", 2000, "buyers in a burst, one unit each (D)")
 	fs.IntVar(&p.Burst.Concurrency, "concurrency", 0, "requests in flight at most; 0 sends every buyer of a burst at once")
+	fs.DurationVar(&p.Burst.Arrivals, "arrivals", 0, "spread the burst's buyers evenly over this long, each sent at its time whatever the answers before it, and measure who won: first-come share, overtakes, latest winner, longest wait; 0 releases them at once")
+	fs.DurationVar(&p.Burst.OvertakeGap, "overtake-gap", loadtest.DefaultOvertakeGap, "with --arrivals, an overtake is a buyer refused while one who arrived at least this much later won")
 	fs.Float64Var(&p.Steady.Rate, "rate", 0, "after each burst, buyers per second at a steady rate; 0 skips it")
 	fs.DurationVar(&p.Steady.Duration, "duration", 10*time.Second, "how long the steady rate runs")
 	fs.DurationVar(&p.Closed.Duration, "closed", 0, "after each burst, a closed loop for this long (each step of its search, see --closed-max-buyers), stock for every buyer: the most orders/s sustained; 0 skips it")
