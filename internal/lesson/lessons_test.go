@@ -1,6 +1,7 @@
 package lesson_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stockguard/shop/internal/audit"
@@ -211,5 +212,29 @@ func TestRestockRace(t *testing.T) {
 		if a := audited(t, env, sale); a.Available != available || a.Received != available || len(a.Violations()) > 0 {
 			t.Errorf("%s: %+v, want %d available and received, and no violation", sale, a, available)
 		}
+	}
+}
+
+// TestStarvation: the three ways of waiting print in order, fixed
+// interval, random wait, arrival queue; the fixed interval serves buyers
+// out of turn and the queue does not.
+func TestStarvation(t *testing.T) {
+	t.Parallel()
+	r := run(t, realEnv(t, 0), "starvation")
+	verdict(t, r)
+	var rows []string
+	for _, tr := range []*lesson.Trial{r.Mistake, r.Fix} {
+		rows = append(rows, tr.Rows...)
+	}
+	for i, want := range []string{"fixed interval", "random wait", "arrival queue"} {
+		if i >= len(rows) || !strings.HasPrefix(rows[i], want) {
+			t.Fatalf("rows %q: want %q at %d", rows, want, i)
+		}
+	}
+	if m := r.Mistake.Numbers; m["fixed_overtakes_per_1000"] == 0 || m["fixed_latest_winner"] <= 10 {
+		t.Errorf("fixed interval: %v, want later buyers winning over earlier ones", m)
+	}
+	if f := r.Fix.Numbers; f["queue_overtakes_per_1000"] != 0 || f["queue_first_come_x100"] != 100 || f["queue_latest_winner"] != 10 {
+		t.Errorf("arrival queue: %v, want the first 10 buyers served, no overtake", f)
 	}
 }
