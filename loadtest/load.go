@@ -259,7 +259,7 @@ func drive(workers int, job func(t *tally, start time.Time, i int) bool) Stats {
 // Loop calls op from workers goroutines released together, over and over
 // until d has passed or ctx ends, and reports its throughput and latency:
 // Ordered counts the calls that returned nil, Errors the others. The bench
-// loops its raw ceilings with it.
+// loops its raw baselines with it.
 func Loop(ctx context.Context, workers int, d time.Duration, op func(context.Context) error) Stats {
 	deadline := time.Now().Add(d)
 	return drive(workers, func(t *tally, _ time.Time, _ int) bool {

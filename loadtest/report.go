@@ -69,9 +69,9 @@ type Result struct {
 	// Fairness, when the burst's buyers arrived in order, says whether
 	// they were served in that order.
 	Fairness *Fairness `json:"fairness,omitempty"`
-	// Baseline names the ceiling that bounds this strategy's throughput:
+	// Baseline names the baseline that bounds this strategy's throughput:
 	// the raw loop of the path it takes. Fraction is the burst's answers
-	// per second over the ceiling's, ClosedFraction the closed loop's
+	// per second over the baseline's, ClosedFraction the closed loop's
 	// orders per second over it.
 	Baseline       string  `json:"baseline,omitempty"`
 	Fraction       float64 `json:"fraction_of_baseline,omitempty"`
@@ -238,7 +238,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		writeBaselines(w, r.Baselines)
 		fmt.Fprintln(w)
 	}
-	writeBursts(w, r.Results)
+	writeBursts(w, r.Results, r.bench())
 	if p.Burst.Arrivals > 0 {
 		fmt.Fprintf(w, "\nfairness: %s; first come: the share of the winners among as many first arrivals; an overtake: a buyer refused while one who arrived at least %s later won\n",
 			arrivalRate(p.Burst), overtakeGap(p.Burst))

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,15 +12,17 @@ import (
 	"github.com/stockguard/shop/internal/audit"
 )
 
-func writeBursts(w io.Writer, results []Result) {
-	bench := false
-	for _, r := range results {
-		bench = bench || r.Baseline != "" || len(r.Usage) > 0
-	}
+// bench reports whether the report is a bench's, with baselines or the
+// shops' usage, whose burst table has their columns.
+func (r *Report) bench() bool {
+	return slices.ContainsFunc(r.Results, func(r Result) bool { return r.Baseline != "" || len(r.Usage) > 0 })
+}
+
+func writeBursts(w io.Writer, results []Result, bench bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "strategy\tinst\torders\toversold\tundersold\tstock left\treq/s\t"
 	if bench {
-		head += "of echo\tof ceiling\tceiling\t"
+		head += "of echo\tof baseline\tbaseline\t"
 	}
 	head += "p50 ms\tp99 ms\tbusy\terrors\t"
 	if bench {
@@ -91,7 +94,7 @@ func writeSteady(w io.Writer, results []Result) {
 // writeClosed writes each strategy's closed loop of single orders or, with
 // carts, of the cart mix.
 func writeClosed(w io.Writer, results []Result, carts bool) {
-	head := "\tof echo\tof ceiling\tceiling\tverdict"
+	head := "\tof echo\tof baseline\tbaseline\tverdict"
 	if carts {
 		head = "\tof single"
 	}
@@ -226,7 +229,7 @@ func percent(f float64) string {
 
 func writeBaselines(w io.Writer, baselines []BaselineResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "ceiling\tworkers\tops/s\tp50 ms\tp99 ms\terrors\t  one operation")
+	fmt.Fprintln(tw, "baseline\tworkers\tops/s\tp50 ms\tp99 ms\terrors\t  one operation")
 	for _, b := range baselines {
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%d\t  %s\n", b.Key, b.Workers, b.Throughput, b.Latency.P50, b.Latency.P99, b.Errors, b.Name)
 	}

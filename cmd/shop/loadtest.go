@@ -115,12 +115,12 @@ func demo(ctx context.Context, args []string, getenv config.Getenv, stdout, stde
 
 const benchUsage = `usage: shop bench [flags]
 
-Measures every strategy against real servers: first the ceilings, the
+Measures every strategy against real servers: first the baselines, the
 shop's HTTP stack alone ('shop echo') and raw loops on one hot row or key
 with no HTTP, then, for each strategy, K child 'shop serve' processes under
 a burst, with --rate a steady load, and with --closed a closed loop that
 shows the most orders per second it sustains. Each strategy is shown as a
-fraction of its own ceiling.
+fraction of its own baseline.
 
 `
 
@@ -129,7 +129,7 @@ func bench(ctx context.Context, args []string, getenv config.Getenv, stdout, std
 	bin, _ := os.Executable()
 	var b sale.Bench
 	f.fs.StringVar(&b.Bin, "bin", bin, "the shop binary to run as 'serve'")
-	f.fs.DurationVar(&b.Baseline, "baseline", 3*time.Second, "how long each ceiling loops; 0 skips them")
+	f.fs.DurationVar(&b.Baseline, "baseline", 3*time.Second, "how long each baseline loops; 0 skips them")
 	var err error
 	if b.Config, err = f.parse(args); err != nil {
 		return err

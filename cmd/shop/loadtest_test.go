@@ -227,7 +227,7 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"<svg", "Oversold units", "Ceilings", "Throughput", "Where each order's CPU goes"} {
+	for _, want := range []string{"<svg", "Oversold units", "Baselines", "Throughput", "Where each order's CPU goes"} {
 		if !strings.Contains(string(html), want) {
 			t.Errorf("the HTML report lacks %q", want)
 		}
