@@ -271,7 +271,7 @@ func fairnessChart(strategy string, f *Fairness, arrivals []Arrival) template.HT
 	var s strings.Builder
 	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img">`, width, height, width, height)
 	fmt.Fprintf(&s, `<text x="0" y="18" class="t">Who won: %s</text><text x="0" y="38" class="s">%s</text>`, esc(strategy),
-		esc(fmt.Sprintf("arrival rank (down) by time of answer (across); first come %.2f, %.0f overtakes per 1,000 winners", f.FirstComeShare, f.OvertakesPer1000)))
+		esc(fmt.Sprintf("arrival rank (down) by answer time (across); first come %.2f, %.0f overtakes/1000", f.FirstComeShare, f.OvertakesPer1000)))
 	at := 0
 	for _, k := range []struct{ name, color string }{{"won", winColor}, {"refused", refuseColor}, {"arrived (dashed)", "#8a8f98"}} {
 		fmt.Fprintf(&s, `<rect x="%d" y="50" width="10" height="10" style="fill:%s"/><text x="%d" y="59" class="s">%s</text>`, at, k.color, at+14, k.name)

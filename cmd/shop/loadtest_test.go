@@ -32,6 +32,8 @@ func TestLoadFlagErrors(t *testing.T) {
 		{"no instances", []string{"--instances", "0"}, "instances must be at least 1"},
 		{"rate too short", []string{"--rate", "10", "--duration", "10ms"}, "sends no buyers"},
 		{"stray argument", []string{"now"}, `unexpected argument "now"`},
+		{"negative arrivals", []string{"--arrivals", "-1s"}, "arrivals and the overtake gap must not be negative"},
+		{"arrivals in flight", []string{"--arrivals", "1s", "--concurrency", "8"}, "arrivals (1s) and concurrency (8) do not go together"},
 	}
 	for _, cmd := range []string{"demo", "bench"} {
 		for _, tt := range tests {
