@@ -24,4 +24,9 @@ func TestStarveTrialFair(t *testing.T) {
 	if tr := starveTrial("queue", way{"arrival queue", "queue", late}); !tr.Failed {
 		t.Errorf("a queue with overtakes: %+v, want failed (the fix did not hold)", tr)
 	}
+	// Two buyers within the gap taken in either order are no overtake.
+	swapped := loadtest.Fairness{FirstComeShare: 0.9, LatestWinnerRank: 11, Winners: 10}
+	if tr := starveTrial("queue", way{"arrival queue", "queue", swapped}); tr.Failed {
+		t.Errorf("a queue that swapped two buyers 3 ms apart: %+v, want held", tr)
+	}
 }
