@@ -92,5 +92,5 @@ func (c Closed) Run(ctx context.Context, shop Shop, sku string, progress func(An
 	if c.Buyers < 1 || c.Duration <= 0 {
 		return Stats{}, fmt.Errorf("loadtest: a closed loop needs buyers and a duration, not %d for %s", c.Buyers, c.Duration)
 	}
-	return fire(ctx, shop, sku, c.Cart, math.MaxInt, c.Buyers, nil, time.Now().Add(c.Duration), progress)
+	return fire(ctx, shop, sku, c.Cart, math.MaxInt, c.Buyers, schedule{until: time.Now().Add(c.Duration)}, progress)
 }

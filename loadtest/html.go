@@ -7,15 +7,20 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 )
 
 //go:embed report.html.tmpl
 var reportHTML string
 
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"pct":       percent,
-	"hotSKUs":   func(cart int) int { return len(HotSKUs("", cart)) },
-	"cartLines": cartLines,
+	"pct":         percent,
+	"hotSKUs":     func(cart int) int { return len(HotSKUs("", cart)) },
+	"cartLines":   cartLines,
+	"arrivalRate": arrivalRate,
+	"overtakeGap": overtakeGap,
+	"steps":       steps,
+	"closedPlan":  func(c Closed) string { return c.describe() },
 	"usage": func(us []Usage) template.HTML {
 		rss, cpu := totalUsage(us)
 		return template.HTML(fmt.Sprintf("<td>%.0f MB</td><td>%.1f</td>", rss, cpu))
@@ -30,7 +35,8 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		Charts []template.HTML
 		CPU    cpuTable
 		SKUs   []skuRow
-	}{r, r.charts(), newCPUTable(r.cpuRows()), r.skuRows()})
+		Bench  bool
+	}{r, r.charts(), newCPUTable(r.cpuRows()), r.skuRows(), r.bench()})
 }
 
 // charts draws the comparisons a reader looks for first.
@@ -56,6 +62,11 @@ func (r *Report) charts() []template.HTML {
 		barChart("Undersold units", "left over while buyers were told sold out: must be 0", series(func(r Result) float64 { return float64(r.Burst.Audit.Undersold) }, "%.0f")),
 	}
 	for _, res := range ran {
+		if res.Fairness != nil && len(res.Burst.Arrivals) > 0 {
+			charts = append(charts, fairnessChart(res.Strategy, res.Fairness, res.Burst.Arrivals))
+		}
+	}
+	for _, res := range ran {
 		if c := res.Burst.Carts; c != nil && len(c.Timeline) > 0 {
 			charts = append(charts, cartChart(res.Strategy, r.Plan.Stock, c.Timeline))
 		}
@@ -70,9 +81,13 @@ func (r *Report) charts() []template.HTML {
 		charts = append(charts, barChart(fmt.Sprintf("Steady %g/s latency, p99", r.Plan.Steady.Rate), "milliseconds from when each request was due, lower is better", steady))
 	}
 	if r.Plan.Closed.Duration > 0 {
-		closed := series(func(r Result) float64 { return r.Closed.OrdersPerSecond() }, "%.0f/s")
-		charts = append(charts, barChart("Throughput: "+r.Plan.Closed.describe(),
-			"orders per second the database holds, stock for every buyer, higher is better", closed))
+		var bars []bar
+		for _, res := range ran {
+			if c := res.Closed; c != nil {
+				bars = append(bars, bar{label: res.Strategy, value: c.OrdersPerSecond(), text: fmt.Sprintf("%.0f/s, %d buyers", c.OrdersPerSecond(), res.ClosedBuyers), fail: res.Verdict() != "PASS"})
+			}
+		}
+		charts = append(charts, barChart("Throughput: each closed loop's best step", "orders per second the database holds, at the buyers of the step, stock for every buyer; higher is better", bars))
 	}
 	if rows := r.cpuRows(); len(rows) > 0 {
 		charts = append(charts, cpuChart(rows))
@@ -82,7 +97,7 @@ func (r *Report) charts() []template.HTML {
 		for i, b := range r.Baselines {
 			bars[i] = bar{label: b.Key, value: b.Throughput, text: fmt.Sprintf("%.0f/s", b.Throughput)}
 		}
-		charts = append(charts, barChart("Ceilings: raw loops, and the HTTP stack alone", "operations per second on one hot row or key (sql-batched: orders)", bars))
+		charts = append(charts, barChart("Baselines: raw loops, and the HTTP stack alone", "operations per second on one hot row or key (sql-batched: orders)", bars))
 	}
 	return charts
 }
@@ -233,3 +248,52 @@ func classColor(name string) string {
 	}
 	return "#444"
 }
+
+// fairnessChart draws one strategy's burst of buyers arriving in order:
+// each buyer at the time of its answer (across) and its arrival rank
+// (down the side), a winner in one colour and a refusal in another, with
+// the arrivals as a dashed line. In a sale served first come, first
+// served, the winners are the lowest ranks; a winner above refusals
+// answered earlier overtook them.
+func fairnessChart(strategy string, f *Fairness, arrivals []Arrival) template.HTML {
+	const (
+		width, height          = 560, 300
+		left, right, top, foot = 48, 16, 76, 28
+	)
+	end, last := time.Duration(1), arrivals[len(arrivals)-1]
+	for _, a := range arrivals {
+		end = max(end, a.Answered)
+	}
+	x := func(d time.Duration) float64 { return left + (width-left-right)*float64(d)/float64(end) }
+	y := func(rank int) float64 {
+		return top + (height-top-foot)*float64(rank-1)/float64(max(1, len(arrivals)-1))
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img">`, width, height, width, height)
+	fmt.Fprintf(&s, `<text x="0" y="18" class="t">Who won: %s</text><text x="0" y="38" class="s">%s</text>`, esc(strategy),
+		esc(fmt.Sprintf("arrival rank (down) by answer time (across); first come %.2f, %.0f overtakes/1000", f.FirstComeShare, f.OvertakesPer1000)))
+	at := 0
+	for _, k := range []struct{ name, color string }{{"won", winColor}, {"refused", refuseColor}, {"arrived (dashed)", "#8a8f98"}} {
+		fmt.Fprintf(&s, `<rect x="%d" y="50" width="10" height="10" style="fill:%s"/><text x="%d" y="59" class="s">%s</text>`, at, k.color, at+14, k.name)
+		at += 14 + 7*len(k.name) + 12
+	}
+	fmt.Fprintf(&s, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" style="stroke:#8a8f98;stroke-dasharray:4 3"/>`, x(0), y(1), x(last.Sent), y(last.Rank))
+	fmt.Fprintf(&s, `<text x="%d" y="%.1f" class="l">1</text><text x="%d" y="%.1f" class="l">%d</text>`, left-4, y(1)+4, left-4, y(len(arrivals))+4, len(arrivals))
+	fmt.Fprintf(&s, `<text x="%d" y="%d" class="s">0 ms</text><text x="%d" y="%d" class="s" text-anchor="end">%.0f ms</text>`, left, height-8, width-right, height-8, ms(end))
+	// Refusals first, winners over them: the few winners stay visible.
+	for _, won := range []bool{false, true} {
+		color := map[bool]string{false: refuseColor, true: winColor}[won]
+		fmt.Fprintf(&s, `<g style="fill:%s">`, color)
+		for _, a := range arrivals {
+			if (a.Outcome == Ordered) == won && (won || a.refused()) {
+				fmt.Fprintf(&s, `<rect x="%.1f" y="%.1f" width="3" height="3"/>`, x(a.Answered)-1.5, y(a.Rank)-1.5)
+			}
+		}
+		s.WriteString(`</g>`)
+	}
+	s.WriteString(`</svg>`)
+	return template.HTML(s.String()) // every piece of text in it is escaped
+}
+
+// The colours of a winner and a refusal.
+const winColor, refuseColor = "#2f7d5b", "#d08a2c"

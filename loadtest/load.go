@@ -1,15 +1,10 @@
 package loadtest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,41 +51,6 @@ func Classify(status int, problemType string) Outcome {
 	return Failed
 }
 
-// Shop is the shop under load: one or more instances of one deployment.
-type Shop struct {
-	URLs       []string // base URLs; buyers go to them round robin
-	AdminToken string   // for resetting the stock
-	// PaymentSecret is the shop's SHOP_PAYMENT_SECRET, with which an
-	// abandoned-cart sale signs its payments as the payment provider does.
-	PaymentSecret []byte
-	// Buyers, if set, names the buyers of a burst, a steady load and a
-	// closed loop, and gives each the bearer token that says who it is,
-	// for a shop whose buyers authenticate (SHOP_BUYER_AUTH=jwt). Nil
-	// names buyer i of a load buyer-<run>-<i>, with no token.
-	Buyers Buyers
-}
-
-// Buyers says who buys, and proves it.
-type Buyers interface {
-	// Buyer returns who buyer i of the load run is.
-	Buyer(run string, i int) string
-	// Token returns the bearer token of a user that Buyer named.
-	Token(user string) (string, error)
-}
-
-// buyer returns buyer i of the load run, with a fresh Idempotency-Key, and
-// the instance it sends to, round robin.
-func (s Shop) buyer(run string, i int) (buyer, error) {
-	b := buyer{user: "buyer-" + run + "-" + strconv.Itoa(i), key: rand.Text(), url: s.URLs[i%len(s.URLs)]}
-	if s.Buyers == nil {
-		return b, nil
-	}
-	b.user = s.Buyers.Buyer(run, i)
-	var err error
-	b.token, err = s.Buyers.Token(b.user)
-	return b, err
-}
-
 // Burst releases Buyers buyers at once through a start gate, each with its
 // own user and Idempotency-Key, buying one unit, or with a cart mix one
 // unit of each SKU of a cart.
@@ -102,6 +62,14 @@ type Burst struct {
 	// SKUs drawn from the load's HotSKUs, in random order; 0 or 1 orders
 	// the load's SKU alone.
 	Cart int `json:"cart,omitempty"`
+	// Arrivals, if set, spreads the buyers evenly over it instead of
+	// releasing them at once: buyer i is sent at i×Arrivals/Buyers, on
+	// time whatever the answers before it (open loop), and the load keeps
+	// each buyer's Arrival, from which Fair measures who won.
+	Arrivals time.Duration `json:"arrivals_ns,omitempty"`
+	// OvertakeGap is how much earlier a refused buyer must have arrived
+	// than a winner for the pair to count as an overtake (Fair).
+	OvertakeGap time.Duration `json:"overtake_gap_ns,omitempty"`
 }
 
 // Steady sends buyers at a fixed rate for a duration. Each latency is
@@ -142,6 +110,8 @@ type Stats struct {
 	BusyOrders [][]string `json:"-"`
 	// Carts is what an abandoned-cart sale came to, and its timeline.
 	Carts *CartStats `json:"carts,omitempty"`
+	// Arrivals is every buyer of a burst with Arrivals set, by rank.
+	Arrivals []Arrival `json:"-"`
 }
 
 // Latency percentiles, in milliseconds.
@@ -167,10 +137,17 @@ func (b Burst) Run(ctx context.Context, shop Shop, sku string, progress func(Ans
 		return Stats{}, fmt.Errorf("loadtest: a burst needs at least 1 buyer, not %d", b.Buyers)
 	}
 	workers := b.Concurrency
-	if workers <= 0 || workers > b.Buyers {
-		workers = b.Buyers
+	if workers <= 0 || workers > b.Buyers || b.Arrivals > 0 {
+		workers = b.Buyers // a goroutine per buyer: none waits for another's answer
 	}
-	return fire(ctx, shop, sku, b.Cart, b.Buyers, workers, nil, time.Time{}, progress)
+	var at schedule
+	if b.Arrivals > 0 {
+		at.arrivals = make([]Arrival, b.Buyers)
+		at.due = func(start time.Time, i int) time.Time {
+			return start.Add(time.Duration(int64(b.Arrivals) * int64(i) / int64(b.Buyers)))
+		}
+	}
+	return fire(ctx, shop, sku, b.Cart, b.Buyers, workers, at, progress)
 }
 
 // Run sends the steady load to sku.
@@ -184,9 +161,9 @@ func (s Steady) Run(ctx context.Context, shop Shop, sku string, progress func(An
 		workers = 256
 	}
 	interval := time.Duration(float64(time.Second) / s.Rate)
-	return fire(ctx, shop, sku, s.Cart, n, min(workers, n), func(start time.Time, i int) time.Time {
+	return fire(ctx, shop, sku, s.Cart, n, min(workers, n), schedule{due: func(start time.Time, i int) time.Time {
 		return start.Add(time.Duration(i) * interval)
-	}, time.Time{}, progress)
+	}}, progress)
 }
 
 // tally is one worker's share of the stats.
@@ -200,11 +177,19 @@ type tally struct {
 	hist    *hdrhistogram.PackedHistogram // sparse: a worker may see few values
 }
 
+// schedule says when a load's buyers are sent: with due set, buyer i at
+// due(start, i), its latency counting from then; with until set, none
+// after it. With arrivals set, buyer i's arrival is kept in arrivals[i].
+type schedule struct {
+	due      func(start time.Time, i int) time.Time
+	until    time.Time
+	arrivals []Arrival
+}
+
 // fire sends n buyers through workers goroutines released together, or as
-// many as it can until a non-zero until. With due set, buyer i is sent at
-// due(start, i) and its latency counts from then. Each orders one unit of
-// sku or, with cart 2 or more, a cart of the mix.
-func fire(ctx context.Context, shop Shop, sku string, cart, n, workers int, due func(time.Time, int) time.Time, until time.Time, progress func(Answer)) (Stats, error) {
+// many as it can until at.until, when at says. Each orders one unit of sku
+// or, with cart 2 or more, a cart of the mix.
+func fire(ctx context.Context, shop Shop, sku string, cart, n, workers int, at schedule, progress func(Answer)) (Stats, error) {
 	if len(shop.URLs) == 0 {
 		return Stats{}, fmt.Errorf("loadtest: no shop URLs")
 	}
@@ -216,12 +201,12 @@ func fire(ctx context.Context, shop Shop, sku string, cart, n, workers int, due 
 	run := rand.Text()[:8] // users are unique to this run
 	cartOf := carts(sku, cart)
 	stats := drive(workers, func(t *tally, start time.Time, i int) bool {
-		if i >= n || ctx.Err() != nil || !until.IsZero() && time.Now().After(until) {
+		if i >= n || ctx.Err() != nil || !at.until.IsZero() && time.Now().After(at.until) {
 			return false
 		}
 		sent := time.Now()
-		if due != nil {
-			if sent = due(start, i); !sleepUntil(ctx, sent) {
+		if at.due != nil {
+			if sent = at.due(start, i); !sleepUntil(ctx, sent) {
 				return false
 			}
 		}
@@ -233,6 +218,9 @@ func fire(ctx context.Context, shop Shop, sku string, cart, n, workers int, due 
 		}
 		t.record(sent, out, err)
 		t.told(b.user, skus, out, id, short)
+		if at.arrivals != nil {
+			at.arrivals[i] = Arrival{Rank: i + 1, Sent: sent.Sub(start), Answered: time.Since(start), Outcome: out}
+		}
 		if progress != nil {
 			progress(Answer{Outcome: out, Latency: time.Since(sent)})
 		}
@@ -241,6 +229,7 @@ func fire(ctx context.Context, shop Shop, sku string, cart, n, workers int, due 
 	if err := ctx.Err(); err != nil {
 		return Stats{}, fmt.Errorf("loadtest: %w", err)
 	}
+	stats.Arrivals = at.arrivals
 	return stats, nil
 }
 
@@ -270,7 +259,7 @@ func drive(workers int, job func(t *tally, start time.Time, i int) bool) Stats {
 // Loop calls op from workers goroutines released together, over and over
 // until d has passed or ctx ends, and reports its throughput and latency:
 // Ordered counts the calls that returned nil, Errors the others. The bench
-// loops its raw ceilings with it.
+// loops its raw baselines with it.
 func Loop(ctx context.Context, workers int, d time.Duration, op func(context.Context) error) Stats {
 	deadline := time.Now().Add(d)
 	return drive(workers, func(t *tally, _ time.Time, _ int) bool {
@@ -369,155 +358,4 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	case <-timer.C:
 		return true
 	}
-}
-
-// newClient returns a client that keeps a connection per worker. The
-// transport bounds the wait for an answer: a client Timeout would cost
-// every request a context and a timer of its own.
-func newClient(workers int) *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns = workers
-	t.MaxIdleConnsPerHost = workers
-	t.ResponseHeaderTimeout = time.Minute
-	return &http.Client{Transport: t}
-}
-
-// buyer is one buyer's request: who, under which Idempotency-Key, to
-// which instance, and the bearer token that proves who, if any.
-type buyer struct{ user, key, url, token string }
-
-// line is one line of a cart, as the API takes it.
-type line struct {
-	SKU      string `json:"sku"`
-	Quantity int    `json:"quantity"`
-}
-
-// order is an order's body, as the API takes it: of one SKU, or a cart.
-type order struct {
-	UserID   string `json:"user_id"`
-	SKU      string `json:"sku,omitempty"`
-	Quantity int    `json:"quantity,omitempty"`
-	Items    []line `json:"items,omitempty"`
-}
-
-// buy places one order for one unit of each of skus: of one SKU as
-// {"sku", "quantity"}, of several as a cart, {"items"}. It classifies the
-// answer and returns the order id on a 201, the SKUs that a sold-out named
-// short (an order of one SKU's, if it names none), and an error that
-// explains any Failed outcome.
-func (b buyer) buy(ctx context.Context, client *http.Client, skus []string) (out Outcome, id int64, short []string, err error) {
-	o := order{UserID: b.user}
-	if len(skus) == 1 {
-		o.SKU, o.Quantity = skus[0], 1
-	} else {
-		o.Items = make([]line, len(skus))
-		for i, sku := range skus {
-			o.Items[i] = line{SKU: sku, Quantity: 1}
-		}
-	}
-	body := appendOrderBody(make([]byte, 0, 64+len(b.user)+len(skus)*40), o)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url+"/api/v1/orders", bytes.NewReader(body))
-	if err != nil {
-		return Failed, 0, nil, err
-	}
-	// Canonical names, set directly: Set would canonicalize them again.
-	req.Header["Content-Type"] = []string{"application/json"}
-	req.Header["Idempotency-Key"] = []string{b.key}
-	if b.token != "" {
-		req.Header["Authorization"] = []string{"Bearer " + b.token}
-	}
-	// The transport alone: the client's redirects, which an order is
-	// never answered with, would copy every request's headers.
-	resp, err := client.Transport.RoundTrip(req)
-	if err != nil {
-		return Failed, 0, nil, err
-	}
-	defer resp.Body.Close()
-	buf, err := readAnswer(resp.Body)
-	defer answers.Put(buf)
-	if err != nil {
-		return Failed, 0, nil, err
-	}
-	data := buf.Bytes()
-	var answer struct {
-		ID   int64    `json:"id"`
-		Type string   `json:"type"`
-		SKUs []string `json:"skus"` // a sold-out's: the SKUs short
-	}
-	var placed bool
-	if resp.StatusCode == http.StatusCreated {
-		answer.ID, placed = createdID(data)
-	}
-	if !placed {
-		json.Unmarshal(data, &answer) // a body that is not JSON leaves them empty
-	}
-	out = Classify(resp.StatusCode, answer.Type)
-	switch {
-	case out == Ordered && answer.ID < 1:
-		return Failed, 0, nil, fmt.Errorf("201 without an order id: %.200s", data)
-	case out == Failed:
-		return Failed, 0, nil, fmt.Errorf("%s: %.200s", resp.Status, data)
-	case out == SoldOut && len(answer.SKUs) == 0 && len(skus) > 1:
-		return Failed, 0, nil, fmt.Errorf("a sold-out cart that names no SKU short: %.200s", data)
-	case out == SoldOut && len(answer.SKUs) == 0:
-		answer.SKUs = skus
-	}
-	return out, answer.ID, answer.SKUs, nil
-}
-
-// SetStock puts quantity units of sku on sale, through the admin API of
-// the first instance: a new SKU is set up with them, and an existing one
-// keeps its orders. A load starts from nothing on a fresh SKU.
-func (s Shop) SetStock(ctx context.Context, sku string, quantity int) error {
-	body := fmt.Sprintf(`{"quantity":%d}`, quantity)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.URLs[0]+"/api/v1/stock/"+sku, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+s.AdminToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("loadtest: set stock: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
-		return fmt.Errorf("loadtest: set stock: %s: %s", resp.Status, data)
-	}
-	return nil
-}
-
-// WaitReady polls url's /readyz until it answers 200 or ctx ends.
-func WaitReady(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		err := Ready(ctx, url)
-		if err == nil || !sleepUntil(ctx, time.Now().Add(50*time.Millisecond)) {
-			return err
-		}
-	}
-}
-
-// Ready asks url's /readyz once, for at most 5 seconds, and returns an
-// error that names url and what it answered, its status and body or the
-// connection's error, unless it answered 200.
-func Ready(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
-	if err != nil {
-		return fmt.Errorf("loadtest: %s: %w", url, err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("loadtest: %s is not ready: %w", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
-		return fmt.Errorf("loadtest: %s is not ready: GET /readyz answered %s: %s", url, resp.Status, bytes.TrimSpace(data))
-	}
-	return nil
 }

@@ -65,6 +65,15 @@ func (p Plan) Validate() error {
 	if p.Unpaid > 0 && p.PaymentWindow <= 0 {
 		bad("unpaid (%g) needs a payment window (--payment-window): without one an order is final when placed, nothing to pay", p.Unpaid)
 	}
+	if p.Burst.Arrivals < 0 || p.Burst.OvertakeGap < 0 {
+		bad("arrivals and the overtake gap must not be negative")
+	}
+	if p.Burst.Arrivals > 0 && p.Burst.Concurrency > 0 {
+		bad("arrivals (%s) and concurrency (%d) do not go together: buyers arriving in order are each sent on time, however many are in flight", p.Burst.Arrivals, p.Burst.Concurrency)
+	}
+	if p.Burst.Arrivals > 0 && p.PaymentWindow > 0 {
+		bad("arrivals (%s) and a payment window do not go together: the abandoned-cart sale's buyers keep trying until every unit is paid", p.Burst.Arrivals)
+	}
 	if err := validCart(p.Burst.Cart); err != nil {
 		bad("%v", err)
 	}

@@ -2,14 +2,12 @@ package loadtest
 
 import (
 	"bufio"
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/stockguard/shop/internal/audit"
@@ -68,9 +66,12 @@ type Result struct {
 	ClosedCartSteps    []ClosedStep `json:"closed_cart_steps,omitempty"`
 	ClosedCartFraction float64      `json:"closed_cart_fraction_of_single,omitempty"`
 	Usage              []Usage      `json:"usage,omitempty"` // per instance
-	// Baseline names the ceiling that bounds this strategy's throughput:
+	// Fairness, when the burst's buyers arrived in order, says whether
+	// they were served in that order.
+	Fairness *Fairness `json:"fairness,omitempty"`
+	// Baseline names the baseline that bounds this strategy's throughput:
 	// the raw loop of the path it takes. Fraction is the burst's answers
-	// per second over the ceiling's, ClosedFraction the closed loop's
+	// per second over the baseline's, ClosedFraction the closed loop's
 	// orders per second over it.
 	Baseline       string  `json:"baseline,omitempty"`
 	Fraction       float64 `json:"fraction_of_baseline,omitempty"`
@@ -224,6 +225,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if p.Burst.Concurrency > 0 {
 		fmt.Fprintf(w, " (%d in flight)", p.Burst.Concurrency)
 	}
+	if p.Burst.Arrivals > 0 {
+		fmt.Fprintf(w, " arriving one by one over %s", p.Burst.Arrivals)
+	}
 	fmt.Fprintf(w, ", %d shop instance(s) per strategy\n", p.Instances)
 	fmt.Fprintf(w, "machine: %s, %s/%s, %d CPUs %s, %s\n", r.Machine.OS, runtime.GOOS, r.Machine.Arch, r.Machine.CPUs, r.Machine.CPU, r.Machine.Go)
 	for _, b := range r.Backends {
@@ -234,7 +238,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		writeBaselines(w, r.Baselines)
 		fmt.Fprintln(w)
 	}
-	writeBursts(w, r.Results)
+	writeBursts(w, r.Results, r.bench())
+	if p.Burst.Arrivals > 0 {
+		fmt.Fprintf(w, "\nfairness: %s; first come: the share of the winners among as many first arrivals; an overtake: a buyer refused while one who arrived at least %s later won\n",
+			arrivalRate(p.Burst), overtakeGap(p.Burst))
+		writeFairness(w, r.Results)
+	}
 	if p.PaymentWindow > 0 {
 		fmt.Fprintf(w, "\nabandoned carts: %s to pay; %s of the first %d winners never pay, later winners buy what comes back and pay; units from the database\n",
 			p.PaymentWindow, percent(p.Unpaid), p.Stock)
@@ -285,226 +294,4 @@ func (r *Report) Problems() []string {
 		}
 	}
 	return problems
-}
-
-func writeBursts(w io.Writer, results []Result) {
-	bench := false
-	for _, r := range results {
-		bench = bench || r.Baseline != "" || len(r.Usage) > 0
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "strategy\tinst\torders\toversold\tundersold\tstock left\treq/s\t"
-	if bench {
-		head += "of echo\tof ceiling\tceiling\t"
-	}
-	head += "p50 ms\tp99 ms\tbusy\terrors\t"
-	if bench {
-		head += "RSS MB\tCPU s\t"
-	}
-	fmt.Fprintln(tw, leftAlign("strategy", results)+head[len("strategy"):]+"verdict\t  note")
-	for _, r := range results {
-		row := fmt.Sprintf("%s\t%d\t", leftAlign(r.Strategy, results), r.Instances)
-		note := r.Note
-		if b := r.Burst; b != nil {
-			a := b.Audit
-			row += fmt.Sprintf("%d\t%d\t%d\t%d\t%.0f\t", a.Orders, a.Oversold, a.Undersold, a.Available, b.Throughput)
-			if bench {
-				row += percent(r.EchoFraction) + "\t" + percent(r.Fraction) + "\t" + cmp.Or(r.Baseline, "-") + "\t"
-			}
-			row += fmt.Sprintf("%.1f\t%.1f\t%d\t%d\t", b.Latency.P50, b.Latency.P99, b.Busy, b.Errors)
-		} else {
-			row += strings.Repeat("-\t", 9)
-			if bench {
-				row += "-\t-\t-\t"
-			}
-			note = r.Skipped + r.Error
-		}
-		if bench {
-			rss, cpu := totalUsage(r.Usage)
-			row += fmt.Sprintf("%.0f\t%.1f\t", rss, cpu)
-		}
-		if note != "" {
-			note = "  " + note
-		}
-		fmt.Fprintln(tw, row+r.Verdict()+"\t"+note)
-	}
-	tw.Flush()
-}
-
-// writeCarts writes the abandoned-cart sales: their peak of units held,
-// and at the end the units paid, expired and resold, and when the last
-// unit was paid.
-func writeCarts(w io.Writer, results []Result) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tabandoned\theld peak\tpaid\texpired\tresold\tall paid s\trequests\tverdict\t")
-	for _, r := range results {
-		if r.Burst == nil || r.Burst.Carts == nil {
-			continue
-		}
-		c := r.Burst.Carts
-		allPaid := "never"
-		if c.AllPaid > 0 {
-			allPaid = fmt.Sprintf("%.1f", c.AllPaid)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t\n", leftAlign(r.Strategy, results), c.Abandoned, c.HeldPeak,
-			c.Paid, c.Expired, c.Resold, allPaid, r.Burst.Requests, r.Verdict())
-	}
-	tw.Flush()
-}
-
-func writeSteady(w io.Writer, results []Result) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, leftAlign("strategy", results)+"\treq/s\torders\toversold\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tbusy\terrors\tverdict\t")
-	for _, r := range results {
-		if s := r.Steady; s != nil {
-			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%s\t\n", leftAlign(r.Strategy, results), s.Throughput, s.Audit.Orders,
-				s.Audit.Oversold, s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.P999, s.Latency.Max, s.Busy, s.Errors, r.Verdict())
-		}
-	}
-	tw.Flush()
-}
-
-// writeClosed writes each strategy's closed loop of single orders or, with
-// carts, of the cart mix.
-func writeClosed(w io.Writer, results []Result, carts bool) {
-	head := "\tof echo\tof ceiling\tceiling\tverdict"
-	if carts {
-		head = "\tof single"
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tbuyers\torders/s\torders\toversold\tp50 ms\tp99 ms\tbusy\terrors"+head+"\tsteps: buyers orders/s\t")
-	for _, r := range results {
-		c, buyers, all := r.Closed, r.ClosedBuyers, r.ClosedSteps
-		tail := fmt.Sprintf("%s\t%s\t%s\t%s", percent(r.ClosedEchoFraction), percent(r.ClosedFraction), cmp.Or(r.Baseline, "-"), r.Verdict())
-		if carts {
-			c, buyers, all, tail = r.ClosedCart, r.ClosedCartBuyers, r.ClosedCartSteps, fmt.Sprintf("%.2f×", r.ClosedCartFraction)
-		}
-		if c != nil {
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%d\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t\n", leftAlign(r.Strategy, results), buyers, c.OrdersPerSecond(), c.Audit.Orders,
-				c.Audit.Oversold, c.Latency.P50, c.Latency.P99, c.Busy, c.Errors, tail, steps(all))
-		}
-	}
-	tw.Flush()
-}
-
-// steps writes a closed loop's search: each step's buyers and orders/s.
-func steps(all []ClosedStep) string {
-	s := make([]string, len(all))
-	for i, st := range all {
-		s[i] = fmt.Sprintf("%d %.0f", st.Buyers, st.PerSecond)
-	}
-	return strings.Join(s, ", ")
-}
-
-// skuRow is one SKU of a load with a cart mix.
-type skuRow struct {
-	Strategy, Load string
-	Audit          audit.Audit
-	SoldOut        int    // sold-out answers that named it short
-	Verdict        string // the SKU's audit's: FAIL if it broke an invariant
-}
-
-// skuRows returns the SKUs of every load that had a cart mix.
-func (r *Report) skuRows() []skuRow {
-	var rows []skuRow
-	for _, res := range r.Results {
-		for _, load := range res.loads() {
-			for _, a := range load.p.SKUs {
-				verdict := "PASS"
-				if len(a.Violations()) > 0 {
-					verdict = "FAIL"
-				}
-				rows = append(rows, skuRow{Strategy: res.Strategy, Load: load.name, Audit: a, SoldOut: load.p.SoldOutSKUs[a.SKU], Verdict: verdict})
-			}
-		}
-	}
-	return rows
-}
-
-// cartLines says how many lines a cart of the mix has: "2 to 5", or "2".
-func cartLines(cart int) string {
-	if cart == 2 {
-		return "2"
-	}
-	return fmt.Sprintf("2 to %d", cart)
-}
-
-func writeSKUs(w io.Writer, rows []skuRow, results []Result) {
-	width := len("sku")
-	for _, r := range rows {
-		width = max(width, len(r.Audit.SKU))
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tload  \t%-*s\tstock\torders\tsold\toversold\tundersold\tstock left\tsold out\tpartial\tlines lost\taudit\t\n", leftAlign("strategy", results), width, "sku")
-	for _, r := range rows {
-		a := r.Audit
-		fmt.Fprintf(tw, "%s\t%-6s\t%-*s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", leftAlign(r.Strategy, results), r.Load, width, a.SKU,
-			a.Initial, a.Orders, a.Sold, a.Oversold, a.Undersold, a.Available, r.SoldOut, a.Partial, a.MissingLines, r.Verdict)
-	}
-	tw.Flush()
-}
-
-// writeAPI writes each load's audit through the API, where one was read
-// beside the database's, and the database's figures.
-func writeAPI(w io.Writer, results []Result) {
-	var rows []string
-	for _, r := range results {
-		for _, load := range r.loads() {
-			if load.p.API == nil {
-				continue
-			}
-			a, db := load.p.API, load.p.Audit
-			verdict := "PASS"
-			if len(a.Violations()) > 0 {
-				verdict = "FAIL"
-			}
-			rows = append(rows, fmt.Sprintf("%s\t%-6s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", leftAlign(r.Strategy, results), load.name,
-				a.Initial, a.Available, a.Sold, a.Orders, a.Oversold, a.Undersold, a.LostAcks+a.MissingLines, db.Available, db.Sold, db.Orders, db.Oversold, verdict))
-		}
-	}
-	if len(rows) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "\naudit through the API: each SKU's stock (GET /api/v1/stock/{sku}) and each order answered 201 read as its buyer (GET /api/v1/orders/{id}), beside the database's (db), which the tables above show")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tload  \tinitial\tavailable\tsold\torders\toversold\tundersold\tacks lost\tdb available\tdb sold\tdb orders\tdb oversold\taudit\t")
-	for _, row := range rows {
-		fmt.Fprint(tw, row)
-	}
-	tw.Flush()
-}
-
-// totalUsage returns the largest peak RSS of the instances, in MiB, and
-// their CPU time together, in seconds.
-func totalUsage(us []Usage) (rssMB, cpu float64) {
-	for _, u := range us {
-		rssMB, cpu = max(rssMB, float64(u.PeakRSSBytes)/(1<<20)), cpu+u.CPUSeconds
-	}
-	return rssMB, cpu
-}
-
-// leftAlign pads name to the longest strategy name, so that it reads left
-// aligned in a right-aligned table.
-func leftAlign(name string, results []Result) string {
-	width := len("strategy")
-	for _, r := range results {
-		width = max(width, len(r.Strategy))
-	}
-	return fmt.Sprintf("%-*s", width, name)
-}
-
-func percent(f float64) string {
-	if f == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.0f%%", 100*f)
-}
-
-func writeBaselines(w io.Writer, baselines []BaselineResult) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "ceiling\tworkers\tops/s\tp50 ms\tp99 ms\terrors\t  one operation")
-	for _, b := range baselines {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%d\t  %s\n", b.Key, b.Workers, b.Throughput, b.Latency.P50, b.Latency.P99, b.Errors, b.Name)
-	}
-	tw.Flush()
 }

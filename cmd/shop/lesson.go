@@ -139,6 +139,27 @@ func lessonEnv(ctx context.Context, cfg config.Config) (env *lesson.Env, closeEn
 	}()
 	env = &lesson.Env{Prefix: "lesson:" + strings.ToLower(rand.Text()[:8]) + ":", Advance: time.Sleep,
 		ZooKeeper: cfg.ZKAddrs, ZooKeeperRoot: "/stockguard/lessons"}
+	if err := lessonRedis(env, cfg, &closers); err != nil {
+		return nil, nil, err
+	}
+	if err := lessonDB(ctx, env, cfg, &closers); err != nil {
+		return nil, nil, err
+	}
+	// What the lessons left in a real Redis goes; on MySQL their SKUs
+	// stay, named by the prefix, for a look afterwards.
+	if cfg.RedisAddr != "" {
+		closers = append(closers, func() { deleteKeys(context.Background(), env.Redis, env.Prefix) })
+	}
+	for _, m := range env.Masters[:len(cfg.RedlockAddrs)] {
+		closers = append(closers, func() { deleteKeys(context.Background(), m.Client, env.Prefix) })
+	}
+	return env, closeEnv, nil
+}
+
+// lessonRedis fills env's Redis and Redlock masters: the servers cfg names,
+// else embedded ones, whose clocks Advance then fast-forwards. What it
+// opens is closed by closers, last first.
+func lessonRedis(env *lesson.Env, cfg config.Config, closers *[]func()) error {
 	// Embedded servers are fast-forwarded; real ones are waited for.
 	var embedded []*miniredis.Miniredis
 	embed := func() (*miniredis.Miniredis, error) {
@@ -146,20 +167,20 @@ func lessonEnv(ctx context.Context, cfg config.Config) (env *lesson.Env, closeEn
 		if err != nil {
 			return nil, fmt.Errorf("lesson: miniredis: %w", err)
 		}
-		closers = append(closers, m.Close)
+		*closers = append(*closers, m.Close)
 		embedded = append(embedded, m)
 		return m, nil
 	}
 	client := func(addr string) *redis.Client {
 		c := redis.NewClient(&redis.Options{Addr: addr})
-		closers = append(closers, func() { c.Close() })
+		*closers = append(*closers, func() { c.Close() })
 		return c
 	}
 	addr := cfg.RedisAddr
 	if addr == "" {
 		m, err := embed()
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		addr = m.Addr()
 	}
@@ -168,7 +189,7 @@ func lessonEnv(ctx context.Context, cfg config.Config) (env *lesson.Env, closeEn
 		for range 3 {
 			m, err := embed()
 			if err != nil {
-				return nil, nil, err
+				return err
 			}
 			// An embedded master restarts without its data.
 			env.Masters = append(env.Masters, lesson.Master{Client: client(m.Addr()),
@@ -189,32 +210,27 @@ func lessonEnv(ctx context.Context, cfg config.Config) (env *lesson.Env, closeEn
 			}
 		}
 	}
+	return nil
+}
+
+// lessonDB opens and migrates env's database: the one cfg names, else
+// SQLite in a temporary directory.
+func lessonDB(ctx context.Context, env *lesson.Env, cfg config.Config, closers *[]func()) (err error) {
 	dsn := cfg.MySQLDSN
 	if dsn == "" {
 		dir, err := os.MkdirTemp("", "stockguard-lesson-")
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		closers = append(closers, func() { os.RemoveAll(dir) })
+		*closers = append(*closers, func() { os.RemoveAll(dir) })
 		dsn = db.SQLitePrefix + filepath.Join(dir, "shop.db")
 	}
 	if env.DB, err = db.Open(ctx, dsn); err != nil {
-		return nil, nil, err
+		return err
 	}
-	closers = append(closers, func() { db.Close(env.DB) })
-	if err := db.Migrate(ctx, env.DB); err != nil {
-		return nil, nil, err
-	}
+	*closers = append(*closers, func() { db.Close(env.DB) })
 	env.MySQL = !strings.HasPrefix(dsn, db.SQLitePrefix)
-	// What the lessons left in a real Redis goes; on MySQL their SKUs
-	// stay, named by the prefix, for a look afterwards.
-	if cfg.RedisAddr != "" {
-		closers = append(closers, func() { deleteKeys(context.Background(), env.Redis, env.Prefix) })
-	}
-	for _, m := range env.Masters[:len(cfg.RedlockAddrs)] {
-		closers = append(closers, func() { deleteKeys(context.Background(), m.Client, env.Prefix) })
-	}
-	return env, closeEnv, nil
+	return db.Migrate(ctx, env.DB)
 }
 
 // deleteKeys deletes the keys under prefix.

@@ -53,6 +53,8 @@ func newPlanFlags(name string, stderr io.Writer, usage string) *loadFlags {
 	fs.IntVar(&p.Stock, "stock", 100, "units on sale in a burst (S)")
 	fs.IntVar(&p.Burst.Buyers, "buyers", 2000, "buyers in a burst, one unit each (D)")
 	fs.IntVar(&p.Burst.Concurrency, "concurrency", 0, "requests in flight at most; 0 sends every buyer of a burst at once")
+	fs.DurationVar(&p.Burst.Arrivals, "arrivals", 0, "spread the burst's buyers evenly over this long, each sent at its time whatever the answers before it, and measure who won: first-come share, overtakes, latest winner, longest wait; 0 releases them at once")
+	fs.DurationVar(&p.Burst.OvertakeGap, "overtake-gap", loadtest.DefaultOvertakeGap, "with --arrivals, an overtake is a buyer refused while one who arrived at least this much later won")
 	fs.Float64Var(&p.Steady.Rate, "rate", 0, "after each burst, buyers per second at a steady rate; 0 skips it")
 	fs.DurationVar(&p.Steady.Duration, "duration", 10*time.Second, "how long the steady rate runs")
 	fs.DurationVar(&p.Closed.Duration, "closed", 0, "after each burst, a closed loop for this long (each step of its search, see --closed-max-buyers), stock for every buyer: the most orders/s sustained; 0 skips it")
@@ -113,12 +115,12 @@ func demo(ctx context.Context, args []string, getenv config.Getenv, stdout, stde
 
 const benchUsage = `usage: shop bench [flags]
 
-Measures every strategy against real servers: first the ceilings, the
+Measures every strategy against real servers: first the baselines, the
 shop's HTTP stack alone ('shop echo') and raw loops on one hot row or key
 with no HTTP, then, for each strategy, K child 'shop serve' processes under
 a burst, with --rate a steady load, and with --closed a closed loop that
 shows the most orders per second it sustains. Each strategy is shown as a
-fraction of its own ceiling.
+fraction of its own baseline.
 
 `
 
@@ -127,7 +129,7 @@ func bench(ctx context.Context, args []string, getenv config.Getenv, stdout, std
 	bin, _ := os.Executable()
 	var b sale.Bench
 	f.fs.StringVar(&b.Bin, "bin", bin, "the shop binary to run as 'serve'")
-	f.fs.DurationVar(&b.Baseline, "baseline", 3*time.Second, "how long each ceiling loops; 0 skips them")
+	f.fs.DurationVar(&b.Baseline, "baseline", 3*time.Second, "how long each baseline loops; 0 skips them")
 	var err error
 	if b.Config, err = f.parse(args); err != nil {
 		return err

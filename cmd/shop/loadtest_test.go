@@ -32,6 +32,8 @@ func TestLoadFlagErrors(t *testing.T) {
 		{"no instances", []string{"--instances", "0"}, "instances must be at least 1"},
 		{"rate too short", []string{"--rate", "10", "--duration", "10ms"}, "sends no buyers"},
 		{"stray argument", []string{"now"}, `unexpected argument "now"`},
+		{"negative arrivals", []string{"--arrivals", "-1s"}, "arrivals and the overtake gap must not be negative"},
+		{"arrivals in flight", []string{"--arrivals", "1s", "--concurrency", "8"}, "arrivals (1s) and concurrency (8) do not go together"},
 	}
 	for _, cmd := range []string{"demo", "bench"} {
 		for _, tt := range tests {
@@ -227,7 +229,7 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"<svg", "Oversold units", "Ceilings", "Throughput", "Where each order's CPU goes"} {
+	for _, want := range []string{"<svg", "Oversold units", "Baselines", "Throughput", "Where each order's CPU goes"} {
 		if !strings.Contains(string(html), want) {
 			t.Errorf("the HTML report lacks %q", want)
 		}

@@ -96,6 +96,9 @@ type Trial struct {
 	Happened string `json:"happened"`
 	// Failed reports whether the failure the lesson teaches happened.
 	Failed bool `json:"failed"`
+	// Rows, where a trial compares ways of doing it, are the figures of
+	// each way, a line each.
+	Rows []string `json:"rows,omitempty"`
 }
 
 // Lesson is one failure from the seed articles, reproduced beside its fix.
@@ -204,6 +207,9 @@ func Print(w io.Writer, r Result) {
 
 func printTrial(w io.Writer, as string, t Trial, verdict map[bool]string) {
 	fmt.Fprintf(w, "   %-8s  %s\n", as+":", t.Name)
+	for _, row := range t.Rows {
+		fmt.Fprintf(w, "             %s\n", row)
+	}
 	fmt.Fprintf(w, "             %s  [%s]\n", t.Happened, verdict[t.Failed])
 	var nums []string
 	for _, k := range slices.Sorted(maps.Keys(t.Numbers)) {

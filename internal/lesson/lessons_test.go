@@ -1,6 +1,7 @@
 package lesson_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stockguard/shop/internal/audit"
@@ -227,5 +228,29 @@ func TestAsyncFailover(t *testing.T) {
 	}
 	if f := r.Fix.Numbers; f["lost"] != 0 || f["oversold"] != 0 || f["acknowledged"]+f["sold_after_failover"] != f["units"] {
 		t.Errorf("semi-synchronous: %v; want nothing lost, and every unit sold once", f)
+	}
+}
+
+// TestStarvation: the three ways of waiting print in order, fixed
+// interval, random wait, arrival queue; the fixed interval serves buyers
+// out of turn and the queue does not.
+func TestStarvation(t *testing.T) {
+	t.Parallel()
+	r := run(t, realEnv(t, 0), "starvation")
+	verdict(t, r)
+	var rows []string
+	for _, tr := range []*lesson.Trial{r.Mistake, r.Fix} {
+		rows = append(rows, tr.Rows...)
+	}
+	for i, want := range []string{"fixed interval", "random wait", "arrival queue"} {
+		if i >= len(rows) || !strings.HasPrefix(rows[i], want) {
+			t.Fatalf("rows %q: want %q at %d", rows, want, i)
+		}
+	}
+	if m := r.Mistake.Numbers; m["fixed_overtakes_per_1000"] == 0 || m["fixed_latest_winner"] <= 10 {
+		t.Errorf("fixed interval: %v, want later buyers winning over earlier ones", m)
+	}
+	if f := r.Fix.Numbers; f["queue_overtakes_per_1000"] != 0 || f["queue_first_come_x100"] < 80 || f["queue_latest_winner"] > 13 {
+		t.Errorf("arrival queue: %v, want the first 10 buyers served, give or take those that came within 10 ms, and no overtake", f)
 	}
 }

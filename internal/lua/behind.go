@@ -36,20 +36,47 @@ func (l *Lua) epoch(ctx context.Context, sku string) (int64, error) {
 	return l.known(ctx, sku)
 }
 
-// known returns the SKU's epoch as this process last saw it, or reads it.
+// known returns the SKU's epoch as this process last saw it, or reads it:
+// one read for every buyer who asks while it is under way. Were each to
+// read, the first buyers of a SKU would reach Redis in the order their
+// reads ended, which the database's pool hands connections out in at
+// random, and the buyers who came after the epoch was known before all.
 func (l *Lua) known(ctx context.Context, sku string) (int64, error) {
-	l.mu.Lock()
-	e, ok := l.epochs[sku]
-	l.mu.Unlock()
-	if ok {
-		return e, nil
+	for {
+		l.mu.Lock()
+		e, ok := l.epochs[sku]
+		wait, reading := l.reading[sku]
+		if !ok && !reading {
+			wait = make(chan struct{})
+			l.reading[sku] = wait
+		}
+		l.mu.Unlock()
+		switch {
+		case ok:
+			return e, nil
+		case !reading:
+			return l.readEpoch(ctx, sku, wait)
+		}
+		select {
+		case <-wait: // read, or failed: look again
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		}
 	}
+}
+
+// readEpoch reads the SKU's epoch for every buyer waiting on wait, and
+// closes it.
+func (l *Lua) readEpoch(ctx context.Context, sku string, wait chan struct{}) (int64, error) {
 	e, err := stock.Epoch(l.db.WithContext(ctx), sku)
-	if err != nil {
-		return 0, err
+	l.mu.Lock()
+	delete(l.reading, sku)
+	if err == nil {
+		l.epochs[sku] = e
 	}
-	l.setEpoch(sku, e)
-	return e, nil
+	l.mu.Unlock()
+	close(wait)
+	return e, err
 }
 
 func (l *Lua) setEpoch(sku string, e int64) {

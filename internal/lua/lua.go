@@ -54,7 +54,8 @@ type Lua struct {
 
 	rebuilding chan struct{} // one rebuild at a time in this process
 	mu         sync.Mutex
-	epochs     map[string]int64 // each SKU's epoch, as last read or built
+	epochs     map[string]int64         // each SKU's epoch, as last read or built
+	reading    map[string]chan struct{} // closed when the SKU's epoch read ends
 	fixing     map[string]bool
 	closed     bool           // by Close: no fix starts again
 	fixes      sync.WaitGroup // the fixes under way
@@ -122,7 +123,7 @@ func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
 	o.Buckets = max(o.Buckets, 1)
 	l := &Lua{db: gdb, redis: redisstock.New(rdb, o.Prefix), single: stock.NewAtomic(gdb), reads: order.NewFirstReads(gdb),
 		rules: o.Rules, idle: o.ClaimIdle, answerTTL: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), rebuilding: make(chan struct{}, 1),
-		epochs: make(map[string]int64), fixing: make(map[string]bool), checked: make(map[string]uint64)}
+		epochs: make(map[string]int64), reading: make(map[string]chan struct{}), fixing: make(map[string]bool), checked: make(map[string]uint64)}
 	l.w = groupcommit.NewWriter(gdb, "lua", l.settle, l.settleCarts)
 	for _, result := range []string{"persisted", "released"} {
 		metrics.LuaClaimed.WithLabelValues(result)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stockguard/shop/cmd/shop/internal/sale"
 	"github.com/stockguard/shop/internal/backend"
@@ -140,5 +141,27 @@ func oversold(t *testing.T, d sale.Demo, r loadtest.Result) bool {
 			t.Fatal(err)
 		}
 		r = rep.Results[0]
+	}
+}
+
+// TestDemoArrivals: buyers arriving one by one to atomic on one instance,
+// whose conditional UPDATE takes them as they come, are served first come,
+// first served, and the demo says so.
+func TestDemoArrivals(t *testing.T) {
+	t.Parallel()
+	rep, err := sale.Demo{Plan: loadtest.Plan{Instances: 1, Stock: 10, Strategies: []string{"atomic"},
+		Burst: loadtest.Burst{Buyers: 40, Arrivals: 2 * time.Second, OvertakeGap: loadtest.DefaultOvertakeGap}},
+		Config: demoConfig(t, nil)}.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results[0]
+	if r.Verdict() != "PASS" || r.Fairness == nil {
+		t.Fatalf("atomic: %s, fairness %+v: %+v", r.Verdict(), r.Fairness, r)
+	}
+	// 50 ms apart: a buyer is answered before the next arrives, unless
+	// the machine stalls for longer.
+	if f := r.Fairness; f.Winners != 10 || f.FirstComeShare < 0.9 || f.OvertakesPer1000 > 100 {
+		t.Errorf("atomic on one instance: %+v, want 10 winners, a first-come share near 1 and few overtakes", f)
 	}
 }

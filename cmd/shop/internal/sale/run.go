@@ -152,6 +152,9 @@ func (r runner) run(ctx context.Context, s strategy.Strategy) (res loadtest.Resu
 		return prefix + "-" + s.Name + "-" + tag
 	}
 	res.Burst, err = r.phase(ctx, fleet.Shop, s.Name, "burst", name("sale", "burst"), r.plan.Burst.Cart, r.plan.Stock, r.burst(), m)
+	if err == nil {
+		res.Fairness = r.plan.Burst.Fairness(res.Burst.Stats)
+	}
 	if err == nil && r.plan.Steady.Rate > 0 {
 		res.Steady, err = r.phase(ctx, fleet.Shop, s.Name, "steady", name("steady", "steady"), r.plan.Steady.Cart, r.plan.Steady.Buyers(), r.plan.Steady.Run, m)
 	}
