@@ -3,7 +3,7 @@
 //	shop serve     run the HTTP API
 //	shop migrate   migrate the database schema: up, down N, status, force V
 //	shop demo      show every strategy under a flash sale, with nothing installed
-//	shop bench     measure every strategy against real servers
+//	shop bench     measure every strategy against real servers, or embedded ones
 //	shop load      send the bench's loads to a running deployment, and audit it
 //	shop echo      serve the HTTP stack alone, the bench's http-echo ceiling
 //	shop reconcile set lua's Redis stock from the database once, and say what it fixed
@@ -49,7 +49,8 @@ commands:
   migrate   migrate the database schema, with serve's settings:
             shop migrate up | down N | status | force V
   demo      show every strategy under a flash sale, with nothing installed
-  bench     measure every strategy against real servers, with a report
+  bench     measure every strategy against real servers (embedded ones
+            when none is named); --html FILE writes a report with charts
   load      send the bench's loads to a running deployment, audited through
             its API and with --mysql its database: shop load --target URL,...
   echo      serve the shop's HTTP stack with no backends (the bench's
