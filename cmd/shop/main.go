@@ -12,6 +12,7 @@
 //	shop pay       send a payment callback signed with SHOP_PAYMENT_SECRET
 //	shop events    follow the order events as JSON lines
 //	shop lesson    reproduce the seed articles' failures beside their fixes
+//	shop version   print the build: module version and VCS revision
 //
 // See README.md, and docs/ for each subject.
 package main
@@ -35,6 +36,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stockguard/shop/internal/app"
+	"github.com/stockguard/shop/internal/buildinfo"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/metrics"
@@ -66,6 +68,7 @@ commands:
   events    follow the order events, one JSON line each: shop events [--from-start]
   lesson    reproduce the seed articles' failures beside their fixes:
             shop lesson (the list), shop lesson NAME, shop lesson all
+  version   print the shop's version, VCS revision and Go version
 
 Run 'shop <command> -h' for the flags of a command. Every flag can also be
 set by its SHOP_* environment variable; a flag wins over the variable.
@@ -112,6 +115,12 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		return pay(ctx, args, getenv, stdout, stderr)
 	case "events":
 		return events(ctx, args, getenv, stdout, stderr)
+	case "version":
+		if len(args) > 0 {
+			return errors.New("usage: shop version")
+		}
+		_, err := fmt.Fprintln(stdout, buildinfo.Read())
+		return err
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -154,7 +163,7 @@ func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.W
 	}
 	defer stopProfile()
 	log := slog.New(httpapi.LogRequestIDs(slog.NewJSONHandler(stderr, nil)))
-	log.Info("starting", slog.Any("config", cfg))
+	log.Info("starting", slog.Any("build", buildinfo.Read()), slog.Any("config", cfg))
 	if cfg.BuyerAuth == config.AuthNone {
 		log.Warn("buyer authentication is off (SHOP_BUYER_AUTH=none): the buyer is whatever user_id a request names, " +
 			"so anyone can order, refund and read as anyone; set SHOP_BUYER_AUTH=jwt outside demos and load tests")
