@@ -34,11 +34,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/shop/internal/app"
 	"github.com/stockguard/shop/internal/buildinfo"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/httpapi"
+	"github.com/stockguard/shop/internal/logrepeat"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/tracing"
@@ -164,6 +166,7 @@ func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.W
 	defer stopProfile()
 	log := slog.New(httpapi.LogRequestIDs(slog.NewJSONHandler(stderr, nil)))
 	log.Info("starting", slog.Any("build", buildinfo.Read()), slog.Any("config", cfg))
+	redis.SetLogger(logrepeat.Redis{S: &logrepeat.Suppressor{Logger: log}})
 	if cfg.BuyerAuth == config.AuthNone {
 		log.Warn("buyer authentication is off (SHOP_BUYER_AUTH=none): the buyer is whatever user_id a request names, " +
 			"so anyone can order, refund and read as anyone; set SHOP_BUYER_AUTH=jwt outside demos and load tests")
