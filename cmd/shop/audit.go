@@ -16,7 +16,7 @@ const auditUsage = `usage: shop audit SKU... [--mysql DSN]
 
 Audits each SKU from the database: available + the units of live orders must
 equal the sum of its movements, and nothing be oversold. It fails on a broken
-invariant. The columns (docs/operations.md#auditing-a-sku):
+invariant. The columns (docs/quickstart.md#auditing-a-sku):
   RECEIVED   units put on sale: the sum of the SKU's stock movements (its
              initial stock, restocks, corrections)
   AVAILABLE  units left to sell
