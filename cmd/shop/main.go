@@ -295,7 +295,7 @@ func token(args []string, getenv config.Getenv, stdout, stderr io.Writer) error 
 	case len(rest) > 0:
 		return fmt.Errorf("unexpected argument %q", rest[0])
 	case !httpapi.ValidID(user):
-		fs.Usage()
+		usageLine(stderr, "usage: shop token USER [--ttl D]")
 		return fmt.Errorf("USER must be 1 to %d visible ASCII characters, got %q", httpapi.MaxIDLength, user)
 	case *ttl <= 0:
 		return fmt.Errorf("--ttl %s: must be positive", *ttl)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,5 +79,18 @@ func TestNoSecretInOutput(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(f, string(b))
+	}
+}
+
+// TestWrongArgumentCount: a command given too few or too many arguments
+// prints the one line of usage that says which it takes, not its flags.
+func TestWrongArgumentCount(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"migrate", "down"}, {"migrate", "force"}, {"audit"}, {"pay", "1"}, {"token"}, {"version", "x"}} {
+		var errs strings.Builder
+		err := run(t.Context(), args, func(string) string { return "" }, io.Discard, &errs)
+		if err == nil || strings.Count(errs.String(), "\n") > 1 || strings.Contains(errs.String(), "  -") {
+			t.Errorf("shop %v: %v, printed\n%s\nwant one line of usage", args, err, errs.String())
+		}
 	}
 }
