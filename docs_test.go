@@ -312,3 +312,19 @@ func TestDocCommands(t *testing.T) {
 		t.Error("README.md: make test, the test command CI runs, is gone")
 	}
 }
+
+// TestMetricsDocumented: every metric of the shop, all registered in
+// internal/metrics, has its row in the metrics table of the operations
+// page.
+func TestMetricsDocumented(t *testing.T) {
+	names := regexp.MustCompile(`"(shop_[a-z_]+)"`).FindAllStringSubmatch(read(t, "internal/metrics/metrics.go"), -1)
+	if len(names) < 10 {
+		t.Fatalf("internal/metrics/metrics.go: %d metrics found, the pattern misses them", len(names))
+	}
+	page := read(t, "docs/operations.md")
+	for _, m := range names {
+		if !strings.Contains(page, "\n| `"+m[1]+"` |") {
+			t.Errorf("docs/operations.md: the metrics table has no row for %s", m[1])
+		}
+	}
+}

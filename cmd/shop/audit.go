@@ -12,21 +12,37 @@ import (
 	"github.com/stockguard/shop/internal/db"
 )
 
+const auditUsage = `usage: shop audit SKU... [--mysql DSN]
+
+Audits each SKU from the database: available + the units of live orders must
+equal the sum of its movements, and nothing be oversold. It fails on a broken
+invariant. The columns (docs/quickstart.md#auditing-a-sku):
+  RECEIVED   units put on sale: the sum of the SKU's stock movements (its
+             initial stock, restocks, corrections)
+  AVAILABLE  units left to sell
+  SOLD       units of live orders: created, pending payment or paid
+  PENDING    of SOLD, the units of orders waiting for payment, held until
+             paid or cancelled
+  DRIFT      AVAILABLE + SOLD - RECEIVED: units that no movement or order
+             explains; 0 unless stock was lost or made up
+  OVERSOLD   units sold beyond what was received; 0 unless oversold
+  AUDIT      ok, or FAIL with the invariants broken listed below
+
+`
+
 // auditCmd audits SKUs from the database, as the demo and the bench audit
 // their runs: each SKU's figures, with every unit explained by its
 // movements and orders, and the invariants it breaks. It fails when any
 // is broken, so that a script can tell.
 func auditCmd(ctx context.Context, args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
-	fs := newFlags("audit", "usage: shop audit SKU... [--mysql DSN]\n\n"+
-		"Audits each SKU from the database: available + the units of live orders must equal\n"+
-		"the sum of its movements, and nothing be oversold. It fails on a broken invariant.\n\n", stderr)
-	read := config.Flags(fs, getenv, nil, config.ForLoad)
+	fs := newFlags("audit", auditUsage, stderr)
+	read := config.Flags(fs, getenv, nil, config.ForDB)
 	skus, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(skus) == 0 {
-		fs.Usage()
+		usageLine(stderr, auditUsage)
 		return errors.New("name at least one SKU")
 	}
 	cfg, err := read()
@@ -36,7 +52,7 @@ func auditCmd(ctx context.Context, args []string, getenv config.Getenv, stdout, 
 	if cfg.MySQLDSN == "" {
 		return errors.New("shop audit reads the database named by SHOP_MYSQL_DSN (or --mysql), which is not set")
 	}
-	gdb, err := db.Open(ctx, cfg.MySQLDSN)
+	gdb, err := openDB(ctx, cfg.MySQLDSN)
 	if err != nil {
 		return err
 	}

@@ -38,3 +38,16 @@ func TestAuditCommand(t *testing.T) {
 		t.Errorf("shop audit kept lost: %v\n%s", err, out.String())
 	}
 }
+
+// TestAuditUnknownSKU: shop audit of a SKU the database does not have says
+// so, naming it.
+func TestAuditUnknownSKU(t *testing.T) {
+	t.Parallel()
+	dsn := db.SQLitePrefix + filepath.Join(t.TempDir(), "shop.db")
+	testinfra.ShopDB(t, dsn)
+	getenv := func(k string) string { return map[string]string{"SHOP_MYSQL_DSN": dsn}[k] }
+	err := run(t.Context(), []string{"audit", "nosuch"}, getenv, io.Discard, io.Discard)
+	if err == nil || err.Error() != `audit: SKU "nosuch" does not exist` {
+		t.Errorf("shop audit nosuch: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/stockguard/shop/internal/config"
 )
@@ -49,4 +50,11 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
+}
+
+// usageLine prints the first line of a command's usage, for a wrong
+// argument count: the line that says which arguments it takes.
+func usageLine(stderr io.Writer, usage string) {
+	line, _, _ := strings.Cut(usage, "\n")
+	fmt.Fprintln(stderr, line)
 }

@@ -37,7 +37,7 @@ func TestLessonsEmbedded(t *testing.T) {
 	for _, r := range runLessons(t, nil) {
 		switch {
 		case len(r.Needs) > 0 && r.Skipped != "":
-			if !strings.Contains(r.Skipped, "needs "+string(r.Needs[0].Server)) {
+			if !strings.Contains(r.Skipped, "needs a "+string(r.Needs[0].Server)+" server") {
 				t.Errorf("%s: skipped %q, want it to name %s", r.Name, r.Skipped, r.Needs[0].Server)
 			}
 		case !r.OK():

@@ -43,6 +43,7 @@ func load(ctx context.Context, args []string, getenv config.Getenv, stdout, stde
 	targets := fs.String("target", "", "the shop's base URLs, comma-separated, such as http://shop-1:8080; requests go round robin")
 	var l sale.Load
 	fs.StringVar(&l.Shop.AdminToken, "admin-token", getenv("SHOP_ADMIN_TOKEN"), "the targets' admin token, which puts each load's stock on sale (SHOP_ADMIN_TOKEN)")
+	fs.Lookup("admin-token").DefValue = config.Masked("SHOP_ADMIN_TOKEN", l.Shop.AdminToken)
 	fs.StringVar(&l.SKU, "sku", "", "the name the loads' SKUs start with: NAME-burst, NAME-steady, NAME-closed-<buyers>; none may be on sale yet")
 	fs.StringVar(&l.MySQLDSN, "mysql", "", "the deployment's MySQL DSN, to audit the database too, as the bench does; empty audits through the API alone")
 	tokens := fs.String("tokens", "", `a file of buyer tokens, one "user<TAB>token" a line, for targets with SHOP_BUYER_AUTH=jwt; the buyers take its lines round robin`)

@@ -18,6 +18,7 @@ import (
 	"github.com/stockguard/shop/cmd/shop/internal/live"
 	"github.com/stockguard/shop/cmd/shop/internal/sale"
 	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/loadtest"
 )
@@ -31,6 +32,7 @@ type loadFlags struct {
 	jsonFile, htmlFile string
 	cpuProfile         string // where to write this process's CPU profile; empty for none
 	serve              string // the live view's listen address; empty for none
+	note               string // the report's first line, if any
 	fs                 *flag.FlagSet
 }
 
@@ -122,6 +124,12 @@ a burst, with --rate a steady load, and with --closed a closed loop that
 shows the most orders per second it sustains. Each strategy is shown as a
 fraction of its own baseline.
 
+With no MySQL server named (--mysql, SHOP_MYSQL_DSN; an SQLite file counts as
+none) or no Redis server (--redis, SHOP_REDIS_ADDR), it runs as 'shop demo'
+does instead: every shop in this process, on embedded servers, with no
+ceilings, and its report says so; those figures are not comparable to a run
+against real servers. --json and --html write the report to files.
+
 `
 
 func bench(ctx context.Context, args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
@@ -135,11 +143,32 @@ func bench(ctx context.Context, args []string, getenv config.Getenv, stdout, std
 		return err
 	}
 	b.Plan = f.plan
+	if embedded(b.Config) {
+		f.note = embeddedNote
+	}
 	_, err = f.report(ctx, "shop bench", args, stdout, stderr, func(p sale.Progress) (*loadtest.Report, error) {
-		b.Progress = p
-		return b.Run(ctx)
+		if f.note == "" {
+			b.Progress = p
+			return b.Run(ctx)
+		}
+		rep, err := sale.Demo{Plan: f.plan, Config: b.Config, Progress: p}.Run(ctx)
+		if rep != nil {
+			rep.Kind = "bench"
+			rep.Backends = append(rep.Backends, loadtest.Backend{Role: "shop", What: f.note})
+		}
+		return rep, err
 	})
 	return err
+}
+
+// embeddedNote heads a bench on embedded servers.
+const embeddedNote = "in this process, on embedded servers (SQLite, miniredis), as shop demo runs: " +
+	"figures not comparable to a bench against real servers (--mysql, --redis)"
+
+// embedded says whether a bench runs on embedded servers: when it names no
+// MySQL server (none, or an SQLite file) or no Redis server.
+func embedded(cfg config.Config) bool {
+	return cfg.MySQLDSN == "" || strings.HasPrefix(cfg.MySQLDSN, db.SQLitePrefix) || cfg.RedisAddr == ""
 }
 
 // report runs a load, which the progress bar and the live view hear, then
@@ -166,7 +195,10 @@ func (f *loadFlags) write(rep *loadtest.Report, err error, cmd string, args []st
 	if rep == nil {
 		return err
 	}
-	rep.Command = strings.Join(append([]string{cmd}, args...), " ")
+	rep.Command = strings.Join(append([]string{cmd}, config.MaskArgs(args)...), " ")
+	if f.note != "" {
+		fmt.Fprintf(stdout, "note: %s\n", f.note)
+	}
 	errs := []error{err, rep.WriteText(stdout)}
 	for _, out := range []struct {
 		file  string

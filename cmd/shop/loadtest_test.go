@@ -47,15 +47,6 @@ func TestLoadFlagErrors(t *testing.T) {
 			})
 		}
 	}
-	t.Run("bench without servers", func(t *testing.T) {
-		t.Parallel()
-		err := run(t.Context(), []string{"bench"}, func(string) string { return "" }, io.Discard, io.Discard)
-		for _, want := range []string{"bench needs a MySQL server", "bench needs a Redis server"} {
-			if err == nil || !strings.Contains(err.Error(), want) {
-				t.Errorf("err = %v, want it to say %q", err, want)
-			}
-		}
-	})
 }
 
 // TestCartFlagErrors: demo and bench refuse --unpaid without a payment

@@ -3,7 +3,7 @@
 //	shop serve     run the HTTP API
 //	shop migrate   migrate the database schema: up, down N, status, force V
 //	shop demo      show every strategy under a flash sale, with nothing installed
-//	shop bench     measure every strategy against real servers
+//	shop bench     measure every strategy against real servers, or embedded ones
 //	shop load      send the bench's loads to a running deployment, and audit it
 //	shop echo      serve the HTTP stack alone, the bench's http-echo ceiling
 //	shop reconcile set lua's Redis stock from the database once, and say what it fixed
@@ -12,6 +12,7 @@
 //	shop pay       send a payment callback signed with SHOP_PAYMENT_SECRET
 //	shop events    follow the order events as JSON lines
 //	shop lesson    reproduce the seed articles' failures beside their fixes
+//	shop version   print the build: module version and VCS revision
 //
 // See README.md, and docs/ for each subject.
 package main
@@ -33,10 +34,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/shop/internal/app"
+	"github.com/stockguard/shop/internal/buildinfo"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/httpapi"
+	"github.com/stockguard/shop/internal/logrepeat"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/tracing"
@@ -49,7 +53,8 @@ commands:
   migrate   migrate the database schema, with serve's settings:
             shop migrate up | down N | status | force V
   demo      show every strategy under a flash sale, with nothing installed
-  bench     measure every strategy against real servers, with a report
+  bench     measure every strategy against real servers (embedded ones
+            when none is named); --html FILE writes a report with charts
   load      send the bench's loads to a running deployment, audited through
             its API and with --mysql its database: shop load --target URL,...
   echo      serve the shop's HTTP stack with no backends (the bench's
@@ -65,6 +70,7 @@ commands:
   events    follow the order events, one JSON line each: shop events [--from-start]
   lesson    reproduce the seed articles' failures beside their fixes:
             shop lesson (the list), shop lesson NAME, shop lesson all
+  version   print the shop's version, VCS revision and Go version
 
 Run 'shop <command> -h' for the flags of a command. Every flag can also be
 set by its SHOP_* environment variable; a flag wins over the variable.
@@ -111,6 +117,12 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		return pay(ctx, args, getenv, stdout, stderr)
 	case "events":
 		return events(ctx, args, getenv, stdout, stderr)
+	case "version":
+		if len(args) > 0 {
+			return errors.New("usage: shop version")
+		}
+		_, err := fmt.Fprintln(stdout, buildinfo.Read())
+		return err
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -153,7 +165,8 @@ func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.W
 	}
 	defer stopProfile()
 	log := slog.New(httpapi.LogRequestIDs(slog.NewJSONHandler(stderr, nil)))
-	log.Info("starting", slog.Any("config", cfg))
+	log.Info("starting", slog.Any("build", buildinfo.Read()), slog.Any("config", cfg))
+	redis.SetLogger(logrepeat.Redis{S: &logrepeat.Suppressor{Logger: log}})
 	if cfg.BuyerAuth == config.AuthNone {
 		log.Warn("buyer authentication is off (SHOP_BUYER_AUTH=none): the buyer is whatever user_id a request names, " +
 			"so anyone can order, refund and read as anyone; set SHOP_BUYER_AUTH=jwt outside demos and load tests")
@@ -282,7 +295,7 @@ func token(args []string, getenv config.Getenv, stdout, stderr io.Writer) error 
 	case len(rest) > 0:
 		return fmt.Errorf("unexpected argument %q", rest[0])
 	case !httpapi.ValidID(user):
-		fs.Usage()
+		usageLine(stderr, "usage: shop token USER [--ttl D]")
 		return fmt.Errorf("USER must be 1 to %d visible ASCII characters, got %q", httpapi.MaxIDLength, user)
 	case *ttl <= 0:
 		return fmt.Errorf("--ttl %s: must be positive", *ttl)

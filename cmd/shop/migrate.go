@@ -3,16 +3,15 @@ package main
 import (
 	"context"
 	"errors"
-
 	"fmt"
 	"io"
 	"strconv"
 
+	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/db"
-	"github.com/stockguard/shop/internal/strategy"
 )
 
 const migrateUsage = `usage: shop migrate up | down N | status | force V [flags]
@@ -31,14 +30,14 @@ The database is serve's: SHOP_MYSQL_DSN or --mysql. See docs/operations.md.
 // migrate runs a migration command on serve's database.
 func migrate(ctx context.Context, args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
 	fs := newFlags("migrate", migrateUsage, stderr)
-	read := config.Flags(fs, getenv, strategy.Names(), config.ForServe)
+	read := config.Flags(fs, getenv, nil, config.ForDB)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
 	run, err := migration(pos)
 	if err != nil {
-		fs.Usage()
+		usageLine(stderr, migrateUsage)
 		return err
 	}
 	cfg, err := read()
@@ -46,9 +45,9 @@ func migrate(ctx context.Context, args []string, getenv config.Getenv, stdout, s
 		return err
 	}
 	if err := db.CheckDSN(cfg.MySQLDSN); err != nil {
-		return fmt.Errorf("SHOP_MYSQL_DSN: %w", err)
+		return config.AsGiven(fs, fmt.Errorf("SHOP_MYSQL_DSN: %w", err))
 	}
-	gdb, err := db.Open(ctx, cfg.MySQLDSN)
+	gdb, err := openDB(ctx, cfg.MySQLDSN)
 	if err != nil {
 		return err
 	}
@@ -94,4 +93,20 @@ func migration(pos []string) (func(context.Context, *gorm.DB) error, error) {
 		return func(ctx context.Context, gdb *gorm.DB) error { return db.MigrateForce(ctx, gdb, v) }, nil
 	}
 	return func(context.Context, *gorm.DB) error { return nil }, nil
+}
+
+// openDB opens the database named by dsn. A MySQL server without that
+// database is told to create it: the shop makes its tables, not the
+// database.
+func openDB(ctx context.Context, dsn string) (*gorm.DB, error) {
+	gdb, err := db.Open(ctx, dsn)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1049 {
+		name := "shop"
+		if c, perr := mysql.ParseDSN(dsn); perr == nil {
+			name = c.DBName
+		}
+		return nil, fmt.Errorf("%w; create it first: CREATE DATABASE `%s` (see docs/quickstart.md)", err, name)
+	}
+	return gdb, err
 }

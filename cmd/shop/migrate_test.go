@@ -292,3 +292,42 @@ func TestMigrateCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateUnknownVersion: force refuses a version this release does not
+// have and changes nothing; status warns of a schema at one; a wrong
+// argument count prints one line of usage, and -h lists --mysql alone.
+func TestMigrateUnknownVersion(t *testing.T) {
+	t.Parallel()
+	dsn := db.SQLitePrefix + filepath.Join(t.TempDir(), "shop.db")
+	getenv := func(k string) string { return map[string]string{"SHOP_MYSQL_DSN": dsn}[k] }
+	migrate := func(args ...string) (string, string, error) {
+		var out, errs bytes.Buffer
+		err := run(t.Context(), append([]string{"migrate"}, args...), getenv, &out, &errs)
+		return out.String(), errs.String(), err
+	}
+	if _, _, err := migrate("up"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := migrate("force", "99"); err == nil || !strings.Contains(err.Error(), "this release has no version 99") {
+		t.Errorf("shop migrate force 99: %v, want it refused", err)
+	}
+	gdb := testinfra.OpenDB(t, dsn)
+	if st, err := db.ReadStatus(t.Context(), gdb); err != nil || st.Version != latestVersion(t, gdb) {
+		t.Errorf("after a refused force: %+v, %v; want the latest version kept", st, err)
+	}
+	if err := gdb.Exec("UPDATE schema_migrations SET version = 99").Error; err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := migrate("status"); err != nil || !strings.Contains(out, "warning: db: schema ahead of this release: it is at version 99") {
+		t.Errorf("shop migrate status at version 99: %v\n%s\nwant a warning", err, out)
+	}
+	for _, bad := range [][]string{{"down"}, {"force"}, {"up", "1"}} {
+		_, errs, err := migrate(bad...)
+		if err == nil || errs != "usage: shop migrate up | down N | status | force V [flags]\n" {
+			t.Errorf("shop migrate %v: %v, printed\n%s\nwant one line of usage", bad, err, errs)
+		}
+	}
+	if _, errs, _ := migrate("-h"); strings.Count(errs, "\n  -") != 1 || !strings.Contains(errs, "-mysql") {
+		t.Errorf("shop migrate -h lists other flags than --mysql:\n%s", errs)
+	}
+}

@@ -36,7 +36,7 @@ func pay(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		return err
 	}
 	if len(pos) != 2 {
-		fs.Usage()
+		usageLine(stderr, "usage: shop pay ORDER_ID PAYMENT_ID [--url URL]")
 		return fmt.Errorf("want ORDER_ID and PAYMENT_ID, got %d argument(s)", len(pos))
 	}
 	if id, err := strconv.ParseInt(pos[0], 10, 64); err != nil || id < 1 {

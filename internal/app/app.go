@@ -21,6 +21,7 @@ import (
 	"github.com/stockguard/shop/internal/httpapi"
 	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/lock"
+	"github.com/stockguard/shop/internal/logrepeat"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/strategy"
@@ -133,10 +134,11 @@ const retentionEvery = time.Minute
 func (a *App) startJobs(ctx context.Context, b *backend.Backends, cfg config.Config, log *slog.Logger, orders *order.Service, placement order.Placement) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
+	failed := &logrepeat.Suppressor{Logger: log} // a job failing each interval logs once per logrepeat.Every
 	every := func(name string, interval time.Duration, job lock.Job) {
 		wg.Go(func() {
 			traced(name, job).Every(ctx, jobLocker(b, cfg), name, interval, func(err error) {
-				log.Warn("job failed", slog.String("job", name), slog.Any("err", err))
+				failed.Log(ctx, slog.LevelWarn, name, "job failed", slog.String("job", name), slog.Any("err", err))
 			})
 		})
 	}

@@ -20,6 +20,7 @@ package audit
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -185,6 +186,9 @@ func (r reader) sku(sku string, soldOut int, acked []Acked) (Audit, error) {
 	a := Audit{SKU: sku}
 	err := r.row(`SELECT initial, available, (SELECT COALESCE(SUM(delta), 0) FROM stock_movements WHERE sku = ?)
 		FROM stock_items WHERE sku = ?`, sku, sku).Scan(&a.Initial, &a.Available, &a.Received)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Audit{}, fmt.Errorf("audit: SKU %q does not exist", sku)
+	}
 	if err != nil {
 		return Audit{}, fmt.Errorf("audit: stock of %s: %w", sku, err)
 	}

@@ -10,15 +10,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/db"
@@ -120,7 +117,7 @@ func Load(args []string, getenv Getenv, strategies []string, usage io.Writer) (C
 	}
 	c, err := read()
 	if err == nil {
-		err = c.Validate(strategies)
+		err = AsGiven(fs, c.Validate(strategies))
 	}
 	return c, err
 }
@@ -145,6 +142,8 @@ const (
 	ForPay
 	// ForEvents: Redis and the events stream, as `shop events` follows it.
 	ForEvents
+	// ForDB: the database alone, as `shop migrate` and `shop audit` use it.
+	ForDB
 )
 
 // Flags registers the settings that use takes as flags on fs, each
@@ -160,11 +159,11 @@ func Flags(fs *flag.FlagSet, getenv Getenv, strategies []string, use Use) func()
 		if use == ForLoad && s.server {
 			raw[i] = ""
 		}
-		if v := getenv(s.env); v != "" {
+		if v, ok := lookup(getenv, s.env); ok {
 			raw[i] = v
 		}
 		if (use == ForLoad && !s.load) || (use == ForToken && !s.token) || (use == ForEcho && !s.listener) || (use == ForPay && !s.pay) ||
-			(use == ForEvents && !s.events) {
+			(use == ForEvents && !s.events) || (use == ForDB && s.env != "SHOP_MYSQL_DSN") {
 			continue
 		}
 		usage := s.usage
@@ -172,6 +171,9 @@ func Flags(fs *flag.FlagSet, getenv Getenv, strategies []string, use Use) func()
 			usage = fmt.Sprintf(usage, strings.Join(strategies, ", "))
 		}
 		fs.StringVar(&raw[i], s.flag, raw[i], usage+" ("+s.env+")")
+		// -h shows the default, which may come from the environment:
+		// a secret is shown masked.
+		fs.Lookup(s.flag).DefValue = Masked(s.env, raw[i])
 	}
 	return func() (Config, error) {
 		var c Config
@@ -182,7 +184,7 @@ func Flags(fs *flag.FlagSet, getenv Getenv, strategies []string, use Use) func()
 			}
 		}
 		if err := errors.Join(errs...); err != nil {
-			return Config{}, fmt.Errorf("config: %w", err)
+			return Config{}, AsGiven(fs, fmt.Errorf("config: %w", err))
 		}
 		return c, nil
 	}
@@ -224,8 +226,8 @@ func (c Config) Validate(strategies []string) error {
 			addrs = c.RedisAddrs()
 		}
 		for i, addr := range addrs {
-			if _, _, err := net.SplitHostPort(addr); err != nil {
-				bad("%s: %q is not host:port", a.name, addr)
+			if !hostPort(addr) {
+				bad("%s: %q is not host:port, with a port from 0 to 65535", a.name, addr)
 			} else if slices.Contains(addrs[:i], addr) {
 				bad("%s: %q is listed twice", a.name, addr)
 			}
@@ -236,8 +238,8 @@ func (c Config) Validate(strategies []string) error {
 		addrs []string
 	}{{"SHOP_ZK_ADDRS", c.ZKAddrs}, {"SHOP_REDLOCK_ADDRS", c.RedlockAddrs}, {"SHOP_ETCD_ADDRS", c.EtcdAddrs}} {
 		for i, a := range l.addrs {
-			if _, _, err := net.SplitHostPort(a); err != nil {
-				bad("%s: %q is not host:port", l.name, a)
+			if !hostPort(a) {
+				bad("%s: %q is not host:port, with a port from 0 to 65535", l.name, a)
 			} else if slices.Contains(l.addrs[:i], a) {
 				bad("%s: %q is listed twice", l.name, a)
 			}
@@ -273,6 +275,17 @@ func (c Config) Validate(strategies []string) error {
 		return fmt.Errorf("config: %w", err)
 	}
 	return nil
+}
+
+// hostPort says whether addr is host:port with a port number that a
+// listener or a client can use.
+func hostPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	return err == nil && n <= 65535
 }
 
 // writeTimeout checks that SHOP_HTTP_WRITE_TIMEOUT leaves a request the
@@ -342,42 +355,4 @@ func List(s string) []string {
 		}
 	}
 	return items
-}
-
-// LogValue masks the admin token, the JWT and payment secrets and the
-// database password.
-func (c Config) LogValue() slog.Value {
-	attrs := make([]slog.Attr, len(settings))
-	for i, s := range settings {
-		v := s.get(c)
-		switch s.env {
-		case "SHOP_MYSQL_DSN":
-			v = MaskDSN(v)
-		case "SHOP_ADMIN_TOKEN", "SHOP_JWT_SECRET", "SHOP_PAYMENT_SECRET":
-			v = mask(v)
-		}
-		attrs[i] = slog.String(strings.ToLower(strings.TrimPrefix(s.env, "SHOP_")), v)
-	}
-	return slog.GroupValue(attrs...)
-}
-
-// MaskDSN hides the password in a MySQL DSN. An SQLite DSN is a file name,
-// shown as it is.
-func MaskDSN(dsn string) string {
-	if strings.HasPrefix(dsn, db.SQLitePrefix) {
-		return dsn
-	}
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return mask(dsn)
-	}
-	cfg.Passwd = mask(cfg.Passwd)
-	return cfg.FormatDSN()
-}
-
-func mask(secret string) string {
-	if secret == "" {
-		return ""
-	}
-	return "*****"
 }

@@ -90,8 +90,16 @@ func MigrateDown(ctx context.Context, gdb *gorm.DB, n int) error {
 }
 
 // MigrateForce records version v, clean, and runs nothing: after a failed
-// migration was repaired by hand. -1 records no version.
+// migration was repaired by hand. -1 records no version; a version this
+// release does not have is refused.
 func MigrateForce(ctx context.Context, gdb *gorm.DB, v int) error {
+	vs, err := Versions(gdb)
+	if err != nil {
+		return err
+	}
+	if v != -1 && !slices.Contains(vs, v) {
+		return fmt.Errorf("db: migrate force: this release has no version %d: it has %s, or -1 for none", v, list(vs))
+	}
 	return withLock(ctx, gdb, sources[dialect(gdb)], func(m *migrate.Migrate, _ database.Driver) error {
 		return m.Force(v)
 	})

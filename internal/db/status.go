@@ -130,6 +130,9 @@ func (s Status) String() string {
 		fmt.Fprintf(&b, "schema: version %d\n", s.Version)
 	}
 	fmt.Fprintf(&b, "latest: version %d\n", s.Latest())
+	if err := s.refuse(); err != nil {
+		fmt.Fprintf(&b, "warning: %v\n", err)
+	}
 	for _, v := range s.Versions {
 		state := "pending"
 		if v <= s.Version && !s.Legacy {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"reflect"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 )
@@ -54,9 +56,47 @@ func decode(c *gin.Context, body []byte, v any) bool {
 	if errors.Is(err, io.EOF) {
 		problem(c, "invalid-request", "the body is empty; a JSON object is required")
 	} else {
-		problem(c, "invalid-request", "malformed JSON: "+err.Error())
+		problem(c, "invalid-request", jsonDetail(err))
 	}
 	return false
+}
+
+// jsonDetail says what is wrong with a body that encoding/json refused, in
+// the words of the API, never of Go: the field and what it must be.
+func jsonDetail(err error) string {
+	var typ *json.UnmarshalTypeError
+	var syntax *json.SyntaxError
+	switch {
+	case errors.As(err, &typ) && typ.Field == "":
+		return "the body must be a JSON object"
+	case errors.As(err, &typ):
+		return typ.Field + " must be " + kindName(typ.Type)
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("malformed JSON at byte %d: %s", syntax.Offset, syntax.Error())
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "malformed JSON: the body ends before the JSON object does"
+	}
+	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return "unknown field " + field
+	}
+	return "malformed JSON: " + strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// kindName names what a JSON value of Go type t must be.
+func kindName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
 }
 
 // ValidID reports whether v, a SKU or a user, is 1 to MaxIDLength visible

@@ -19,7 +19,7 @@ import (
 // Authorization headers to the order endpoint of a shop with buyer
 // authentication, on real MySQL and Redis: nothing panics, every request
 // gets a 2xx or a 4xx, never a 5xx, and an order is only ever placed for
-// the subject of a valid token, "u".
+// the subject of a valid token, "u"; no problem's detail speaks Go.
 func FuzzOrderRequest(f *testing.F) {
 	valid := "Bearer " + sign(f, jwt.SigningMethodHS256, []byte(secret), claims("u"))
 	expired := claims("u")
@@ -48,6 +48,9 @@ func FuzzOrderRequest(f *testing.F) {
 		{`{"user_id":{"a":1}}`, "k5"},
 		{`[`, "k6"},
 		{`null`, "k7"},
+		{`{"sku":"sku-1","user_id":"u","quantity":"1"}`, "k10"},
+		{`{"sku":"nosuch","user_id":"u","quantity":1}`, "k11"},
+		{`{"sku":"sku-1","user_id":"u","quantity":2}`, "k1"},
 	}
 	for i, s := range seeds {
 		f.Add(s.body, s.key, valid)
@@ -76,6 +79,10 @@ func FuzzOrderRequest(f *testing.F) {
 		resp.Body.Close()
 		if resp.StatusCode < 200 || resp.StatusCode >= 500 {
 			t.Fatalf("body %q, key %q, auth %q: status %d: %s", body, key, auth, resp.StatusCode, got)
+		}
+		var p httpapi.Problem
+		if resp.StatusCode >= 400 && json.Unmarshal(got, &p) == nil && badDetail(p.Detail) != "" {
+			t.Fatalf("body %q, key %q, auth %q: detail %q %s", body, key, auth, p.Detail, badDetail(p.Detail))
 		}
 		var o struct {
 			UserID string `json:"user_id"`

@@ -3,9 +3,11 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -105,46 +107,52 @@ func (a *api) fail(c *gin.Context, err error) {
 	var limited *buyer.LimitedError
 	var notExpected *stock.NotExpectedError
 	switch {
-	case errors.Is(err, buyer.ErrUnauthorized), errors.Is(err, payment.ErrSignature):
-		problem(c, "unauthorized", err.Error())
+	case errors.Is(err, buyer.ErrUnauthorized):
+		problem(c, "unauthorized", reason("missing or bad token", err, buyer.ErrUnauthorized))
+	case errors.Is(err, payment.ErrSignature):
+		problem(c, "unauthorized", "the Shop-Signature is missing or does not match the body")
 	case errors.Is(err, buyer.ErrForbidden):
-		problem(c, "forbidden", err.Error())
+		problem(c, "forbidden", "the request names another user than its token")
 	case errors.As(err, &limited):
 		// Whole seconds, rounded up: a client that waits that long is let in.
-		c.Header("Retry-After", strconv.FormatInt(int64(max(limited.RetryAfter, time.Second)+time.Second-1)/int64(time.Second), 10))
-		problem(c, "rate-limited", err.Error())
+		wait := strconv.FormatInt(int64(max(limited.RetryAfter, time.Second)+time.Second-1)/int64(time.Second), 10)
+		c.Header("Retry-After", wait)
+		problem(c, "rate-limited", "too many requests from this buyer: retry after "+wait+"s")
 	case errors.Is(err, idempotency.ErrKeyMissing):
-		problem(c, "idempotency-key-missing", err.Error())
+		problem(c, "idempotency-key-missing", "the Idempotency-Key header is required")
 	case errors.Is(err, idempotency.ErrKeyInvalid):
-		problem(c, "invalid-request", err.Error())
+		problem(c, "invalid-request", "the Idempotency-Key must be 1 to 255 visible ASCII characters, bare or as a quoted string")
 	case errors.Is(err, idempotency.ErrInProgress):
 		problem(c, "request-in-progress", "retry after the first request with this key has finished")
 	case errors.Is(err, idempotency.ErrKeyReused):
-		problem(c, "idempotency-key-reused", err.Error())
-	case errors.Is(err, stock.ErrNotFound), errors.Is(err, order.ErrNotFound):
-		problem(c, "not-found", err.Error())
+		problem(c, "idempotency-key-reused", "this Idempotency-Key was first used for a different request; send a new request with a new key")
+	case errors.Is(err, stock.ErrNotFound):
+		problem(c, "not-found", fmt.Sprintf("SKU %q does not exist", subject(err, stock.ErrNotFound)))
+	case errors.Is(err, order.ErrNotFound):
+		problem(c, "not-found", fmt.Sprintf("order %s does not exist", subject(err, order.ErrNotFound)))
 	case errors.Is(err, stock.ErrSoldOut):
 		var short interface{ Short() []string }
 		errors.As(err, &short)
-		var skus []string
+		skus := []string{subject(err, stock.ErrSoldOut)}
 		if short != nil {
 			skus = short.Short()
 		}
-		problemOf(c, "sold-out", err.Error(), func(p *Problem) { p.SKUs = skus })
+		problemOf(c, "sold-out", "not enough stock of "+quoted(skus), func(p *Problem) { p.SKUs = skus })
 	case errors.As(err, &notExpected):
-		problemOf(c, "stale", err.Error(), func(p *Problem) { p.Available = &notExpected.Available })
+		problemOf(c, "stale", fmt.Sprintf("expected_available is not the current available of %q, which is %d", notExpected.SKU, notExpected.Available),
+			func(p *Problem) { p.Available = &notExpected.Available })
 	case errors.Is(err, stock.ErrInsufficient):
-		problem(c, "insufficient-stock", err.Error())
+		problem(c, "insufficient-stock", "the adjustment would take available below 0")
 	case errors.Is(err, order.ErrLimitReached):
-		problem(c, "limit-reached", err.Error())
+		problem(c, "limit-reached", "this buyer already holds the most units of this SKU that one user may")
 	case errors.Is(err, order.ErrAlreadyRefunded):
-		problem(c, "already-refunded", err.Error())
+		problem(c, "already-refunded", "the order is already refunded")
 	case errors.Is(err, order.ErrOrderExpired):
-		problem(c, "order-expired", err.Error())
+		problem(c, "order-expired", "the order is cancelled or past its payment deadline")
 	case errors.Is(err, order.ErrAlreadyPaid):
-		problem(c, "already-paid", err.Error())
+		problem(c, "already-paid", "the order is already paid")
 	case errors.Is(err, order.ErrNotPaid):
-		problem(c, "not-paid", err.Error())
+		problem(c, "not-paid", "the order is not paid yet: cancel it instead")
 	case errors.Is(err, stock.ErrBusy), errors.Is(err, stock.ErrFenced), errors.Is(err, context.DeadlineExceeded):
 		problem(c, "busy", "the stock is contended: "+unknown)
 	case backend.Unavailable(err):
@@ -154,4 +162,30 @@ func (a *api) fail(c *gin.Context, err error) {
 		a.Log.ErrorContext(c, "request failed", slog.String("path", c.FullPath()), slog.Any("err", err))
 		problem(c, "internal", "")
 	}
+}
+
+// subject is what err says after sentinel's text, such as the SKU of
+// "stock: sku not found: sku-1"; empty if it says nothing more.
+func subject(err, sentinel error) string {
+	_, after, _ := strings.Cut(err.Error(), sentinel.Error())
+	after, _, _ = strings.Cut(strings.TrimPrefix(after, ": "), ":")
+	return strings.TrimSpace(after)
+}
+
+// reason is sentence, followed by why, as err says after sentinel's text.
+func reason(sentence string, err, sentinel error) string {
+	_, after, _ := strings.Cut(err.Error(), sentinel.Error())
+	if after = strings.TrimSpace(strings.TrimPrefix(after, ": ")); after != "" {
+		return sentence + ": " + after
+	}
+	return sentence
+}
+
+// quoted lists skus, each quoted, comma-separated.
+func quoted(skus []string) string {
+	q := make([]string, len(skus))
+	for i, s := range skus {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
 }

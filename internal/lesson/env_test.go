@@ -2,6 +2,7 @@ package lesson_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,4 +61,18 @@ func run(t *testing.T, env *lesson.Env, name string) lesson.Result {
 		t.Fatalf("%s: skipped %q, error %q", name, r.Skipped, r.Err)
 	}
 	return r
+}
+
+// A lesson skipped for want of a server names the flag and the variable
+// that give it, as the demo does.
+func TestSkipNamesTheFlag(t *testing.T) {
+	t.Parallel()
+	l, ok := lesson.Find("zk-herd")
+	if !ok {
+		t.Fatal("no zk-herd")
+	}
+	r := l.Run(t.Context(), &lesson.Env{})
+	if want := "needs a ZooKeeper server (--zk or SHOP_ZK_ADDRS): "; !strings.HasPrefix(r.Skipped, want) {
+		t.Errorf("skipped: %q, want it to start with %q", r.Skipped, want)
+	}
 }

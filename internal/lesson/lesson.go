@@ -32,6 +32,9 @@ const (
 	MariaDBServer Server = "MariaDB's server binaries"
 )
 
+// flags names the flag and the variable that point a lesson at a server.
+var flags = map[Server]string{MySQL: "--mysql or SHOP_MYSQL_DSN", ZooKeeper: "--zk or SHOP_ZK_ADDRS"}
+
 // Need is a server a lesson needs, and why.
 type Need struct {
 	Server Server `json:"server"`
@@ -163,7 +166,7 @@ func (l Lesson) Run(ctx context.Context, env *Env) Result {
 	r := Result{Lesson: l}
 	for _, n := range l.Needs {
 		if !env.has(n.Server) {
-			r.Skipped = fmt.Sprintf("needs %s: %s", n.Server, n.Why)
+			r.Skipped = fmt.Sprintf("needs a %s server (%s): %s", n.Server, flags[n.Server], n.Why)
 			return r
 		}
 	}

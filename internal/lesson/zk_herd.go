@@ -118,9 +118,10 @@ func herd(ctx context.Context, env *Env, tag, name string, watch watchFunc) (Tri
 	waited := releases.Load() - 1
 	per := float64(wakeups.Load()) / float64(waited)
 	return Trial{Name: name,
-		Numbers:  map[string]int64{"releases": releases.Load(), "wakeups": wakeups.Load(), "wakeups_per_release_x100": int64(per * 100)},
-		Happened: fmt.Sprintf("%d releases woke waiters %d times: %.1f wake-ups per release", releases.Load(), wakeups.Load(), per),
-		Failed:   wakeups.Load() > waited}, nil
+		Numbers: map[string]int64{"releases": releases.Load(), "wakeups": wakeups.Load(), "wakeups_per_release_x100": int64(per * 100)},
+		Happened: fmt.Sprintf("%d releases woke waiters %d times: %.1f wake-ups for each of the %d releases with a waiter behind (the last had none)",
+			releases.Load(), wakeups.Load(), per, waited),
+		Failed: wakeups.Load() > waited}, nil
 }
 
 // silent drops the ZooKeeper client's log lines.

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/logrepeat"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/stock"
 )
@@ -44,6 +45,9 @@ type Lua struct {
 	answerTTL time.Duration // how long a final answer is stored
 	buckets   int           // each SKU's Redis stock is split into (buckets.go)
 	log       *slog.Logger
+	// redisFailed logs the failed Redis calls of dropped, each op at most once
+	// per interval, with a count.
+	redisFailed *logrepeat.Suppressor
 
 	// betweenLines, when set, runs before each line of a saga: a test's
 	// way to fail a store between two lines.
@@ -122,7 +126,7 @@ func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
 	}
 	o.Buckets = max(o.Buckets, 1)
 	l := &Lua{db: gdb, redis: redisstock.New(rdb, o.Prefix), single: stock.NewAtomic(gdb), reads: order.NewFirstReads(gdb),
-		rules: o.Rules, idle: o.ClaimIdle, answerTTL: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), rebuilding: make(chan struct{}, 1),
+		rules: o.Rules, idle: o.ClaimIdle, answerTTL: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), redisFailed: &logrepeat.Suppressor{Logger: cmp.Or(o.Log, slog.Default())}, rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), reading: make(map[string]chan struct{}), fixing: make(map[string]bool), checked: make(map[string]uint64)}
 	l.w = groupcommit.NewWriter(gdb, "lua", l.settle, l.settleCarts)
 	for _, result := range []string{"persisted", "released"} {
@@ -301,7 +305,7 @@ func (l *Lua) dropped(ctx context.Context, op string, err error) {
 		return
 	}
 	metrics.LuaRedisErrors.WithLabelValues(op).Inc()
-	l.log.WarnContext(ctx, "lua: a Redis call failed; it is set right later", slog.String("op", op), slog.Any("err", err))
+	l.redisFailed.Log(ctx, slog.LevelWarn, op, "lua: a Redis call failed; it is set right later", slog.String("op", op), slog.Any("err", err))
 }
 
 // fix builds the SKU's state again in the background, once at a time.

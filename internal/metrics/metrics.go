@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/stockguard/shop/internal/buildinfo"
 )
 
 // Registry holds the shop's metrics and the Go runtime's.
@@ -128,8 +130,14 @@ func counter(name, help string, labels ...string) *prometheus.CounterVec {
 	return register(prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
 }
 
+// buildInfo is 1, labelled with the build that runs.
+var buildInfo = register(prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shop_build_info",
+	Help: "Always 1: the shop's module version, VCS revision and Go version, as labels."}, []string{"version", "revision", "goversion"}))
+
 func init() {
 	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	b := buildinfo.Read()
+	buildInfo.WithLabelValues(b.Version, b.Revision, b.GoVersion).Set(1)
 }
 
 // WatchDB adds the statistics of the database pool db: connections open,

@@ -1,0 +1,80 @@
+// Package logrepeat keeps a failure that repeats from flooding the log: its
+// first occurrence is logged, then at most one line per interval, which
+// counts the occurrences left out since the last line. It also routes
+// go-redis's own log lines through slog, so that a JSON log stays JSON.
+package logrepeat
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Every is how often a repeating failure is logged at most, by default.
+const Every = 10 * time.Second
+
+// Suppressor logs the occurrences of each kind of failure, by key: the
+// first one, then one line per interval with a count of the occurrences
+// left out. It keeps no goroutine: the count of the last occurrences
+// goes out with the next line, an interval or more later.
+type Suppressor struct {
+	Logger *slog.Logger
+	Every  time.Duration    // 0 means Every
+	Now    func() time.Time // nil means time.Now
+
+	mu   sync.Mutex
+	seen map[string]*seen
+}
+
+type seen struct {
+	last    time.Time // when its last line was logged
+	skipped int       // occurrences since, not logged
+}
+
+// Log logs msg at level with attrs, as an occurrence of the failure key,
+// unless the failure's last line was logged less than an interval ago:
+// then it only counts it. A line after left-out occurrences carries their
+// count as "repeated".
+func (s *Suppressor) Log(ctx context.Context, level slog.Level, key, msg string, attrs ...slog.Attr) {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	every := Every
+	if s.Every > 0 {
+		every = s.Every
+	}
+	t := now()
+	s.mu.Lock()
+	if s.seen == nil {
+		s.seen = map[string]*seen{}
+	}
+	e, ok := s.seen[key]
+	if ok && t.Sub(e.last) < every {
+		e.skipped++
+		s.mu.Unlock()
+		return
+	}
+	skipped := 0
+	if ok {
+		skipped = e.skipped
+	}
+	s.seen[key] = &seen{last: t}
+	s.mu.Unlock()
+	if skipped > 0 {
+		attrs = append(attrs, slog.Int("repeated", skipped), slog.Duration("within", t.Sub(e.last)))
+	}
+	s.Logger.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// Redis is go-redis's logger (redis.SetLogger), writing each line to s as
+// a warning, a repeated line at most once per interval.
+type Redis struct{ S *Suppressor }
+
+// Printf logs one line of go-redis's, keyed by its format.
+func (r Redis) Printf(ctx context.Context, format string, v ...any) {
+	r.S.Log(ctx, slog.LevelWarn, "redis: "+format, "redis client", slog.String("detail", strings.TrimSpace(fmt.Sprintf(format, v...))))
+}
