@@ -63,9 +63,19 @@ func TestFaultRedisFailover(t *testing.T) {
 	}
 }
 
+// failingRedis is a Redis whose masters a failover test fails: a Redis
+// Cluster (testinfra.RedisCluster) or a master under Sentinel
+// (testinfra.RedisSentinel).
+type failingRedis interface {
+	MasterOf(key string) string
+	Lag(master string)
+	Kill(master string) (promoted string)
+	Failover(master string) (promoted string)
+}
+
 // failOver sells sku and fails its master mid-burst, how says how, then
 // checks what the buyers were told and what the database holds.
-func (s *faultSale) failOver(t *testing.T, c *testinfra.RedisCluster, sku, how string) {
+func (s *faultSale) failOver(t *testing.T, c failingRedis, sku, how string) {
 	t.Helper()
 	s.shape = &failoverShape
 	master := c.MasterOf("{" + sku + "}") // lua's keys of sku
@@ -74,7 +84,7 @@ func (s *faultSale) failOver(t *testing.T, c *testinfra.RedisCluster, sku, how s
 	}
 	done := make(chan struct{})
 	began := time.Now()
-	var ok time.Time // when the cluster was ok again
+	var ok time.Time // when Redis had a master again
 	res := s.burst(t, sku, func() {
 		defer close(done)
 		start := time.Now()
@@ -89,10 +99,12 @@ func (s *faultSale) failOver(t *testing.T, c *testinfra.RedisCluster, sku, how s
 			c.Failover(master)
 		}
 		ok = time.Now()
-		t.Logf("%s of %s, the master of %s: the cluster was ok again after %v", how, master, sku, ok.Sub(start).Round(time.Millisecond))
+		t.Logf("%s of %s, the master of %s: Redis had a master again after %v", how, master, sku, ok.Sub(start).Round(time.Millisecond))
 	})
 	<-done
-	t.Logf("%d acknowledged, %d told sold out, %d answered 5xx; the burst took %v", len(res.acked), res.soldOut, res.unavailable, time.Since(began).Round(time.Millisecond))
+	t.Logf("%d acknowledged, %d told sold out, %d answers 5xx; %d of %d buyers (%.1f%%) answered 503 at least once; %v without sales; the burst took %v",
+		len(res.acked), res.soldOut, res.unavailable, res.busyBuyers, s.shape.buyers, 100*float64(res.busyBuyers)/float64(s.shape.buyers),
+		res.longestWithoutSales().Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 	if res.gateway > 0 {
 		t.Errorf("%d answers were 5xx other than 503", res.gateway)
 	}
@@ -100,7 +112,7 @@ func (s *faultSale) failOver(t *testing.T, c *testinfra.RedisCluster, sku, how s
 	// within SHOP_CLAIM_IDLE plus 5 s of the cluster being ok again.
 	deadline := ok.Add(failoverClaimIdle + 5*time.Second)
 	if late := time.Since(deadline); late > 0 {
-		t.Errorf("buyers were still answered busy %v after the cluster was ok again", time.Since(ok).Round(time.Millisecond))
+		t.Errorf("buyers were still answered busy %v after Redis had a master again", time.Since(ok).Round(time.Millisecond))
 	}
 	replayed := time.Now()
 	s.replayBy(t, sku, res, deadline)

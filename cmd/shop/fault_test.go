@@ -122,11 +122,18 @@ func newSale(t *testing.T, strategy, redisAddr string, env ...string) *faultSale
 }
 
 // startSale runs strategy on three shops, on the database at dsn, which
-// the test reads through gdb, and the Redis at redisAddr.
+// the test reads through gdb, and the Redis at redisAddr: under Sentinel
+// when env sets SHOP_REDIS_SENTINEL_MASTER.
 func startSale(t *testing.T, strategy, dsn string, gdb *gorm.DB, redisAddr string, env []string) *faultSale {
 	t.Helper()
 	s := &faultSale{dsn: dsn, gdb: gdb, redisAddr: redisAddr, strategy: strategy, prefix: "shop:" + strategy + ":"}
-	s.rdb = backend.NewRedis(&redis.UniversalOptions{Addrs: strings.Split(redisAddr, ",")})
+	o := &redis.UniversalOptions{Addrs: strings.Split(redisAddr, ",")}
+	for _, kv := range env {
+		if name, ok := strings.CutPrefix(kv, "SHOP_REDIS_SENTINEL_MASTER="); ok {
+			o.MasterName = name
+		}
+	}
+	s.rdb = backend.NewRedis(o)
 	t.Cleanup(func() { s.rdb.Close() })
 	env = append([]string{"SHOP_MYSQL_DSN=" + s.dsn, "SHOP_REDIS_ADDR=" + redisAddr, "SHOP_REDIS_PREFIX=" + s.prefix,
 		"SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=" + strategy, "SHOP_REQUEST_TIMEOUT=2s", "SHOP_CLAIM_IDLE=3s",
@@ -160,6 +167,18 @@ type told struct {
 	// a 500 fails the test at once: it is left for bugs.
 	unavailable int
 	gateway     int // of them, those other than 503
+	busyBuyers  int // the buyers answered 502 to 504 at least once
+	// ackedAt is when each order was acknowledged, in order.
+	ackedAt []time.Time
+}
+
+// longestWithoutSales is the longest time between two acknowledgements.
+func (r told) longestWithoutSales() time.Duration {
+	var gap time.Duration
+	for i := 1; i < len(r.ackedAt); i++ {
+		gap = max(gap, r.ackedAt[i].Sub(r.ackedAt[i-1]))
+	}
+	return gap
 }
 
 // burst sells sku to faultBuyers buyers arriving over about two seconds,
@@ -207,6 +226,7 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 			time.Sleep(time.Duration(i) * shape.arrival)
 			key, body := request(i)
 			var answered reply // the last answer
+			busy := false
 			for attempt := 0; ; attempt++ {
 				shop := s.shops[(i+attempt)%len(s.shops)]
 				r, err := post(ctx, client, shop.base+"/api/v1/orders", key, body)
@@ -217,6 +237,7 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 				case err == nil && r.code == http.StatusCreated:
 					mu.Lock()
 					res.acked = append(res.acked, r.ID)
+					res.ackedAt = append(res.ackedAt, time.Now())
 					res.buyers[r.ID] = i
 					mu.Unlock()
 					if created.Add(1) == int64(shape.faultAt) && fault != nil {
@@ -240,6 +261,10 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 				case err == nil && r.code > 500:
 					mu.Lock()
 					res.unavailable++
+					if !busy {
+						busy = true
+						res.busyBuyers++
+					}
 					if r.code != http.StatusServiceUnavailable {
 						res.gateway++
 					}
