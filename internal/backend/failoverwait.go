@@ -96,12 +96,16 @@ var readCommands = map[string]bool{
 // reads reports whether cmd only reads.
 func reads(cmd redis.Cmder) bool { return readCommands[strings.ToLower(cmd.Name())] }
 
+// noWait marks the context of a call that must not wait out a failover:
+// a readiness check, which reports the failover instead.
+type noWait struct{}
+
 // waitFailover sleeps about pause and reports true, or reports false at
-// once if ctx has no deadline or would end first.
+// once if ctx has no deadline, would end first, or is marked noWait.
 func waitFailover(ctx context.Context, pause time.Duration) bool {
 	deadline, ok := ctx.Deadline()
 	pause = pause/2 + rand.N(pause/2)
-	if !ok || time.Until(deadline) <= pause {
+	if !ok || time.Until(deadline) <= pause || ctx.Value(noWait{}) != nil {
 		return false
 	}
 	t := time.NewTimer(pause)

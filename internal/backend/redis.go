@@ -77,10 +77,11 @@ func Moved(err error) bool {
 	return err != nil && (strings.HasPrefix(err.Error(), "MOVED ") || strings.HasPrefix(err.Error(), "ASK "))
 }
 
-// redisReady checks that Redis answers: a cluster when every master
-// answers and the cluster is ok, so that /readyz shows a failover while
-// it lasts.
+// redisReady checks that Redis answers, at once (it does not wait out a
+// failover): a cluster when every master answers and the cluster is ok,
+// so that /readyz shows a failover while it lasts.
 func redisReady(ctx context.Context, rdb redis.UniversalClient) error {
+	ctx = context.WithValue(ctx, noWait{}, true)
 	cc, ok := rdb.(*redis.ClusterClient)
 	if !ok {
 		if err := rdb.Ping(ctx).Err(); err != nil {
