@@ -121,14 +121,27 @@ func (r *RedisSentinel) Kill(master string) (promoted string) { return r.KillMas
 // Failover asks a Sentinel to hand master over to its replica (SENTINEL
 // FAILOVER, which does not wait for the replica to catch up), and
 // returns the replica's address once every Sentinel names it the master.
+// A Sentinel may give a failover up (it found no replica good enough, or
+// a loaded machine put it in TILT mode): it asks again every 10 seconds,
+// three times.
 func (r *RedisSentinel) Failover(master string) (promoted string) {
 	r.t.Helper()
 	c := redis.NewSentinelClient(&redis.Options{Addr: r.Sentinels[0]})
 	defer c.Close()
-	if err := c.Failover(r.t.Context(), r.Name).Err(); err != nil {
-		r.t.Fatalf("testinfra: SENTINEL FAILOVER %s: %v", r.Name, err)
+	for try := 1; ; try++ {
+		if err := c.Failover(r.t.Context(), r.Name).Err(); err != nil && !strings.HasPrefix(err.Error(), "INPROG") {
+			r.t.Fatalf("testinfra: SENTINEL FAILOVER %s: %v", r.Name, err)
+		}
+		if try == 3 {
+			return r.awaitNewMaster(master)
+		}
+		ctx, cancel := context.WithTimeout(r.t.Context(), 10*time.Second)
+		promoted, _ = r.poll(ctx, r.newMaster(master))
+		cancel()
+		if promoted != "" {
+			return promoted
+		}
 	}
-	return r.awaitNewMaster(master)
 }
 
 // Restore starts the killed server again, which the Sentinels make the
@@ -152,21 +165,44 @@ func (r *RedisSentinel) Restore() {
 
 // awaitNewMaster waits until every Sentinel names a master other than
 // old, which says it is master.
-func (r *RedisSentinel) awaitNewMaster(old string) string {
+func (r *RedisSentinel) awaitNewMaster(old string) (promoted string) {
 	r.t.Helper()
-	var promoted string
 	r.await("a new master in place of "+old, func(ctx context.Context) (bool, error) {
-		promoted = ""
+		var err error
+		promoted, err = r.newMaster(old)(ctx)
+		return promoted != "", err
+	})
+	return promoted
+}
+
+// newMaster returns a check that every Sentinel names a master other
+// than old, which says it is master: its address, "" while not.
+func (r *RedisSentinel) newMaster(old string) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		promoted := ""
 		for _, s := range r.Sentinels {
 			m, err := r.masterBy(ctx, s)
 			if err != nil || m == old || (promoted != "" && m != promoted) {
-				return false, err
+				return "", err
 			}
 			promoted = m
 		}
-		return says(ctx, promoted, "role:master")
-	})
-	return promoted
+		if ok, err := says(ctx, promoted, "role:master"); !ok {
+			return "", err
+		}
+		return promoted, nil
+	}
+}
+
+// poll calls check every 50 ms until it returns an answer or ctx ends.
+func (r *RedisSentinel) poll(ctx context.Context, check func(context.Context) (string, error)) (string, error) {
+	for {
+		v, err := check(ctx)
+		if v != "" || ctx.Err() != nil {
+			return v, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // awaitSettled waits until every Sentinel names master, knows one replica
@@ -211,14 +247,14 @@ func (r *RedisSentinel) await(what string, check func(context.Context) (bool, er
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(r.t.Context(), 30*time.Second)
 	defer cancel()
-	for {
+	done, err := r.poll(ctx, func(ctx context.Context) (string, error) {
 		ok, err := check(ctx)
 		if ok {
-			return
+			return "done", nil
 		}
-		if ctx.Err() != nil {
-			r.t.Fatalf("testinfra: Redis Sentinel: not %s within 30s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return "", err
+	})
+	if done == "" {
+		r.t.Fatalf("testinfra: Redis Sentinel: not %s within 30s: %v", what, err)
 	}
 }
