@@ -49,7 +49,7 @@ func events(ctx context.Context, args []string, getenv config.Getenv, stdout, st
 	if len(cfg.RedisAddrs()) == 0 {
 		return errors.New("shop events needs SHOP_REDIS_ADDR (--redis)")
 	}
-	rdb := backend.NewRedis(&redis.UniversalOptions{Addrs: cfg.RedisAddrs()})
+	rdb := backend.NewRedis(backend.RedisOptions(cfg))
 	defer rdb.Close()
 	return follow(ctx, rdb, cfg.Events(), *fromStart, stdout, stderr)
 }

@@ -63,9 +63,19 @@ func TestFaultRedisFailover(t *testing.T) {
 	}
 }
 
+// failingRedis is a Redis whose masters a failover test fails: a Redis
+// Cluster (testinfra.RedisCluster) or a master under Sentinel
+// (testinfra.RedisSentinel).
+type failingRedis interface {
+	MasterOf(key string) string
+	Lag(master string)
+	Kill(master string) (promoted string)
+	Failover(master string) (promoted string)
+}
+
 // failOver sells sku and fails its master mid-burst, how says how, then
 // checks what the buyers were told and what the database holds.
-func (s *faultSale) failOver(t *testing.T, c *testinfra.RedisCluster, sku, how string) {
+func (s *faultSale) failOver(t *testing.T, c failingRedis, sku, how string) {
 	t.Helper()
 	s.shape = &failoverShape
 	master := c.MasterOf("{" + sku + "}") // lua's keys of sku
@@ -84,7 +94,7 @@ func (s *faultSale) failOver(t *testing.T, c *testinfra.RedisCluster, sku, how s
 		} else {
 			c.Failover(master)
 		}
-		t.Logf("%s of %s, the master of %s: the cluster was ok again after %v", how, master, sku, time.Since(start).Round(time.Millisecond))
+		t.Logf("%s of %s, the master of %s: Redis had a master again after %v", how, master, sku, time.Since(start).Round(time.Millisecond))
 	})
 }
 
@@ -102,8 +112,9 @@ func (s *faultSale) outage(t *testing.T, sku string, fault func()) told {
 		ok = time.Now()
 	})
 	<-done
-	t.Logf("%d acknowledged, %d told sold out, %d answered 5xx (%d buyers of %d); the burst took %v",
-		len(res.acked), res.soldOut, res.unavailable, res.busyBuyers, s.burstShape().buyers, time.Since(began).Round(time.Millisecond))
+	t.Logf("%d acknowledged, %d told sold out, %d answers 5xx; %d of %d buyers (%.1f%%) answered 503 at least once; %v without sales; the burst took %v",
+		len(res.acked), res.soldOut, res.unavailable, res.busyBuyers, s.burstShape().buyers, 100*float64(res.busyBuyers)/float64(s.burstShape().buyers),
+		res.longestWithoutSales().Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 	if res.gateway > 0 {
 		t.Errorf("%d answers were 5xx other than 503", res.gateway)
 	}

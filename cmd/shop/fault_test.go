@@ -122,11 +122,18 @@ func newSale(t *testing.T, strategy, redisAddr string, env ...string) *faultSale
 }
 
 // startSale runs strategy on three shops, on the database at dsn, which
-// the test reads through gdb, and the Redis at redisAddr.
+// the test reads through gdb, and the Redis at redisAddr: under Sentinel
+// when env sets SHOP_REDIS_SENTINEL_MASTER.
 func startSale(t *testing.T, strategy, dsn string, gdb *gorm.DB, redisAddr string, env []string) *faultSale {
 	t.Helper()
 	s := &faultSale{dsn: dsn, gdb: gdb, redisAddr: redisAddr, strategy: strategy, prefix: "shop:" + strategy + ":"}
-	s.rdb = backend.NewRedis(&redis.UniversalOptions{Addrs: strings.Split(redisAddr, ",")})
+	o := &redis.UniversalOptions{Addrs: strings.Split(redisAddr, ",")}
+	for _, kv := range env {
+		if name, ok := strings.CutPrefix(kv, "SHOP_REDIS_SENTINEL_MASTER="); ok {
+			o.MasterName = name
+		}
+	}
+	s.rdb = backend.NewRedis(o)
 	t.Cleanup(func() { s.rdb.Close() })
 	env = append([]string{"SHOP_MYSQL_DSN=" + s.dsn, "SHOP_REDIS_ADDR=" + redisAddr, "SHOP_REDIS_PREFIX=" + s.prefix,
 		"SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=" + strategy, "SHOP_REQUEST_TIMEOUT=2s", "SHOP_CLAIM_IDLE=3s",
@@ -161,7 +168,16 @@ type told struct {
 	// a 500 fails the test at once: it is left for bugs.
 	unavailable int
 	gateway     int // of them, those other than 503
-	busyBuyers  int // the buyers answered 5xx at least once
+	busyBuyers  int // the buyers answered 502 to 504 at least once
+}
+
+// longestWithoutSales is the longest time between two acknowledgements.
+func (r told) longestWithoutSales() time.Duration {
+	var gap time.Duration
+	for i := 1; i < len(r.ackedAt); i++ {
+		gap = max(gap, r.ackedAt[i].Sub(r.ackedAt[i-1]))
+	}
+	return gap
 }
 
 // burst sells sku to faultBuyers buyers arriving over about two seconds,
@@ -252,12 +268,12 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 				case err == nil && r.code > 500:
 					mu.Lock()
 					res.unavailable++
-					if r.code != http.StatusServiceUnavailable {
-						res.gateway++
-					}
 					if !busy {
 						busy = true
 						res.busyBuyers++
+					}
+					if r.code != http.StatusServiceUnavailable {
+						res.gateway++
 					}
 					mu.Unlock()
 				case ctx.Err() != nil:

@@ -73,7 +73,7 @@ func (s *faultSale) mysqlFailover(t *testing.T, pair *testinfra.MySQLPair, sku s
 		ok = time.Now()
 		t.Logf("the primary %s failed over to %s in %v", old, pair.Primary(), ok.Sub(start).Round(time.Millisecond))
 	})
-	t.Logf("%s: %d answered 503, no sale for %v, %d of %d acknowledged orders lost", sku, res.unavailable, longestPause(res), len(res.acked)-s.orders(t, sku), len(res.acked))
+	t.Logf("%s: %d answered 503, no sale for %v, %d of %d acknowledged orders lost", sku, res.unavailable, res.longestWithoutSales(), len(res.acked)-s.orders(t, sku), len(res.acked))
 	return old, ok
 }
 
@@ -104,16 +104,6 @@ func (s *faultSale) awayFrom(t *testing.T, pair *testinfra.MySQLPair, old, sku s
 			t.Errorf("a shop used its connection to the old primary %s while it sold from the new one: %q", old, c)
 		}
 	}
-}
-
-// longestPause returns the longest time between two 201s of a burst,
-// from its first to its last.
-func longestPause(res told) time.Duration {
-	var longest time.Duration
-	for i := 1; i < len(res.ackedAt); i++ {
-		longest = max(longest, res.ackedAt[i].Sub(res.ackedAt[i-1]))
-	}
-	return longest.Round(time.Millisecond)
 }
 
 // orders counts the orders of sku in the database.

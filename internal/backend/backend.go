@@ -27,8 +27,9 @@ import (
 // place that opens them, for serve, demo, bench and the tests.
 type Backends struct {
 	DB *gorm.DB
-	// Redis is a Redis server's client, or a Redis Cluster's when
-	// SHOP_REDIS_ADDR lists several seed nodes.
+	// Redis is a Redis server's client, a Redis Cluster's when
+	// SHOP_REDIS_ADDR lists several seed nodes, or a Sentinel master's
+	// (RedisOptions).
 	Redis redis.UniversalClient
 	// Redlock holds independent Redis masters, open only for a strategy
 	// that needs Redlock.
@@ -175,7 +176,7 @@ func Open(ctx context.Context, cfg config.Config, needs []Need, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	b := &Backends{DB: gdb, Redis: NewRedis(&redis.UniversalOptions{Addrs: cfg.RedisAddrs()})}
+	b := &Backends{DB: gdb, Redis: NewRedis(RedisOptions(cfg))}
 	b.closers = []func() error{func() error { return db.Close(gdb) }, b.Redis.Close}
 	if err := b.trace(); err != nil {
 		return nil, errors.Join(err, b.Close())

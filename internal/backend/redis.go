@@ -6,18 +6,35 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stockguard/shop/internal/config"
 )
 
-// NewRedis returns the client of the Redis at o.Addrs: one server's, or,
-// with several seed nodes, a Redis Cluster's that follows the cluster's
-// topology by itself. go-redis reloads a cluster's slots on a MOVED reply
-// to a single command, and otherwise only now and then; a master that
-// died, and whose replica was promoted, would be dialled until then. So a
-// cluster's client here reloads its slots whenever a command or a
-// pipeline fails as a failover shows: MOVED, a dead connection, or
-// CLUSTERDOWN. See docs/operations.md#redis-failover.
+// RedisOptions are the options of the client of the Redis that cfg
+// names: one server; several seed nodes of a Redis Cluster; or, with
+// SHOP_REDIS_SENTINEL_MASTER, the Sentinels of a master, which the client
+// asks for the master's address and follows through a failover.
+func RedisOptions(cfg config.Config) *redis.UniversalOptions {
+	return &redis.UniversalOptions{Addrs: cfg.RedisAddrs(), MasterName: cfg.RedisSentinel}
+}
+
+// NewRedis returns the client of the Redis that o describes (see
+// RedisOptions): one server's; a Redis Cluster's, which follows the
+// cluster's topology by itself; or a master's under Sentinel, which
+// always talks to the master (never a replica: every use of Redis here
+// writes, or must read what was just written).
+//
+// go-redis reloads a cluster's slots on a MOVED reply to a single
+// command, and otherwise only now and then; a master that died, and whose
+// replica was promoted, would be dialled until then. So a cluster's
+// client here reloads its slots whenever a command or a pipeline fails as
+// a failover shows: MOVED, a dead connection, or CLUSTERDOWN. And every
+// client waits out a failover within its caller's deadline (failoverWait).
+// See docs/operations.md#redis-failover.
 func NewRedis(o *redis.UniversalOptions) redis.UniversalClient {
+	o.ReadOnly, o.RouteByLatency, o.RouteRandomly = false, false, false
 	rdb := redis.NewUniversalClient(o)
+	rdb.AddHook(failoverWait{})
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
 		cc.AddHook(topology{cc})
 	}
@@ -60,10 +77,11 @@ func Moved(err error) bool {
 	return err != nil && (strings.HasPrefix(err.Error(), "MOVED ") || strings.HasPrefix(err.Error(), "ASK "))
 }
 
-// redisReady checks that Redis answers: a cluster when every master
-// answers and the cluster is ok, so that /readyz shows a failover while
-// it lasts.
+// redisReady checks that Redis answers, at once (it does not wait out a
+// failover): a cluster when every master answers and the cluster is ok,
+// so that /readyz shows a failover while it lasts.
 func redisReady(ctx context.Context, rdb redis.UniversalClient) error {
+	ctx = context.WithValue(ctx, noWait{}, true)
 	cc, ok := rdb.(*redis.ClusterClient)
 	if !ok {
 		if err := rdb.Ping(ctx).Err(); err != nil {

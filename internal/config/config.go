@@ -30,6 +30,7 @@ type Config struct {
 	IdleTimeout    time.Duration // SHOP_HTTP_IDLE_TIMEOUT
 	MySQLDSN       string        // SHOP_MYSQL_DSN
 	RedisAddr      string        // SHOP_REDIS_ADDR; see RedisAddrs
+	RedisSentinel  string        // SHOP_REDIS_SENTINEL_MASTER: the master's name, with SHOP_REDIS_ADDR its Sentinels
 	RedisPrefix    string        // SHOP_REDIS_PREFIX, put before every key the shop writes
 	ZKAddrs        []string      // SHOP_ZK_ADDRS, comma-separated
 	ZKRoot         string        // SHOP_ZK_ROOT, the znode that holds the locks
@@ -197,7 +198,8 @@ func (c Config) Events() string { return cmp.Or(c.EventsStream, c.RedisPrefix+"e
 
 // RedisAddrs splits SHOP_REDIS_ADDR: one address is a Redis server,
 // several are the seed nodes of a Redis Cluster, from which the client
-// learns the rest.
+// learns the rest; with SHOP_REDIS_SENTINEL_MASTER, one or several are
+// the Sentinels that name that master.
 func (c Config) RedisAddrs() []string {
 	var addrs []string
 	for a := range strings.SplitSeq(c.RedisAddr, ",") {
@@ -219,6 +221,10 @@ func (c Config) Validate(strategies []string) error {
 		}
 		if a.addr == "" && a.name == "SHOP_REDIS_ADDR" && c.BuyerRate.N > 0 {
 			bad("SHOP_BUYER_RATE needs Redis, where every instance counts each buyer's requests: set SHOP_REDIS_ADDR")
+			continue
+		}
+		if a.addr == "" && a.name == "SHOP_REDIS_ADDR" && c.RedisSentinel != "" {
+			bad("SHOP_REDIS_SENTINEL_MASTER needs the addresses of its Sentinels in SHOP_REDIS_ADDR, host:port, comma-separated")
 			continue
 		}
 		addrs := []string{a.addr}

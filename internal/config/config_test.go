@@ -223,6 +223,9 @@ func TestBuyerSettings(t *testing.T) {
 		{"bad rate", map[string]string{"SHOP_BUYER_RATE": "fast"}, `SHOP_BUYER_RATE: "fast" is not a rate such as 5/s`},
 		{"rate per day", map[string]string{"SHOP_BUYER_RATE": "5/d"}, "SHOP_BUYER_RATE"},
 		{"negative rate", map[string]string{"SHOP_BUYER_RATE": "-1/s"}, "SHOP_BUYER_RATE"},
+		{"one sentinel", map[string]string{"SHOP_REDIS_SENTINEL_MASTER": "shop", "SHOP_REDIS_ADDR": "127.0.0.1:26379"}, ""},
+		{"sentinels", map[string]string{"SHOP_REDIS_SENTINEL_MASTER": "shop", "SHOP_REDIS_ADDR": "10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379"}, ""},
+		{"sentinel twice", map[string]string{"SHOP_REDIS_SENTINEL_MASTER": "shop", "SHOP_REDIS_ADDR": "10.0.0.1:26379,10.0.0.1:26379"}, `SHOP_REDIS_ADDR: "10.0.0.1:26379" is listed twice`},
 	}
 	loadAll(t, tests)
 	// An empty SHOP_REDIS_ADDR comes only from a flag: the variable's empty
@@ -232,6 +235,12 @@ func TestBuyerSettings(t *testing.T) {
 	}, strategies, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "SHOP_BUYER_RATE needs Redis") || strings.Contains(err.Error(), "not host:port") {
 		t.Errorf("err = %v, want SHOP_BUYER_RATE needs Redis alone", err)
+	}
+	_, err = config.Load([]string{"--redis=", "--redis-sentinel-master=shop"}, func(k string) string {
+		return map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:3306)/d"}[k]
+	}, strategies, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "SHOP_REDIS_SENTINEL_MASTER needs the addresses of its Sentinels in SHOP_REDIS_ADDR") {
+		t.Errorf("err = %v, want SHOP_REDIS_SENTINEL_MASTER needs its Sentinels", err)
 	}
 	if r, err := config.ParseRate("100/m"); err != nil || r != (config.Rate{N: 100, Period: time.Minute}) || r.String() != "100/m" {
 		t.Errorf("100/m: %+v %v", r, err)

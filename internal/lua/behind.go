@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/stock"
@@ -85,6 +88,43 @@ func (l *Lua) setEpoch(sku string, e int64) {
 	l.epochs[sku] = e
 }
 
+// watch is how lua hears of every Redis failure of its client, those
+// that its callers never see too (go-redis tries again, and waits out a
+// failover: backend.NewRedis), and of every move of the server it dials:
+// under Sentinel, a failover moves the master without an error, and the
+// new master may lack the last writes. Either counts as a failure. A
+// cluster's client dials through its nodes' clients, not this hook: a
+// cluster's failover shows as an error.
+type watch struct{ l *Lua }
+
+func (w watch) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err == nil {
+			w.l.dialled(conn.RemoteAddr().String())
+		}
+		return conn, err
+	}
+}
+
+func (w watch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		w.l.failed(err)
+		return err
+	}
+}
+
+func (w watch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			w.l.failed(cmd.Err())
+		}
+		return err
+	}
+}
+
 // failed counts err if it is a Redis failure: the server unreachable, a
 // connection lost, the cluster down or its slots moved.
 func (l *Lua) failed(err error) {
@@ -93,6 +133,24 @@ func (l *Lua) failed(err error) {
 		defer l.mu.Unlock()
 		l.failures++
 	}
+}
+
+// count returns the failures counted so far.
+func (l *Lua) count() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failures
+}
+
+// dialled counts a failure when addr, the server a new connection
+// reached, is not the one the last reached.
+func (l *Lua) dialled(addr string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.server != "" && l.server != addr {
+		l.failures++
+	}
+	l.server = addr
 }
 
 // check sets the SKU's state from the database, unless another buyer of

@@ -44,24 +44,11 @@ func TestLuaStateBehind(t *testing.T) {
 		}
 		acked = append(acked, o.ID)
 	}
-	keys, err := f.rdb.Keys(ctx, f.prefix+"lua:{"+sku+"}:*").Result()
-	if err != nil || len(keys) == 0 {
-		t.Fatalf("no keys of %s: %v", sku, err)
-	}
-	dumps := make([]string, len(keys))
-	for i, k := range keys {
-		if dumps[i], err = f.rdb.Dump(ctx, k).Result(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rollBack := f.dump(t, sku)
 	if _, _, err := shop.Refund(ctx, acked[1], "bob", "refund-bob"); err != nil {
 		t.Fatal(err)
 	}
-	for i, k := range keys { // the refund's write is lost
-		if err := f.rdb.RestoreReplace(ctx, k, 0, dumps[i]).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rollBack() // the refund's write is lost
 	if got := f.redisAvailable(t, sku); got != 0 {
 		t.Fatalf("redis has %d available after the rollback, want 0", got)
 	}
@@ -75,4 +62,76 @@ func TestLuaStateBehind(t *testing.T) {
 		t.Fatalf("carol, with a unit left in the database: %v; want her order", err)
 	}
 	f.settled(t, shop, sku, 0, []int64{acked[0], o.ID})
+}
+
+// TestLuaStateBehindSentinel: TestLuaStateBehind with Redis a master
+// under Sentinel, handed over to its replica (SENTINEL FAILOVER) after a
+// refund gave a unit back in Redis. The shop follows the new master
+// without an error it could see: the old master drops its clients, and
+// the next call dials the new one. The new master lacks the refund's
+// write, as a replica that had fallen behind would (the test rolls the
+// SKU's keys back on it with DUMP and RESTORE), and the next buyer must
+// get the unit.
+func TestLuaStateBehindSentinel(t *testing.T) {
+	t.Parallel()
+	testinfra.NeedsRealServers(t, "it fails a Redis master over under Sentinel")
+	r := testinfra.StartRedisSentinel(t)
+	f := newLuaFleet(t, func(cfg *config.Config) { cfg.RedisAddr, cfg.RedisSentinel = r.Addr(), r.Name })
+	shop := f.new()
+	ctx := t.Context()
+	const sku = "behind-sentinel"
+	if _, err := shop.SetStock(ctx, sku, 2); err != nil {
+		t.Fatal(err)
+	}
+	buy := func(user string) (order.Order, error) {
+		o, _, err := shop.Place(ctx, order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: "k-" + user})
+		return o, err
+	}
+	var acked []int64
+	for _, user := range []string{"ann", "bob"} {
+		o, err := buy(user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, o.ID)
+	}
+	rollBack := f.dump(t, sku)
+	if _, _, err := shop.Refund(ctx, acked[1], "bob", "refund-bob"); err != nil {
+		t.Fatal(err)
+	}
+	r.Failover(r.Master())
+	rollBack() // on the new master: the refund's write is lost
+	if got := f.redisAvailable(t, sku); got != 0 {
+		t.Fatalf("redis has %d available after the rollback, want 0", got)
+	}
+	o, err := buy("carol")
+	if err != nil {
+		t.Fatalf("carol, with a unit left in the database: %v; want her order", err)
+	}
+	f.settled(t, shop, sku, 0, []int64{acked[0], o.ID})
+}
+
+// dump saves sku's Redis keys, and returns what writes them back as they
+// were, dropping every write since.
+func (f luaFleet) dump(t *testing.T, sku string) (rollBack func()) {
+	t.Helper()
+	ctx := t.Context()
+	keys, err := f.rdb.Keys(ctx, f.prefix+"lua:{"+sku+"}:*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("no keys of %s: %v", sku, err)
+	}
+	dumps := make([]string, len(keys))
+	for i, k := range keys {
+		if dumps[i], err = f.rdb.Dump(ctx, k).Result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func() {
+		t.Helper()
+		for i, k := range keys {
+			if err := f.rdb.RestoreReplace(ctx, k, 0, dumps[i]).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }

@@ -65,9 +65,10 @@ type Lua struct {
 	fixes      sync.WaitGroup // the fixes under way
 	// failures counts the Redis failures this process has seen, and
 	// checked, by SKU, the count when its state was last checked against
-	// the database (behind.go).
+	// the database (behind.go); server is the Redis server it last dialled.
 	failures uint64
 	checked  map[string]uint64
+	server   string
 }
 
 // Options configure Lua; nil is valid.
@@ -112,7 +113,8 @@ type reservation struct {
 	held          []string
 }
 
-// New returns the fast path on gdb and rdb.
+// New returns the fast path on gdb and rdb. It hooks rdb to hear of its
+// failures (behind.go).
 func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
 	var o Options
 	if opts != nil {
@@ -129,6 +131,7 @@ func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
 		rules: o.Rules, idle: o.ClaimIdle, answerTTL: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), redisFailed: &logrepeat.Suppressor{Logger: cmp.Or(o.Log, slog.Default())}, rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), reading: make(map[string]chan struct{}), fixing: make(map[string]bool), checked: make(map[string]uint64)}
 	l.w = groupcommit.NewWriter(gdb, "lua", l.settle, l.settleCarts)
+	rdb.AddHook(watch{l})
 	for _, result := range []string{"persisted", "released"} {
 		metrics.LuaClaimed.WithLabelValues(result)
 	}
@@ -162,8 +165,17 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules
 			refusals.SoldOut = "" // one bucket's sold out is not the SKU's
 		}
 		terms := redisstock.Terms{Epoch: epoch, Limit: rules.Limit, LookedUp: lookedUp, TakeOver: l.idle, Refusals: refusals}
+		seen := l.count()
 		id, answer, err := l.redis.Reserve(ctx, route[0], res, terms)
 		switch {
+		case (errors.Is(err, stock.ErrSoldOut) || errors.As(err, &over)) && l.count() > seen && attempt < 3:
+			// Redis failed, or moved to another server, during the call:
+			// the refusal may come from a state behind the database. It is
+			// forgotten, and the state checked (epoch) before Redis is
+			// asked again.
+			if err := l.redis.Unkeep(ctx, route[0], r.UserID, r.IdempotencyKey); err != nil {
+				return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
+			}
 		case err == nil && id == "":
 			a := order.ReplayStored(answer, r)
 			return a.Order, a.Replayed, a.Err
@@ -203,7 +215,6 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules
 		case errors.Is(err, redisstock.ErrKeyReused):
 			return order.Order{}, false, fmt.Errorf("order: place: %w: %w", order.ErrKeyReused, err)
 		default: // Redis is down, or the state keeps changing: nothing was taken
-			l.failed(err)
 			return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
 	}
@@ -278,7 +289,6 @@ func (l *Lua) settle(ctx context.Context, sku string, batch []*groupcommit.Reque
 	// Should it fail, they stay pending and are claimed and settled later.
 	for bucket, ss := range byBucket(sku, ss) {
 		_, err := l.redis.Settle(ctx, bucket, ss, l.rules.Limit > 0)
-		l.failed(err)
 		l.dropped(ctx, "settle", err)
 	}
 	if refused {

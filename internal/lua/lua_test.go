@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/lua"
 	"github.com/stockguard/shop/internal/order"
@@ -56,7 +57,7 @@ func newLuaFleet(t *testing.T, set func(*config.Config)) luaFleet {
 	if set != nil {
 		set(&cfg)
 	}
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: cfg.RedisAddrs()})
+	rdb := backend.NewRedis(backend.RedisOptions(cfg))
 	t.Cleanup(func() { rdb.Close() })
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	return luaFleet{gdb: gdb, rdb: rdb, prefix: cfg.RedisPrefix, stock: redisstock.New(rdb, cfg.RedisPrefix), new: func() luaShop {

@@ -185,6 +185,15 @@ func (s *Stock) Store(ctx context.Context, sku, user, key string, quantity int, 
 	return nil
 }
 
+// Unkeep forgets the answer kept for user's key, as Reserve kept a
+// refusal that came from a state it no longer trusts.
+func (s *Stock) Unkeep(ctx context.Context, sku, user, key string) error {
+	if err := s.rdb.Del(ctx, s.answerKey(sku, user, key)).Err(); err != nil {
+		return fmt.Errorf("stock: unkeep: %w", err)
+	}
+	return nil
+}
+
 // Settled is how a reservation ended, for Settle.
 type Settled int
 

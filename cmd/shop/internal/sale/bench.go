@@ -119,7 +119,7 @@ func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
 
 // forgetKeys deletes every key under cfg's Redis prefix, on every master.
 func forgetKeys(ctx context.Context, cfg config.Config) error {
-	rdb := backend.NewRedis(&redis.UniversalOptions{Addrs: cfg.RedisAddrs()})
+	rdb := backend.NewRedis(backend.RedisOptions(cfg))
 	defer rdb.Close()
 	forget := func(ctx context.Context, c *redis.Client) error {
 		iter := c.Scan(ctx, 0, cfg.RedisPrefix+"*", 1000).Iterator()

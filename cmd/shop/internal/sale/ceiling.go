@@ -92,7 +92,9 @@ func ceilings(ctx context.Context, gdb *gorm.DB, cfg config.Config, locks []stra
 	}
 	probes = append(probes, sqlProbes(sqlDB, sku)...)
 
-	rdb := backend.NewRedis(&redis.UniversalOptions{Addrs: cfg.RedisAddrs(), PoolSize: probeWorkers})
+	o := backend.RedisOptions(cfg)
+	o.PoolSize = probeWorkers
+	rdb := backend.NewRedis(o)
 	key := cfg.RedisPrefix + "ceiling:" + tag + ":stock"
 	closers = append(closers, func() error { return errors.Join(rdb.Del(context.Background(), key).Err(), rdb.Close()) })
 	if err := rdb.Set(ctx, key, math.MaxInt64/2, 0).Err(); err != nil {

@@ -40,14 +40,18 @@ type server struct {
 // servers are the servers s uses, as cfg names them: the database and
 // Redis, which every shop uses, and those of its Needs. The nodes of a
 // Redis Cluster are each a class of their own, "redis <addr>", so that the
-// CPU per order shows by master.
+// CPU per order shows by master. Under Sentinel, SHOP_REDIS_ADDR names
+// the Sentinels, whose CPU is shown as theirs.
 func servers(cfg config.Config, s strategy.Strategy) []server {
 	list := []server{{"mysql", []string{dsnAddr(cfg.MySQLDSN)}}}
-	if addrs := cfg.RedisAddrs(); len(addrs) > 1 {
+	switch addrs := cfg.RedisAddrs(); {
+	case cfg.RedisSentinel != "": // the Sentinels' own CPU: the master is theirs to name
+		list = append(list, server{"redis sentinels", addrs})
+	case len(addrs) > 1:
 		for _, a := range addrs {
 			list = append(list, server{"redis " + a, []string{a}})
 		}
-	} else {
+	default:
 		list = append(list, server{"redis", addrs})
 	}
 	for _, n := range s.Needs {

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stockguard/shop/internal/testinfra"
+)
+
+// The Sentinel tests run the shop on a Redis master with one replica
+// under three Sentinels (SHOP_REDIS_SENTINEL_MASTER): the shops know only
+// the Sentinels' addresses, and a Sentinel answers none of the shop's
+// commands, so every use of Redis that works went through the master the
+// Sentinels named.
+
+// sentinelEnv is the shops' setting for r's master.
+func sentinelEnv(r *testinfra.RedisSentinel) string { return "SHOP_REDIS_SENTINEL_MASTER=" + r.Name }
+
+// TestServeOnRedisSentinel runs each use of Redis under Sentinel, one
+// setup for all: lua's stock, scripts and stream; the redis lock; the
+// order events, which the relay job publishes under the jobs' lock on
+// Redis; Idempotency-Keys; and the buyer rate limit.
+func TestServeOnRedisSentinel(t *testing.T) {
+	t.Parallel()
+	faultsNeedServers(t)
+	r := testinfra.StartRedisSentinel(t)
+	t.Run("lua-events-jobs", func(t *testing.T) {
+		s := newSale(t, "lua", r.Addr(), sentinelEnv(r))
+		s.sellExactly(t, "sentinel-lua")
+		stream := s.prefix + "events"
+		for end := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			n, err := s.rdb.XLen(t.Context(), stream).Result()
+			if err == nil && n >= 20 {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("%d events in %s, want the 20 orders' (%v)", n, stream, err)
+			}
+		}
+	})
+	t.Run("redis-lock", func(t *testing.T) {
+		newSale(t, "redis", r.Addr(), sentinelEnv(r)).sellExactly(t, "sentinel-redis")
+	})
+	t.Run("keys-and-rate", func(t *testing.T) {
+		s := newSale(t, "atomic", r.Addr(), sentinelEnv(r), "SHOP_BUYER_RATE=2/m")
+		s.shape = &burstShape{units: 5}
+		s.putStock(t, "sentinel-keys")
+		order := func(key string) reply {
+			t.Helper()
+			res, err := post(t.Context(), http.DefaultClient, s.shops[0].base+"/api/v1/orders", key, `{"sku":"sentinel-keys","user_id":"ann","quantity":1}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		first := order("ann-1")
+		if again := order("ann-1"); first.code != http.StatusCreated || again.code != http.StatusCreated || again.ID != first.ID || !again.replayed {
+			t.Errorf("an order and its retry with the same key: %+v, %+v; want one order, replayed", first, again)
+		}
+		order("ann-2") // ann's third request in a minute, or her second if a replay is not counted
+		if over := order("ann-3"); over.code != http.StatusTooManyRequests {
+			t.Errorf("ann's fourth request in a minute, over SHOP_BUYER_RATE=2/m: %+v; want 429", over)
+		}
+	})
+}
+
+// TestFaultSentinelFailover fails the master under each strategy that
+// keeps something in Redis mid-burst, on one setup: lua its stock, redis
+// its locks, atomic its Idempotency-Keys. Kill crashes the master after
+// its replica has fallen behind, so the promoted replica lacks the last
+// writes; failover hands over on request (SENTINEL FAILOVER), which does
+// not wait for the replica either. The checks are failOver's; each logs
+// the share of buyers answered 503 and the longest time without a sale.
+func TestFaultSentinelFailover(t *testing.T) {
+	t.Parallel()
+	faultsNeedServers(t)
+	began := time.Now()
+	r := testinfra.StartRedisSentinel(t)
+	for _, tc := range []struct {
+		strategy string
+		hows     []string
+	}{{"lua", []string{"kill", "failover"}}, {"redis", []string{"kill"}}, {"atomic", []string{"failover"}}} {
+		t.Run(tc.strategy, func(t *testing.T) {
+			s := newSale(t, tc.strategy, r.Addr(), sentinelEnv(r))
+			for _, how := range tc.hows {
+				s.failOver(t, r, fmt.Sprintf("sfo-%s-%s", tc.strategy, how), how)
+				r.Restore()
+			}
+			s.sellExactly(t, "sfo-"+tc.strategy+"-after")
+		})
+	}
+	t.Logf("wall time %v", time.Since(began).Round(100*time.Millisecond))
+}
