@@ -29,11 +29,12 @@ const (
 	ZooKeeper Server = "ZooKeeper"
 	// MariaDBServer is MariaDB's server binaries, for a lesson that starts
 	// servers of its own.
-	MariaDBServer Server = "MariaDB's server binaries"
+	MariaDBServer Server = "MariaDB"
 )
 
 // flags names the flag and the variable that point a lesson at a server.
-var flags = map[Server]string{MySQL: "--mysql or SHOP_MYSQL_DSN", ZooKeeper: "--zk or SHOP_ZK_ADDRS"}
+var flags = map[Server]string{MySQL: "--mysql or SHOP_MYSQL_DSN", ZooKeeper: "--zk or SHOP_ZK_ADDRS",
+	MariaDBServer: "mariadbd and mariadb-install-db on the PATH: apt-get install mariadb-server"}
 
 // Need is a server a lesson needs, and why.
 type Need struct {
