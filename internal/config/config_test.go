@@ -239,8 +239,8 @@ func TestBuyerSettings(t *testing.T) {
 	_, err = config.Load([]string{"--redis=", "--redis-sentinel-master=shop"}, func(k string) string {
 		return map[string]string{"SHOP_MYSQL_DSN": "u:p@tcp(127.0.0.1:3306)/d"}[k]
 	}, strategies, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "SHOP_REDIS_SENTINEL_MASTER needs the addresses of its Sentinels in SHOP_REDIS_ADDR") {
-		t.Errorf("err = %v, want SHOP_REDIS_SENTINEL_MASTER needs its Sentinels", err)
+	if err == nil || !strings.Contains(err.Error(), "--redis-sentinel-master needs the addresses of its Sentinels in --redis") {
+		t.Errorf("err = %v, want --redis-sentinel-master, as given, needs its Sentinels", err)
 	}
 	if r, err := config.ParseRate("100/m"); err != nil || r != (config.Rate{N: 100, Period: time.Minute}) || r.String() != "100/m" {
 		t.Errorf("100/m: %+v %v", r, err)
