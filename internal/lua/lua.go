@@ -341,4 +341,5 @@ func (l *Lua) Close() {
 	l.closed = true
 	l.mu.Unlock()
 	l.fixes.Wait()
+	l.redis.Close()
 }
