@@ -31,8 +31,9 @@ import (
 type App struct {
 	Handler  http.Handler
 	backends *backend.Backends
-	orders   *order.Service // nil until built
-	stopJobs func()         // stops the background jobs and waits for them
+	orders   *order.Service     // nil until built
+	keys     *idempotency.Store // nil until built
+	stopJobs func()             // stops the background jobs and waits for them
 }
 
 // New opens the backends, migrates the schema (or with SHOP_MIGRATE=off
@@ -70,14 +71,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		StreamMaxLen: cfg.StreamMaxLen, EventGapWait: cfg.RelayGapWait})
 	a.orders = orders
 	a.startJobs(ctx, b, cfg, log, orders, placement)
+	a.keys = idempotency.NewStore(b.Redis, &idempotency.Options{
+		Prefix:     cfg.RedisPrefix,
+		TTL:        cfg.IdempotencyTTL,
+		PendingTTL: cfg.RequestTimeout + pendingMargin,
+	})
 	a.Handler = httpapi.New(httpapi.Config{
-		Strategy: cfg.Strategy,
-		Orders:   orders,
-		Idempotency: idempotency.NewStore(b.Redis, &idempotency.Options{
-			Prefix:     cfg.RedisPrefix,
-			TTL:        cfg.IdempotencyTTL,
-			PendingTTL: cfg.RequestTimeout + pendingMargin,
-		}),
+		Strategy:       cfg.Strategy,
+		Orders:         orders,
+		Idempotency:    a.keys,
 		AdminToken:     cfg.AdminToken,
 		AllowReset:     cfg.AllowReset,
 		PaymentSecret:  []byte(cfg.PaymentSecret),
@@ -105,11 +107,15 @@ func (a *App) WatchDB() error {
 }
 
 // Close stops the jobs, waits for the orders under way and the order
-// service's background work, and closes the backends.
+// service's background work, and for the key store's, and closes the
+// backends.
 func (a *App) Close() error {
 	a.stopJobs()
 	if a.orders != nil {
 		a.orders.Close()
+	}
+	if a.keys != nil {
+		a.keys.Close()
 	}
 	return a.backends.Close()
 }
@@ -214,6 +220,9 @@ func Reconcile(ctx context.Context, cfg config.Config, log *slog.Logger) (order.
 	placement, err := s.Build(b, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if placement.Close != nil {
+		defer placement.Close()
 	}
 	l := placement.Reconcile
 	if l == nil {
