@@ -23,6 +23,7 @@ import (
 	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/outbox"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/tracing"
 )
@@ -67,8 +68,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		rate = buyer.NewLimiter(b.Redis, cfg.BuyerRate.N, cfg.BuyerRate.Period, cfg.RedisPrefix, log)
 	}
 	orders := order.NewService(b.DB, placement, &order.Options{
-		Keys:         &order.KeyOptions{Redis: b.Redis, Prefix: cfg.RedisPrefix, TTL: cfg.IdempotencyTTL},
-		StreamMaxLen: cfg.StreamMaxLen, EventGapWait: cfg.RelayGapWait})
+		Keys: &order.KeyOptions{Redis: b.Redis, Prefix: cfg.RedisPrefix, TTL: cfg.IdempotencyTTL}})
 	a.orders = orders
 	a.startJobs(ctx, b, cfg, log, orders, placement)
 	a.keys = idempotency.NewStore(b.Redis, &idempotency.Options{
@@ -138,6 +138,7 @@ const retentionEvery = time.Minute
 // its lock first, until Close.
 func (a *App) startJobs(ctx context.Context, b *backend.Backends, cfg config.Config, log *slog.Logger, orders *order.Service, placement order.Placement) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	events := outbox.New(b.DB, &outbox.Options{StreamMaxLen: cfg.StreamMaxLen, GapWait: cfg.RelayGapWait})
 	var wg sync.WaitGroup
 	every := func(name string, interval time.Duration, job lock.Job) {
 		wg.Go(func() {
@@ -161,11 +162,11 @@ func (a *App) startJobs(ctx context.Context, b *backend.Backends, cfg config.Con
 		})
 	}
 	every(relayName, cfg.RelayEvery, func(ctx context.Context, _ int64) error {
-		_, err := orders.Relay(ctx, b.Redis, cfg.Events())
+		_, err := events.Relay(ctx, b.Redis, cfg.Events())
 		return err
 	})
 	every(retentionName, retentionEvery, func(ctx context.Context, _ int64) error {
-		_, err := orders.PurgeEvents(ctx, b.Redis, cfg.Events(), time.Now().Add(-cfg.Retention))
+		_, err := events.Purge(ctx, b.Redis, cfg.Events(), time.Now().Add(-cfg.Retention))
 		return err
 	})
 	a.stopJobs = func() { cancel(); wg.Wait() }

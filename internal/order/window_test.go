@@ -15,6 +15,7 @@ import (
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/outbox"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
@@ -231,16 +232,17 @@ func TestRelay(t *testing.T) {
 	if _, _, err := svc.Pay(t.Context(), o.ID, "p"); err != nil {
 		t.Fatal(err)
 	}
+	box := outbox.New(gdb, nil)
 	stream := "test:events:" + sku + fmt.Sprint(time.Now().UnixNano())
 	t.Cleanup(func() { rdb.Del(t.Context(), stream) })
-	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 2 {
+	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 2 {
 		t.Fatalf("relay: %d, %v; want 2", n, err)
 	}
 	// As if the relay had died before it moved its cursor.
 	if err := gdb.Exec(`UPDATE event_cursors SET last_id = 0`).Error; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Relay(t.Context(), rdb, stream); err != nil {
+	if _, err := box.Relay(t.Context(), rdb, stream); err != nil {
 		t.Fatal(err)
 	}
 	msgs, err := rdb.XRange(t.Context(), stream, "-", "+").Result()
@@ -260,7 +262,7 @@ func TestRelay(t *testing.T) {
 	if len(msgs) != 4 || ids[0] != ids[2] || ids[1] != ids[3] || !slices.Equal(types, []string{"placed", "paid"}) {
 		t.Errorf("stream ids %v, first-seen types %v; want two events twice, placed before paid", ids, types)
 	}
-	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 0 {
+	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 0 {
 		t.Errorf("relay of nothing new: %d, %v", n, err)
 	}
 }
