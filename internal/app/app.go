@@ -1,5 +1,7 @@
 // Package app wires the shop together: it opens the backends that the
-// chosen strategy needs, builds its guard, and returns the HTTP handler.
+// chosen strategy needs, has its registry entry build the placement that
+// the order service places through, runs the background jobs, and returns
+// the HTTP handler.
 package app
 
 import (
