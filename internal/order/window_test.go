@@ -15,6 +15,7 @@ import (
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/order/ordertest"
 	"github.com/stockguard/shop/internal/outbox"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
@@ -41,14 +42,8 @@ func windowShop(t *testing.T, name string) (*order.Service, *gorm.DB, redis.Univ
 	return order.NewService(b.DB, p, nil), gdb, b.Redis
 }
 
-func buy(t *testing.T, svc *order.Service, sku, user string) order.Order {
-	t.Helper()
-	o, _, err := svc.Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: "k-" + user})
-	if err != nil {
-		t.Fatalf("%s buys %s: %v", user, sku, err)
-	}
-	return o
-}
+// buy places user's order of a unit of sku with svc.
+var buy = ordertest.Buy
 
 // TestPaymentWindow walks each strategy's orders through the window: one
 // paid, one cancelled by its buyer, one past its deadline, whose payment is

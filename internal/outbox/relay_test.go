@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/order/ordertest"
 	"github.com/stockguard/shop/internal/outbox"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
@@ -30,15 +31,6 @@ func relayShop(t *testing.T, gapWait time.Duration) (*order.Service, *outbox.Out
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	b, p := strategytest.Open(t, s, cfg)
 	return order.NewService(b.DB, p, nil), outbox.New(b.DB, &outbox.Options{GapWait: gapWait}), gdb, b.Redis
-}
-
-func buy(t *testing.T, svc *order.Service, sku, user string) order.Order {
-	t.Helper()
-	o, _, err := svc.Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: "k-" + user})
-	if err != nil {
-		t.Fatalf("%s buys %s: %v", user, sku, err)
-	}
-	return o
 }
 
 // streamIDs are the event ids in stream, in its order.
@@ -83,12 +75,12 @@ func TestRelayWaitsForOpenTransaction(t *testing.T) {
 	if _, err := svc.SetStock(t.Context(), "open", 5); err != nil {
 		t.Fatal(err)
 	}
-	first := buy(t, svc, "open", "ann")
+	first := ordertest.Buy(t, svc, "open", "ann")
 	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
 		t.Fatalf("relay: %d, %v; want 1", n, err)
 	}
 	tx, held := openEvent(t, gdb)
-	later := buy(t, svc, "open", "bob") // commits its placed event after held's id
+	later := ordertest.Buy(t, svc, "open", "bob") // commits its placed event after held's id
 	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 0 {
 		t.Errorf("relay past an open transaction's event: %d, %v; want none published", n, err)
 	}
@@ -119,19 +111,19 @@ func TestRelayPassesRolledBackGap(t *testing.T) {
 	if _, err := svc.SetStock(t.Context(), "gap", 5); err != nil {
 		t.Fatal(err)
 	}
-	buy(t, svc, "gap", "ann")
+	ordertest.Buy(t, svc, "gap", "ann")
 	tx, gone := openEvent(t, gdb)
 	if err := tx.Rollback().Error; err != nil {
 		t.Fatal(err)
 	}
-	buy(t, svc, "gap", "bob")
+	ordertest.Buy(t, svc, "gap", "bob")
 	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
 		t.Errorf("relay on first seeing the gap: %d, %v; want the event before it", n, err)
 	}
 	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
 		t.Errorf("relay once the gap waited: %d, %v; want the event after it", n, err)
 	}
-	buy(t, svc, "gap", "cy")
+	ordertest.Buy(t, svc, "gap", "cy")
 	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
 		t.Errorf("relay of the next: %d, %v; want 1", n, err)
 	}
@@ -184,11 +176,11 @@ func TestDeleteStockKeepsUnpublished(t *testing.T) {
 	if _, err := svc.SetStock(t.Context(), "del", 5); err != nil {
 		t.Fatal(err)
 	}
-	buy(t, svc, "del", "ann")
+	ordertest.Buy(t, svc, "del", "ann")
 	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
 		t.Fatalf("relay: %d, %v; want 1", n, err)
 	}
-	unpublished := buy(t, svc, "del", "bob")
+	unpublished := ordertest.Buy(t, svc, "del", "bob")
 	if err := svc.DeleteStock(t.Context(), "del"); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +213,7 @@ func TestRelayPassesGapOnceNoOlderTransaction(t *testing.T) {
 	if err := tx.Rollback().Error; err != nil {
 		t.Fatal(err)
 	}
-	buy(t, svc, "trx", "ann")
+	ordertest.Buy(t, svc, "trx", "ann")
 	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 0 {
 		t.Fatalf("relay on first seeing the gap: %d, %v; want none", n, err)
 	}

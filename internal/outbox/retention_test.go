@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/order/ordertest"
 	"github.com/stockguard/shop/internal/outbox"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
@@ -36,7 +37,7 @@ func TestEventRetention(t *testing.T) {
 	if _, err := svc.SetStock(ctx, "kept", 5); err != nil {
 		t.Fatal(err)
 	}
-	o := buy(t, svc, "kept", "ann")
+	o := ordertest.Buy(t, svc, "kept", "ann")
 	if _, _, err := svc.Pay(ctx, o.ID, "p"); err != nil {
 		t.Fatal(err)
 	}
