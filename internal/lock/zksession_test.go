@@ -22,11 +22,7 @@ import (
 func TestZKConnAfterEmptyRestart(t *testing.T) {
 	t.Parallel()
 	srv := testinfra.StartZooKeeper(t)
-	conn, err := lock.NewZKConn(func(onEvent func(zk.Event)) (*zk.Conn, error) {
-		c, _, err := zk.Connect([]string{srv.Addr()}, 2*time.Second,
-			zk.WithLogger(log.New(io.Discard, "", 0)), zk.WithEventCallback(onEvent))
-		return c, err
-	}, slog.New(slog.DiscardHandler))
+	conn, err := lock.NewZKConn(dialZK(srv.Addr()), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +76,7 @@ func TestZKConnAfterEmptyRestart(t *testing.T) {
 func TestZKConnCloseEndsItsWork(t *testing.T) {
 	srv := testinfra.StartZooKeeper(t)
 	before := goleak.IgnoreCurrent()
-	conn, err := lock.NewZKConn(func(onEvent func(zk.Event)) (*zk.Conn, error) {
-		c, _, err := zk.Connect([]string{srv.Addr()}, 2*time.Second,
-			zk.WithLogger(log.New(io.Discard, "", 0)), zk.WithEventCallback(onEvent))
-		return c, err
-	}, slog.New(slog.DiscardHandler))
+	conn, err := lock.NewZKConn(dialZK(srv.Addr()), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,4 +120,13 @@ func TestZKConnCloseEndsItsWork(t *testing.T) {
 	}
 	// The restarted server's process is waited for by a goroutine of testinfra.
 	goleak.VerifyNone(t, before, goleak.IgnoreAnyFunction("github.com/stockguard/shop/internal/testinfra.(*Server).Start.func1"))
+}
+
+// dialZK dials addr with a 2s session, as NewZKConn asks.
+func dialZK(addr string) func(onEvent func(zk.Event)) (*zk.Conn, error) {
+	return func(onEvent func(zk.Event)) (*zk.Conn, error) {
+		c, _, err := zk.Connect([]string{addr}, 2*time.Second,
+			zk.WithLogger(log.New(io.Discard, "", 0)), zk.WithEventCallback(onEvent))
+		return c, err
+	}
 }
