@@ -1,5 +1,7 @@
 // Package app wires the shop together: it opens the backends that the
-// chosen strategy needs, builds its guard, and returns the HTTP handler.
+// chosen strategy needs, has its registry entry build the placement that
+// the order service places through, runs the background jobs, and returns
+// the HTTP handler.
 package app
 
 import (
@@ -24,6 +26,7 @@ import (
 	"github.com/stockguard/shop/internal/logrepeat"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/outbox"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/tracing"
 )
@@ -32,8 +35,9 @@ import (
 type App struct {
 	Handler  http.Handler
 	backends *backend.Backends
-	orders   *order.Service // nil until built
-	stopJobs func()         // stops the background jobs and waits for them
+	orders   *order.Service     // nil until built
+	keys     *idempotency.Store // nil until built
+	stopJobs func()             // stops the background jobs and waits for them
 }
 
 // New opens the backends, migrates the schema (or with SHOP_MIGRATE=off
@@ -67,18 +71,18 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		rate = buyer.NewLimiter(b.Redis, cfg.BuyerRate.N, cfg.BuyerRate.Period, cfg.RedisPrefix, log)
 	}
 	orders := order.NewService(b.DB, placement, &order.Options{
-		Keys:         &order.KeyOptions{Redis: b.Redis, Prefix: cfg.RedisPrefix, TTL: cfg.IdempotencyTTL},
-		StreamMaxLen: cfg.StreamMaxLen, EventGapWait: cfg.RelayGapWait})
+		Keys: &order.KeyOptions{Redis: b.Redis, Prefix: cfg.RedisPrefix, TTL: cfg.IdempotencyTTL}})
 	a.orders = orders
 	a.startJobs(ctx, b, cfg, log, orders, placement)
+	a.keys = idempotency.NewStore(b.Redis, &idempotency.Options{
+		Prefix:     cfg.RedisPrefix,
+		TTL:        cfg.IdempotencyTTL,
+		PendingTTL: cfg.RequestTimeout + pendingMargin,
+	})
 	a.Handler = httpapi.New(httpapi.Config{
-		Strategy: cfg.Strategy,
-		Orders:   orders,
-		Idempotency: idempotency.NewStore(b.Redis, &idempotency.Options{
-			Prefix:     cfg.RedisPrefix,
-			TTL:        cfg.IdempotencyTTL,
-			PendingTTL: cfg.RequestTimeout + pendingMargin,
-		}),
+		Strategy:       cfg.Strategy,
+		Orders:         orders,
+		Idempotency:    a.keys,
 		AdminToken:     cfg.AdminToken,
 		AllowReset:     cfg.AllowReset,
 		PaymentSecret:  []byte(cfg.PaymentSecret),
@@ -106,11 +110,15 @@ func (a *App) WatchDB() error {
 }
 
 // Close stops the jobs, waits for the orders under way and the order
-// service's background work, and closes the backends.
+// service's background work, and for the key store's, and closes the
+// backends.
 func (a *App) Close() error {
 	a.stopJobs()
 	if a.orders != nil {
 		a.orders.Close()
+	}
+	if a.keys != nil {
+		a.keys.Close()
 	}
 	return a.backends.Close()
 }
@@ -133,6 +141,7 @@ const retentionEvery = time.Minute
 // its lock first, until Close.
 func (a *App) startJobs(ctx context.Context, b *backend.Backends, cfg config.Config, log *slog.Logger, orders *order.Service, placement order.Placement) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	events := outbox.New(b.DB, &outbox.Options{StreamMaxLen: cfg.StreamMaxLen, GapWait: cfg.RelayGapWait})
 	var wg sync.WaitGroup
 	failed := &logrepeat.Suppressor{Logger: log} // a job failing each interval logs once per logrepeat.Every
 	every := func(name string, interval time.Duration, job lock.Job) {
@@ -157,11 +166,11 @@ func (a *App) startJobs(ctx context.Context, b *backend.Backends, cfg config.Con
 		})
 	}
 	every(relayName, cfg.RelayEvery, func(ctx context.Context, _ int64) error {
-		_, err := orders.Relay(ctx, b.Redis, cfg.Events())
+		_, err := events.Relay(ctx, b.Redis, cfg.Events())
 		return err
 	})
 	every(retentionName, retentionEvery, func(ctx context.Context, _ int64) error {
-		_, err := orders.PurgeEvents(ctx, b.Redis, cfg.Events(), time.Now().Add(-cfg.Retention))
+		_, err := events.Purge(ctx, b.Redis, cfg.Events(), time.Now().Add(-cfg.Retention))
 		return err
 	})
 	a.stopJobs = func() { cancel(); wg.Wait() }
@@ -216,6 +225,9 @@ func Reconcile(ctx context.Context, cfg config.Config, log *slog.Logger) (order.
 	placement, err := s.Build(b, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if placement.Close != nil {
+		defer placement.Close()
 	}
 	l := placement.Reconcile
 	if l == nil {

@@ -87,10 +87,10 @@ type Request[M any] struct {
 	Ctx   context.Context
 	Order order.PlaceRequest
 	Rules order.Rules
-	// Held says that the order's units are held already, elsewhere, taken
-	// from the SKU's sale of Epoch (stock.Epoch): a batch decides it even
-	// once the SKU sold out, and refuses it, busy, when the SKU's sale is
-	// of another epoch by then. lua's reservations are held in Redis.
+	// Held says that the order's units are held already, elsewhere (by
+	// the caller, before the database), taken from the SKU's sale of Epoch
+	// (stock.Epoch): a batch decides it even once the SKU sold out, and
+	// refuses it, busy, when the SKU's sale is of another epoch by then.
 	Held  bool
 	Epoch int64
 	// Epochs are a held cart's: each line's epoch, in the order of

@@ -96,6 +96,10 @@ func NewStore(rdb redis.UniversalClient, opts *Options) *Store {
 	return s
 }
 
+// Close waits for the pipelines under way; the store's owner calls it
+// before it closes rdb.
+func (s *Store) Close() { s.pipe.Close() }
+
 // Claim is a pending key held by the request that made it.
 type Claim struct {
 	key     string

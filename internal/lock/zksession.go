@@ -26,18 +26,21 @@ type ZKConn struct {
 	dial func(onEvent func(zk.Event)) (*zk.Conn, error)
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	conn    *zk.Conn
-	gen     int  // how many times conn was replaced
-	refused int  // handshakes refused in a row
-	shaking bool // a handshake is under way: the TCP connection is up
-	closed  bool
+	mu        sync.Mutex
+	conn      *zk.Conn
+	session   *session // the work of conn's session, ended with it
+	gen       int      // how many times conn was replaced
+	refused   int      // handshakes refused in a row
+	shaking   bool     // a handshake is under way: the TCP connection is up
+	replacing bool     // a replacement is under way
+	closed    bool
+	replaces  sync.WaitGroup // the replacement under way
 }
 
 // NewZKConn dials the first connection with dial, which must pass the
 // event callback it is given to zk.Connect, and replaces it when needed.
 func NewZKConn(dial func(onEvent func(zk.Event)) (*zk.Conn, error), log *slog.Logger) (*ZKConn, error) {
-	c := &ZKConn{dial: dial, log: log}
+	c := &ZKConn{dial: dial, log: log, session: newSession()}
 	conn, err := dial(c.watch(0))
 	if err != nil {
 		return nil, err
@@ -49,9 +52,14 @@ func NewZKConn(dial func(onEvent func(zk.Event)) (*zk.Conn, error), log *slog.Lo
 // Conn returns the current connection and its generation, which changes
 // when the connection is replaced.
 func (c *ZKConn) Conn() (*zk.Conn, int) {
+	conn, gen, _ := c.current()
+	return conn, gen
+}
+
+func (c *ZKConn) current() (*zk.Conn, int, *session) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.conn, c.gen
+	return c.conn, c.gen, c.session
 }
 
 // State is the current connection's state.
@@ -60,12 +68,16 @@ func (c *ZKConn) State() zk.State {
 	return conn.State()
 }
 
-// Close closes the current connection; it is not replaced after that.
+// Close ends the current session's background work and waits for it and
+// for a replacement under way, then closes the connection; it is not
+// replaced after that.
 func (c *ZKConn) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	conn := c.conn
 	c.mu.Unlock()
+	c.replaces.Wait()
+	conn, _, s := c.current()
+	s.end()
 	conn.Close()
 	return nil
 }
@@ -92,33 +104,75 @@ func (c *ZKConn) watch(gen int) func(zk.Event) {
 			if c.shaking {
 				c.shaking = false
 				c.refused++
-				if c.refused == refusedLimit {
-					go c.replace(gen) // not on go-zookeeper's goroutine, which Close waits for
+				if c.refused >= refusedLimit && !c.replacing && !c.closed {
+					c.replacing = true
+					// Not on go-zookeeper's goroutine, which its Close waits for.
+					c.replaces.Go(func() { c.replace(gen) })
 				}
 			}
 		}
 	}
 }
 
-// replace dials a new connection in place of the one of generation gen.
+// replace dials a new connection in place of the one of generation gen,
+// without holding the mutex, which the connections' events take; and ends
+// the old session's work before it closes the old connection.
 func (c *ZKConn) replace(gen int) {
-	c.mu.Lock()
-	if c.closed || gen != c.gen {
-		c.mu.Unlock()
-		return
-	}
 	conn, err := c.dial(c.watch(gen + 1))
+	c.mu.Lock()
+	c.replacing = false
 	if err != nil {
 		c.refused = 0 // try again after as many refusals
 		c.mu.Unlock()
 		c.log.Error("zookeeper: refused the session at every reconnect, and a new connection failed", "err", err)
 		return
 	}
-	old := c.conn
-	c.conn, c.gen, c.refused, c.shaking = conn, gen+1, 0, false
+	if c.closed {
+		c.mu.Unlock()
+		conn.Close()
+		return
+	}
+	old, ended := c.conn, c.session
+	c.conn, c.session, c.gen, c.refused, c.shaking = conn, newSession(), gen+1, 0, false
 	c.mu.Unlock()
+	ended.end()
 	old.Close()
 	c.log.Warn("zookeeper: refused the session at every reconnect, as an ensemble restarted without its data does; connected anew")
+}
+
+// session is the background work of one ZooKeeper session, which ends,
+// and is waited for, with the session's connection.
+type session struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	ended bool
+	work  sync.WaitGroup
+}
+
+func newSession() *session {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &session{ctx: ctx, cancel: cancel}
+}
+
+// Go runs fn in the background with a ctx that ends with the session;
+// once the session has ended, it runs nothing.
+func (s *session) Go(fn func(ctx context.Context)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ended {
+		s.work.Go(func() { fn(s.ctx) })
+	}
+}
+
+// end ends the session's ctx and waits for its work.
+func (s *session) end() {
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
+	s.cancel()
+	s.work.Wait()
 }
 
 // ZooKeeperOn is ZooKeeper on a ZKConn's current connection: it makes a
@@ -161,11 +215,11 @@ func (z *ZooKeeperOn) TryAcquire(ctx context.Context, name string) (*Lease, erro
 }
 
 func (z *ZooKeeperOn) current() (*ZooKeeper, error) {
-	conn, gen := z.conn.Conn()
+	conn, gen, s := z.conn.current()
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if z.locker == nil || z.gen != gen {
-		l, err := NewZooKeeper(conn, z.opts)
+		l, err := newZooKeeper(conn, z.opts, s)
 		if err != nil {
 			return nil, err
 		}

@@ -38,8 +38,9 @@ type ZooKeeperOptions struct {
 // docs/locks.md#zookeeper.
 type ZooKeeper struct {
 	locker
-	conn *zk.Conn
-	root string
+	conn    *zk.Conn
+	root    string
+	session *session // the releases it sends again in the background
 }
 
 var _ Locker = (*ZooKeeper)(nil)
@@ -48,8 +49,16 @@ var zkACL = zk.WorldACL(zk.PermAll)
 
 // NewZooKeeper returns a Locker on an open ZooKeeper connection. The
 // connection's session timeout is the lease: how long the lock outlives a
-// holder that stops answering.
+// holder that stops answering. Close it before the connection.
 func NewZooKeeper(conn *zk.Conn, opts *ZooKeeperOptions) (*ZooKeeper, error) {
+	return newZooKeeper(conn, opts, newSession())
+}
+
+// Close stops sending again the releases that a lost connection cut short,
+// and waits for them: after it, the connection may be closed.
+func (z *ZooKeeper) Close() { z.session.end() }
+
+func newZooKeeper(conn *zk.Conn, opts *ZooKeeperOptions, s *session) (*ZooKeeper, error) {
 	root := "/stockguard/locks"
 	if opts != nil && opts.Root != "" {
 		root = opts.Root
@@ -57,7 +66,7 @@ func NewZooKeeper(conn *zk.Conn, opts *ZooKeeperOptions) (*ZooKeeper, error) {
 	if !strings.HasPrefix(root, "/") || strings.HasSuffix(root, "/") || path.Clean(root) != root {
 		return nil, fmt.Errorf("lock: zookeeper root %q is not a clean absolute path", root)
 	}
-	z := &ZooKeeper{conn: conn, root: root}
+	z := &ZooKeeper{conn: conn, root: root, session: s}
 	z.locker = remote("zookeeper", z)
 	return z, nil
 }
@@ -260,21 +269,32 @@ func (z *ZooKeeper) hold(node, offset string) (grant, error) {
 
 // remove deletes a contender's node. A delete that a lost connection cut
 // short is sent again, in the background, until it lands, or the session
-// ends and the server deletes the node itself: the client reconnects to the
-// same session if it can, and a node left in a live session would hold the
-// lock for as long as the process lives, every later contender waiting
-// behind it. A shop paused for less than its session timeout, by SIGSTOP
-// or a long GC, comes back to just that.
+// ends (the connection is closed or replaced) and the server deletes the
+// node itself: the client reconnects to the same session if it can, and a
+// node left in a live session would hold the lock for as long as the
+// process lives, every later contender waiting behind it. A shop paused
+// for less than its session timeout, by SIGSTOP or a long GC, comes back
+// to just that.
 func (z *ZooKeeper) remove(node string) error {
 	err := z.conn.Delete(node, -1)
 	if !connectionLost(err) {
 		return err
 	}
-	go func() {
-		for wait := 10 * time.Millisecond; connectionLost(z.conn.Delete(node, -1)); wait = min(2*wait, time.Second) {
-			time.Sleep(wait)
+	z.session.Go(func(ctx context.Context) {
+		t := time.NewTimer(10 * time.Millisecond)
+		defer t.Stop()
+		for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if !connectionLost(z.conn.Delete(node, -1)) {
+				return
+			}
+			t.Reset(wait)
 		}
-	}()
+	})
 	return nil
 }
 

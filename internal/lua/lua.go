@@ -356,4 +356,5 @@ func (l *Lua) Close() {
 	l.closed = true
 	l.mu.Unlock()
 	l.fixes.Wait()
+	l.redis.Close()
 }

@@ -10,10 +10,11 @@ import (
 	"github.com/stockguard/shop/internal/stock"
 )
 
-// The final answers that a strategy which keeps its buyers'
-// Idempotency-Keys (Placement.StoresKeys) stores under each key, and replays to a
-// retry of the same request: an order, or a refusal. Each is a few bytes,
-// and reads back as the same answer, its text included.
+// The final answers stored under a buyer's Idempotency-Key, by the service
+// (keys.go) or by a placement that keeps its keys itself
+// (Placement.StoresKeys), and replayed to a retry of the same request: an
+// order, or a refusal. Each is a few bytes, and reads back as the same
+// answer, its text included.
 
 // Answer is a buyer's answer to an order request: the order, and whether
 // it was placed by an earlier request with the same key (Replayed), or a

@@ -17,8 +17,8 @@ import (
 )
 
 // How the service keeps its buyers' Idempotency-Keys for orders
-// (StoresKeys), for every strategy but lua, which keeps them in its script:
-// what the database already knows, it answers. An order is its key's
+// (StoresKeys), unless its placement keeps them itself
+// (Placement.StoresKeys): what the database already knows, it answers. An order is its key's
 // answer: the first read, or the unique (user_id, idempotency_key) index,
 // finds it, so an order costs no Redis write. A request whose key's first
 // is still being decided in this instance is told so (claims); in another

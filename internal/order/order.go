@@ -81,12 +81,6 @@ type Options struct {
 	// Keys, when set, has the service keep its buyers' Idempotency-Keys
 	// for orders (StoresKeys, keys.go).
 	Keys *KeyOptions
-	// StreamMaxLen caps the events stream at about this many entries as
-	// Relay adds to it (XADD MAXLEN ~); 0 means no cap.
-	StreamMaxLen int64
-	// EventGapWait is how long Relay waits for a missing event id before
-	// it passes it (cursor.go); 0 means DefaultEventGapWait.
-	EventGapWait time.Duration
 }
 
 // Service places, refunds and reads orders.
@@ -97,23 +91,15 @@ type Service struct {
 	window   time.Duration
 	reads    *FirstReads
 	keys     *keys // nil: the caller keeps them
-	maxLen   int64 // of the events stream; 0: none
-	gaps     *gaps // the missing event ids Relay waits for
 }
 
 // NewService returns a Service that places orders through p, which the
 // strategy's registry entry builds (Guarded for a guard alone).
 func NewService(gdb *gorm.DB, p Placement, opts *Options) *Service {
 	s := &Service{db: gdb, strategy: p, reads: NewFirstReads(gdb), limit: p.Rules.Limit, window: p.Rules.Window}
-	var gapWait time.Duration
-	if opts != nil {
-		gapWait = opts.EventGapWait
-		s.maxLen = opts.StreamMaxLen
-		if opts.Keys != nil {
-			s.keys = newKeys(opts.Keys)
-		}
+	if opts != nil && opts.Keys != nil {
+		s.keys = newKeys(opts.Keys)
 	}
-	s.gaps = newGaps(gdb, gapWait)
 	return s
 }
 

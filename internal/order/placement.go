@@ -122,6 +122,9 @@ func (s *Service) Close() {
 	if s.strategy.Close != nil {
 		s.strategy.Close()
 	}
+	if s.keys != nil {
+		s.keys.pipe.Close()
+	}
 }
 
 // StoresKeys reports whether the service keeps its buyers'

@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/outbox"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -152,7 +153,7 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 		if err := tx.Where("order_id IN (?)", ids).Delete(&payment{}).Error; err != nil {
 			return err
 		}
-		if err := tx.Where("order_id IN (?) AND id <= (?)", ids, published(tx)).Delete(&event{}).Error; err != nil {
+		if err := outbox.DeletePublished(tx, ids); err != nil {
 			return err
 		}
 		var orderIDs []int64

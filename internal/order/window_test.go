@@ -15,6 +15,8 @@ import (
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/order/ordertest"
+	"github.com/stockguard/shop/internal/outbox"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
@@ -40,14 +42,8 @@ func windowShop(t *testing.T, name string) (*order.Service, *gorm.DB, redis.Univ
 	return order.NewService(b.DB, p, nil), gdb, b.Redis
 }
 
-func buy(t *testing.T, svc *order.Service, sku, user string) order.Order {
-	t.Helper()
-	o, _, err := svc.Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: "k-" + user})
-	if err != nil {
-		t.Fatalf("%s buys %s: %v", user, sku, err)
-	}
-	return o
-}
+// buy places user's order of a unit of sku with svc.
+var buy = ordertest.Buy
 
 // TestPaymentWindow walks each strategy's orders through the window: one
 // paid, one cancelled by its buyer, one past its deadline, whose payment is
@@ -231,16 +227,17 @@ func TestRelay(t *testing.T) {
 	if _, _, err := svc.Pay(t.Context(), o.ID, "p"); err != nil {
 		t.Fatal(err)
 	}
+	box := outbox.New(gdb, nil)
 	stream := "test:events:" + sku + fmt.Sprint(time.Now().UnixNano())
 	t.Cleanup(func() { rdb.Del(t.Context(), stream) })
-	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 2 {
+	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 2 {
 		t.Fatalf("relay: %d, %v; want 2", n, err)
 	}
 	// As if the relay had died before it moved its cursor.
 	if err := gdb.Exec(`UPDATE event_cursors SET last_id = 0`).Error; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Relay(t.Context(), rdb, stream); err != nil {
+	if _, err := box.Relay(t.Context(), rdb, stream); err != nil {
 		t.Fatal(err)
 	}
 	msgs, err := rdb.XRange(t.Context(), stream, "-", "+").Result()
@@ -260,7 +257,7 @@ func TestRelay(t *testing.T) {
 	if len(msgs) != 4 || ids[0] != ids[2] || ids[1] != ids[3] || !slices.Equal(types, []string{"placed", "paid"}) {
 		t.Errorf("stream ids %v, first-seen types %v; want two events twice, placed before paid", ids, types)
 	}
-	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 0 {
+	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 0 {
 		t.Errorf("relay of nothing new: %d, %v", n, err)
 	}
 }

@@ -6,6 +6,7 @@ package redispipe
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -17,14 +18,20 @@ import (
 )
 
 // Pipe sends scripts to one Redis, or one Redis Cluster, in pipelines. Its
-// methods may be called from any goroutine.
+// methods may be called from any goroutine. Its owner closes it before the
+// client.
 type Pipe struct {
 	rdb redis.UniversalClient
 
 	mu      sync.Mutex
 	queue   []*call
 	sending bool // a goroutine is sending the queue
+	closed  bool
+	drains  sync.WaitGroup // the goroutine that sends the queue
 }
+
+// ErrClosed answers a call made after Close.
+var ErrClosed = errors.New("redispipe: closed")
 
 type call struct {
 	ctx    context.Context
@@ -59,9 +66,18 @@ func (p *Pipe) Do(ctx context.Context, args ...any) *redis.Cmd {
 func (p *Pipe) call(c *call) *redis.Cmd {
 	ctx := c.ctx
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(ErrClosed)
+		return cmd
+	}
 	p.queue = append(p.queue, c)
 	start := !p.sending
 	p.sending = true
+	if start {
+		p.drains.Add(1)
+	}
 	p.mu.Unlock()
 	if start {
 		go p.drain()
@@ -76,8 +92,18 @@ func (p *Pipe) call(c *call) *redis.Cmd {
 	}
 }
 
+// Close waits for the pipelines under way, whose callers get their
+// answers; a call after it fails with ErrClosed.
+func (p *Pipe) Close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.drains.Wait()
+}
+
 // drain sends the queue, one pipeline at a time, until it is empty.
 func (p *Pipe) drain() {
+	defer p.drains.Done()
 	for {
 		p.mu.Lock()
 		batch := p.queue

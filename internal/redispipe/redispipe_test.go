@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/stockguard/shop/internal/redispipe"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -110,4 +111,38 @@ func TestPipeDo(t *testing.T) {
 	if n := count.n.Load(); n >= calls {
 		t.Errorf("%d pipelines for %d concurrent calls; want fewer", n, calls)
 	}
+}
+
+// TestPipeClose closes a Pipe under a burst of calls, and then its client:
+// each call gets its answer or ErrClosed, and no goroutine of the Pipe is
+// left. Not parallel: it compares the process's goroutines.
+func TestPipeClose(t *testing.T) {
+	r := testinfra.Redis(t)
+	before := goleak.IgnoreCurrent()
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	p := redispipe.New(rdb)
+	if err := p.Run(t.Context(), incr, []string{r.Prefix + "n"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const calls = 100
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			err := p.Run(t.Context(), incr, []string{r.Prefix + "n"}).Err()
+			if err != nil && !errors.Is(err, redispipe.ErrClosed) {
+				t.Errorf("call %d: %v, want its answer or ErrClosed", i, err)
+			}
+		})
+		if i == calls/2 {
+			p.Close()
+		}
+	}
+	wg.Wait()
+	if err := p.Do(t.Context(), "GET", r.Prefix+"n").Err(); !errors.Is(err, redispipe.ErrClosed) {
+		t.Errorf("a call after Close: %v, want ErrClosed", err)
+	}
+	if err := rdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	goleak.VerifyNone(t, before)
 }

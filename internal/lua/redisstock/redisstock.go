@@ -91,6 +91,10 @@ func New(rdb redis.UniversalClient, prefix string) *Stock {
 	return &Stock{rdb: rdb, pipe: redispipe.New(rdb), prefix: prefix, consumer: "c-" + strings.ToLower(rand.Text()[:12])}
 }
 
+// Close waits for the pipelines under way; the stock's owner calls it
+// before it closes rdb.
+func (s *Stock) Close() { s.pipe.Close() }
+
 // Terms are what Reserve checks a reservation against.
 type Terms struct {
 	Epoch int64 // of the state it must be taken from

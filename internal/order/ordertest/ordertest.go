@@ -64,6 +64,17 @@ func InstancesWith(t *testing.T, name string, set func(*config.Config)) (func() 
 	}, gdb
 }
 
+// Buy places user's order of a unit of sku with svc, under the key
+// "k-"+user.
+func Buy(t *testing.T, svc *order.Service, sku, user string) order.Order {
+	t.Helper()
+	o, _, err := svc.Place(t.Context(), order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: "k-" + user})
+	if err != nil {
+		t.Fatalf("%s buys %s: %v", user, sku, err)
+	}
+	return o
+}
+
 // Burst puts units of sku on sale, from nothing, releases buyers at once through a
 // start gate, and audits the result from the database. Every buyer must
 // buy or be told the stock is sold out.

@@ -260,23 +260,7 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 	if stats.Errors > 0 {
 		p.Problems = append(p.Problems, fmt.Sprintf("%d requests failed, first: %s", stats.Errors, stats.FirstError))
 	}
-	// The audit counts as undersold only what was left while buyers heard
-	// "sold out". Buyers sent away busy while stock was left for their
-	// orders, a unit of every SKU of it, are no better served: the sale
-	// ended unsold. A cart of which a SKU sold out could not have sold.
-	left := make(map[string]bool)
-	for _, a := range each {
-		left[a.SKU] = a.Available > 0
-	}
-	unserved := 0
-	for _, skus := range stats.BusyOrders {
-		if !slices.ContainsFunc(skus, func(sku string) bool { return !left[sku] }) {
-			unserved++
-		}
-	}
-	if unserved > 0 {
-		p.Problems = append(p.Problems, fmt.Sprintf("%d buyers were sent away busy while %d units were left, stock for their orders", unserved, a.Available))
-	}
+	p.Problems = append(p.Problems, unserved(stats, a, each)...)
 	p.Problems = append(p.Problems, cartProblems(stats, a)...)
 	if r.progress != nil {
 		r.progress.Audited(name, kind, p)
@@ -287,6 +271,28 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 		}
 	}
 	return p, nil
+}
+
+// unserved is the problem of the buyers sent away busy while stock was
+// left for their orders, a unit of every SKU of it. The audit counts as
+// undersold only what was left while buyers heard "sold out"; these are no
+// better served: the sale ended unsold. A cart of which a SKU sold out
+// could not have sold.
+func unserved(stats loadtest.Stats, a audit.Audit, each []audit.Audit) []string {
+	left := make(map[string]bool)
+	for _, a := range each {
+		left[a.SKU] = a.Available > 0
+	}
+	n := 0
+	for _, skus := range stats.BusyOrders {
+		if !slices.ContainsFunc(skus, func(sku string) bool { return !left[sku] }) {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%d buyers were sent away busy while %d units were left, stock for their orders", n, a.Available)}
 }
 
 // forget deletes sku's rows from the database, unless the runner keeps

@@ -1,4 +1,4 @@
-package order_test
+package outbox_test
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/order/ordertest"
+	"github.com/stockguard/shop/internal/outbox"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -19,7 +21,7 @@ import (
 // old one that was never published.
 func TestEventRetention(t *testing.T) {
 	t.Parallel()
-	svc, gdb, rdb := windowShop(t, "atomic")
+	svc, box, gdb, rdb := relayShop(t, time.Hour)
 	ctx := t.Context()
 	stream := fmt.Sprint("test:events:retention:", time.Now().UnixNano())
 	t.Cleanup(func() { rdb.Del(ctx, stream) })
@@ -35,11 +37,11 @@ func TestEventRetention(t *testing.T) {
 	if _, err := svc.SetStock(ctx, "kept", 5); err != nil {
 		t.Fatal(err)
 	}
-	o := buy(t, svc, "kept", "ann")
+	o := ordertest.Buy(t, svc, "kept", "ann")
 	if _, _, err := svc.Pay(ctx, o.ID, "p"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := svc.Relay(ctx, rdb, stream); err != nil || n != 2 {
+	if n, err := box.Relay(ctx, rdb, stream); err != nil || n != 2 {
 		t.Fatalf("relay: %d, %v; want 2", n, err)
 	}
 	// The placed event was made 169 hours ago, and published; one event
@@ -51,7 +53,7 @@ func TestEventRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n, err := svc.PurgeEvents(ctx, rdb, stream, time.Now().Add(-retention))
+	n, err := box.Purge(ctx, rdb, stream, time.Now().Add(-retention))
 	if err != nil || n != 1 {
 		t.Errorf("purge: %d rows, %v; want 1", n, err)
 	}
@@ -85,15 +87,15 @@ func TestStreamCap(t *testing.T) {
 	}
 	cfg := strategytest.Config(t, s)
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
-	b, p := strategytest.Open(t, s, cfg)
-	svc := order.NewService(b.DB, p, &order.Options{StreamMaxLen: 10})
+	b, _ := strategytest.Open(t, s, cfg)
+	box := outbox.New(b.DB, &outbox.Options{StreamMaxLen: 10})
 	values := strings.Repeat("(1, 'placed', '{}', CURRENT_TIMESTAMP), ", 999) + "(1, 'placed', '{}', CURRENT_TIMESTAMP)"
 	if err := gdb.Exec(`INSERT INTO order_events (order_id, type, payload, created_at) VALUES ` + values).Error; err != nil {
 		t.Fatal(err)
 	}
 	stream := fmt.Sprint("test:events:cap:", time.Now().UnixNano())
 	t.Cleanup(func() { b.Redis.Del(t.Context(), stream) })
-	if n, err := svc.Relay(t.Context(), b.Redis, stream); err != nil || n != 1000 {
+	if n, err := box.Relay(t.Context(), b.Redis, stream); err != nil || n != 1000 {
 		t.Fatalf("relay: %d, %v; want 1000", n, err)
 	}
 	if n, err := b.Redis.XLen(t.Context(), stream).Result(); err != nil || n < 10 || n > 110 {

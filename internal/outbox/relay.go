@@ -1,8 +1,17 @@
-package order
+// Package outbox is the shop's transactional outbox of order events:
+// every order transition writes an event row in the transaction that
+// makes it (Record), and Relay, a job on one instance at a time,
+// publishes the rows to a Redis stream and moves a cursor past them
+// (cursor.go); Purge forgets what was published before the retention
+// (retention.go).
+// Delivery is at least once, and in order per order: an order's next
+// transition starts after the last one committed, so its event has a
+// larger id, and Relay publishes in id order. Each event's id is unique:
+// a consumer drops an id it has seen. See docs/orders.md#order-events.
+package outbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -17,23 +26,33 @@ import (
 	"github.com/stockguard/shop/internal/tracing"
 )
 
-// Order events, through a transactional outbox: every transition writes
-// an event row in the transaction that makes it, and Relay, a job on one
-// instance at a time, publishes the rows to a Redis stream and moves a
-// cursor past them (cursor.go).
-// Delivery is at least once, and in order per order: an order's next
-// transition starts after the last one committed, so its event has a
-// larger id, and Relay publishes in id order. Each event's id is unique:
-// a consumer drops an id it has seen. See docs/orders.md#order-events.
+// Options tune an Outbox; nil is valid.
+type Options struct {
+	// StreamMaxLen caps the events stream at about this many entries as
+	// Relay adds to it (XADD MAXLEN ~); 0 means no cap.
+	StreamMaxLen int64
+	// GapWait is how long Relay waits for a missing event id before it
+	// passes it (cursor.go); 0 means DefaultGapWait.
+	GapWait time.Duration
+}
 
-// The types of event.
-const (
-	EventPlaced    = "placed"
-	EventPaid      = "paid"
-	EventCancelled = "cancelled" // by the buyer
-	EventExpired   = "expired"   // by the expiry job: the order is cancelled
-	EventRefunded  = "refunded"
-)
+// Outbox relays the order events of a database to Redis streams.
+type Outbox struct {
+	db     *gorm.DB
+	maxLen int64 // of the events stream; 0: none
+	gaps   *gaps // the missing event ids Relay waits for
+}
+
+// New returns the Outbox of gdb's order events.
+func New(gdb *gorm.DB, opts *Options) *Outbox {
+	o := &Outbox{db: gdb}
+	var gapWait time.Duration
+	if opts != nil {
+		o.maxLen, gapWait = opts.StreamMaxLen, opts.GapWait
+	}
+	o.gaps = newGaps(gdb, gapWait)
+	return o
+}
 
 // event is one row of order_events.
 type event struct {
@@ -50,50 +69,44 @@ type event struct {
 
 func (event) TableName() string { return "order_events" }
 
-// record writes the events of type kind of orders in tx, each with the
-// traceparent of the transaction's ctx, if it has one.
-func record(tx *gorm.DB, kind string, orders ...Order) error {
-	var parents []string
-	if tp := tracing.Traceparent(tx.Statement.Context); tp != "" {
-		parents = make([]string, len(orders))
-		for i := range parents {
-			parents[i] = tp
-		}
-	}
-	return RecordTraced(tx, kind, orders, parents)
+// Entry is one event to record: its order's id, and the order after the
+// transition as JSON.
+type Entry struct {
+	OrderID int64
+	Payload string
 }
 
-// RecordTraced writes the events of type kind of orders in tx, the i-th
-// with parents[i], the traceparent of its request, when parents is not
-// nil. One INSERT written here, as a batch's orders are (insert.go): GORM
-// would reflect on every row, and a batch records hundreds.
-func RecordTraced(tx *gorm.DB, kind string, orders []Order, parents []string) (err error) {
-	if len(orders) == 0 {
+// Record writes the events of type kind of entries in tx, the i-th with
+// parents[i], the traceparent of its request, when parents is not nil.
+// One INSERT written here, as a batch's orders are: GORM would reflect on
+// every row, and a batch records hundreds.
+func Record(tx *gorm.DB, kind string, entries []Entry, parents []string) (err error) {
+	if len(entries) == 0 {
 		return nil
 	}
-	ctx, span := tracing.Statement(tx.Statement.Context, tx.Dialector.Name(), "INSERT", "order_events", len(orders))
+	ctx, span := tracing.Statement(tx.Statement.Context, tx.Dialector.Name(), "INSERT", "order_events", len(entries))
 	defer func() { tracing.End(span, err) }()
 	insert, row, cols := `INSERT INTO order_events (order_id, type, payload, created_at) VALUES `, "(?, ?, ?, ?)", 4
 	if parents != nil {
 		insert, row, cols = `INSERT INTO order_events (order_id, type, payload, created_at, traceparent) VALUES `, "(?, ?, ?, ?, ?)", 5
 	}
 	var q strings.Builder
-	q.Grow(len(insert) + (len(row)+2)*len(orders))
+	q.Grow(len(insert) + (len(row)+2)*len(entries))
 	q.WriteString(insert)
-	args := make([]any, 0, cols*len(orders))
+	args := make([]any, 0, cols*len(entries))
 	now := time.Now().UTC()
-	for i, o := range orders {
-		payload, err := eventPayload(o)
-		if err != nil {
-			return err
-		}
+	for i, e := range entries {
 		if i > 0 {
 			q.WriteString(", ")
 		}
 		q.WriteString(row)
-		args = append(args, o.ID, kind, payload, now)
+		args = append(args, e.OrderID, kind, e.Payload, now)
 		if parents != nil {
-			args = append(args, nullable(parents[i]))
+			var parent *string
+			if parents[i] != "" {
+				parent = &parents[i]
+			}
+			args = append(args, parent)
 		}
 	}
 	_, err = tx.Statement.ConnPool.ExecContext(ctx, q.String(), args...)
@@ -110,17 +123,17 @@ const relayBatch = 500
 // the cursor past them. It stops at a missing id until the gap wait has
 // passed it. It returns how many it published. A relay that dies between
 // the two publishes them again: consumers drop the ids they have seen.
-func (s *Service) Relay(ctx context.Context, rdb redis.UniversalClient, stream string) (int, error) {
+func (s *Outbox) Relay(ctx context.Context, rdb redis.UniversalClient, stream string) (int, error) {
 	cursor, err := s.cursor(ctx, stream)
 	if err != nil {
-		return 0, fmt.Errorf("order: relay: read the cursor: %w", err)
+		return 0, fmt.Errorf("outbox: relay: read the cursor: %w", err)
 	}
 	n := 0
 	for {
 		var batch []event
 		before := s.gaps.before(ctx)
 		if err := s.db.WithContext(ctx).Where("id > ?", cursor).Order("id").Limit(relayBatch).Find(&batch).Error; err != nil {
-			return n, fmt.Errorf("order: relay: %w", err)
+			return n, fmt.Errorf("outbox: relay: %w", err)
 		}
 		ready := s.gaps.ready(ctx, cursor, batch, before)
 		if ready == 0 {
@@ -141,7 +154,7 @@ func (s *Service) Relay(ctx context.Context, rdb redis.UniversalClient, stream s
 }
 
 // publish adds batch's events to the stream, in one pipeline.
-func (s *Service) publish(ctx context.Context, rdb redis.UniversalClient, stream string, batch []event) error {
+func (s *Outbox) publish(ctx context.Context, rdb redis.UniversalClient, stream string, batch []event) error {
 	var spans []trace.Span // of each event's publication, when the run is traced
 	if tracing.Recording(ctx) {
 		spans = make([]trace.Span, len(batch))
@@ -164,7 +177,7 @@ func (s *Service) publish(ctx context.Context, rdb redis.UniversalClient, stream
 		tracing.End(span, err)
 	}
 	if err != nil {
-		return fmt.Errorf("order: relay: publish: %w", err)
+		return fmt.Errorf("outbox: relay: publish: %w", err)
 	}
 	return nil
 }
@@ -182,13 +195,4 @@ func tracePublish(ctx context.Context, stream string, e event) (context.Context,
 		trace.WithAttributes(semconv.MessagingOperationTypeSend, semconv.MessagingOperationName("send"),
 			semconv.MessagingDestinationName(stream), semconv.MessagingMessageID(strconv.FormatInt(e.ID, 10)),
 			attribute.String("shop.event.type", e.Type), attribute.Int64("shop.order.id", e.OrderID)))
-}
-
-// eventPayload is o as an event carries it, its JSON (Order.AppendJSON).
-func eventPayload(o Order) (string, error) {
-	if b, ok := o.AppendJSON(make([]byte, 0, 256)); ok {
-		return string(b), nil
-	}
-	b, err := json.Marshal(o)
-	return string(b), err
 }

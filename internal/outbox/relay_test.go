@@ -1,4 +1,4 @@
-package order_test
+package outbox_test
 
 import (
 	"fmt"
@@ -10,23 +10,27 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/order"
+	"github.com/stockguard/shop/internal/order/ordertest"
+	"github.com/stockguard/shop/internal/outbox"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
-// relayShop is an atomic shop's database and Redis, with a Service whose
-// relay waits gapWait for a missing event id.
-func relayShop(t *testing.T, gapWait time.Duration) (*order.Service, *gorm.DB, redis.UniversalClient) {
+// relayShop is an atomic shop's order service, with a payment window of an
+// hour, its database and Redis, and an Outbox whose relay waits gapWait
+// for a missing event id.
+func relayShop(t *testing.T, gapWait time.Duration) (*order.Service, *outbox.Outbox, *gorm.DB, redis.UniversalClient) {
 	t.Helper()
 	s, err := strategy.Lookup("atomic")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := strategytest.Config(t, s)
+	cfg.PaymentWindow = time.Hour
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	b, p := strategytest.Open(t, s, cfg)
-	return order.NewService(b.DB, p, &order.Options{EventGapWait: gapWait}), gdb, b.Redis
+	return order.NewService(b.DB, p, nil), outbox.New(b.DB, &outbox.Options{GapWait: gapWait}), gdb, b.Redis
 }
 
 // streamIDs are the event ids in stream, in its order.
@@ -65,25 +69,25 @@ func openEvent(t *testing.T, gdb *gorm.DB) (*gorm.DB, string) {
 func TestRelayWaitsForOpenTransaction(t *testing.T) {
 	t.Parallel()
 	testinfra.NeedsRealServers(t, "SQLite has one writer: no transaction commits while another is open")
-	svc, gdb, rdb := relayShop(t, time.Hour)
+	svc, box, gdb, rdb := relayShop(t, time.Hour)
 	stream := fmt.Sprint("test:events:open:", time.Now().UnixNano())
 	t.Cleanup(func() { rdb.Del(t.Context(), stream) })
 	if _, err := svc.SetStock(t.Context(), "open", 5); err != nil {
 		t.Fatal(err)
 	}
-	first := buy(t, svc, "open", "ann")
-	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
+	first := ordertest.Buy(t, svc, "open", "ann")
+	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
 		t.Fatalf("relay: %d, %v; want 1", n, err)
 	}
 	tx, held := openEvent(t, gdb)
-	later := buy(t, svc, "open", "bob") // commits its placed event after held's id
-	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 0 {
+	later := ordertest.Buy(t, svc, "open", "bob") // commits its placed event after held's id
+	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 0 {
 		t.Errorf("relay past an open transaction's event: %d, %v; want none published", n, err)
 	}
 	if err := tx.Commit().Error; err != nil {
 		t.Fatal(err)
 	}
-	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 2 {
+	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 2 {
 		t.Errorf("relay after it committed: %d, %v; want 2", n, err)
 	}
 	var laterID int64
@@ -101,26 +105,26 @@ func TestRelayWaitsForOpenTransaction(t *testing.T) {
 func TestRelayPassesRolledBackGap(t *testing.T) {
 	t.Parallel()
 	testinfra.NeedsRealServers(t, "SQLite takes a rolled-back id again: it leaves no gap")
-	svc, gdb, rdb := relayShop(t, time.Nanosecond)
+	svc, box, gdb, rdb := relayShop(t, time.Nanosecond)
 	stream := fmt.Sprint("test:events:gap:", time.Now().UnixNano())
 	t.Cleanup(func() { rdb.Del(t.Context(), stream) })
 	if _, err := svc.SetStock(t.Context(), "gap", 5); err != nil {
 		t.Fatal(err)
 	}
-	buy(t, svc, "gap", "ann")
+	ordertest.Buy(t, svc, "gap", "ann")
 	tx, gone := openEvent(t, gdb)
 	if err := tx.Rollback().Error; err != nil {
 		t.Fatal(err)
 	}
-	buy(t, svc, "gap", "bob")
-	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
+	ordertest.Buy(t, svc, "gap", "bob")
+	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
 		t.Errorf("relay on first seeing the gap: %d, %v; want the event before it", n, err)
 	}
-	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
+	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
 		t.Errorf("relay once the gap waited: %d, %v; want the event after it", n, err)
 	}
-	buy(t, svc, "gap", "cy")
-	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
+	ordertest.Buy(t, svc, "gap", "cy")
+	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
 		t.Errorf("relay of the next: %d, %v; want 1", n, err)
 	}
 	if ids := streamIDs(t, rdb, stream); len(ids) != 3 || slices.Contains(ids, gone) {
@@ -134,7 +138,7 @@ func TestRelayPassesRolledBackGap(t *testing.T) {
 // precede; none published before.
 func TestRelayUpgrade(t *testing.T) {
 	t.Parallel()
-	svc, gdb, rdb := relayShop(t, time.Hour)
+	_, box, gdb, rdb := relayShop(t, time.Hour)
 	stream := fmt.Sprint("test:events:upgrade:", time.Now().UnixNano())
 	t.Cleanup(func() { rdb.Del(t.Context(), stream) })
 	// Events 1 and 2 published two hours ago, 3 left behind by a late
@@ -147,7 +151,7 @@ func TestRelayUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 3 {
+	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 3 {
 		t.Errorf("first relay: %d, %v; want 3", n, err)
 	}
 	if ids := streamIDs(t, rdb, stream); !slices.Equal(ids, []string{"3", "4", "5"}) {
@@ -156,7 +160,7 @@ func TestRelayUpgrade(t *testing.T) {
 	// A stream renamed starts where the shop's relay got.
 	renamed := stream + ":renamed"
 	t.Cleanup(func() { rdb.Del(t.Context(), renamed) })
-	if n, err := svc.Relay(t.Context(), rdb, renamed); err != nil || n != 0 {
+	if n, err := box.Relay(t.Context(), rdb, renamed); err != nil || n != 0 {
 		t.Errorf("relay to a renamed stream: %d, %v; want none", n, err)
 	}
 }
@@ -166,17 +170,17 @@ func TestRelayUpgrade(t *testing.T) {
 // publishes without waiting for them as missing.
 func TestDeleteStockKeepsUnpublished(t *testing.T) {
 	t.Parallel()
-	svc, gdb, rdb := relayShop(t, time.Hour)
+	svc, box, gdb, rdb := relayShop(t, time.Hour)
 	stream := fmt.Sprint("test:events:delete:", time.Now().UnixNano())
 	t.Cleanup(func() { rdb.Del(t.Context(), stream) })
 	if _, err := svc.SetStock(t.Context(), "del", 5); err != nil {
 		t.Fatal(err)
 	}
-	buy(t, svc, "del", "ann")
-	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
+	ordertest.Buy(t, svc, "del", "ann")
+	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
 		t.Fatalf("relay: %d, %v; want 1", n, err)
 	}
-	unpublished := buy(t, svc, "del", "bob")
+	unpublished := ordertest.Buy(t, svc, "del", "bob")
 	if err := svc.DeleteStock(t.Context(), "del"); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +191,7 @@ func TestDeleteStockKeepsUnpublished(t *testing.T) {
 	if !slices.Equal(left, []int64{unpublished.ID}) {
 		t.Errorf("events left of orders %v; want only the unpublished one's, of %d", left, unpublished.ID)
 	}
-	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
+	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 1 {
 		t.Errorf("relay after the delete: %d, %v; want 1", n, err)
 	}
 }
@@ -199,7 +203,7 @@ func TestDeleteStockKeepsUnpublished(t *testing.T) {
 func TestRelayPassesGapOnceNoOlderTransaction(t *testing.T) {
 	t.Parallel()
 	testinfra.NeedsRealServers(t, "it reads MySQL's open transactions")
-	svc, gdb, rdb := relayShop(t, time.Hour)
+	svc, box, gdb, rdb := relayShop(t, time.Hour)
 	stream := fmt.Sprint("test:events:trx:", time.Now().UnixNano())
 	t.Cleanup(func() { rdb.Del(t.Context(), stream) })
 	if _, err := svc.SetStock(t.Context(), "trx", 5); err != nil {
@@ -209,12 +213,12 @@ func TestRelayPassesGapOnceNoOlderTransaction(t *testing.T) {
 	if err := tx.Rollback().Error; err != nil {
 		t.Fatal(err)
 	}
-	buy(t, svc, "trx", "ann")
-	if n, err := svc.Relay(t.Context(), rdb, stream); err != nil || n != 0 {
+	ordertest.Buy(t, svc, "trx", "ann")
+	if n, err := box.Relay(t.Context(), rdb, stream); err != nil || n != 0 {
 		t.Fatalf("relay on first seeing the gap: %d, %v; want none", n, err)
 	}
 	for end := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		n, err := svc.Relay(t.Context(), rdb, stream)
+		n, err := box.Relay(t.Context(), rdb, stream)
 		if err != nil {
 			t.Fatal(err)
 		}

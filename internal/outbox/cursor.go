@@ -1,4 +1,4 @@
-package order
+package outbox
 
 import (
 	"context"
@@ -24,11 +24,11 @@ import (
 // so a transaction that still held it would have been open for longer
 // than the wait, and no order transaction is (SHOP_RELAY_GAP_WAIT).
 
-// DefaultEventGapWait is how long the relay waits for a missing event id
+// DefaultGapWait is how long the relay waits for a missing event id
 // before it takes it for a rolled-back transaction's and passes it: more
 // than the longest an order transaction stays open, SHOP_REQUEST_TIMEOUT's
 // 10s for a request, a minute for a batch with no deadline.
-const DefaultEventGapWait = 2 * time.Minute
+const DefaultGapWait = 2 * time.Minute
 
 // eventCursor is one row of event_cursors.
 type eventCursor struct {
@@ -44,7 +44,7 @@ func (eventCursor) TableName() string { return "event_cursors" }
 // marked each event in published_at, left unpublished, and before every
 // event it published within the gap wait: a transaction open now took its
 // id after those were published, so the cursor starts below it.
-func (s *Service) cursor(ctx context.Context, stream string) (int64, error) {
+func (s *Outbox) cursor(ctx context.Context, stream string) (int64, error) {
 	var c eventCursor
 	err := s.db.WithContext(ctx).Where("stream = ?", stream).Take(&c).Error
 	if err == nil {
@@ -78,22 +78,24 @@ func (s *Service) cursor(ctx context.Context, stream string) (int64, error) {
 	return c.LastID, err
 }
 
-// published is a subquery of the last event id published to every stream.
-// Only events up to it are deleted with their orders: the relay takes a
-// missing id past its cursor for an open transaction's, and waits for it.
-// A stream no longer relayed to holds it back; retention deletes, by each
-// stream's own cursor, what it leaves.
-func published(tx *gorm.DB) *gorm.DB {
-	return tx.Session(&gorm.Session{NewDB: true}).Model(&eventCursor{}).Select("COALESCE(MIN(last_id), 0)")
+// DeletePublished deletes in tx the events of orders, a subquery of their
+// ids, up to the last event id published to every stream. Only those are
+// deleted with their orders: the relay takes a missing id past its cursor
+// for an open transaction's, and waits for it. A stream no longer relayed
+// to holds it back; retention deletes, by each stream's own cursor, what
+// it leaves.
+func DeletePublished(tx *gorm.DB, orders *gorm.DB) error {
+	published := tx.Session(&gorm.Session{NewDB: true}).Model(&eventCursor{}).Select("COALESCE(MIN(last_id), 0)")
+	return tx.Where("order_id IN (?) AND id <= (?)", orders, published).Delete(&event{}).Error
 }
 
 // advance moves stream's cursor to last; never back, should two relays
 // overlap.
-func (s *Service) advance(ctx context.Context, stream string, last int64) error {
+func (s *Outbox) advance(ctx context.Context, stream string, last int64) error {
 	err := s.db.WithContext(ctx).Model(&eventCursor{}).Where("stream = ? AND last_id < ?", stream, last).
 		Update("last_id", last).Error
 	if err != nil {
-		return fmt.Errorf("order: relay: advance the cursor: %w", err)
+		return fmt.Errorf("outbox: relay: advance the cursor: %w", err)
 	}
 	return nil
 }
@@ -124,7 +126,7 @@ type sighting struct{ at, db time.Time }
 
 func newGaps(gdb *gorm.DB, wait time.Duration) *gaps {
 	if wait <= 0 {
-		wait = DefaultEventGapWait
+		wait = DefaultGapWait
 	}
 	g := &gaps{wait: wait, since: map[int64]sighting{}}
 	if gdb.Dialector.Name() == "mysql" {
