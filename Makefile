@@ -19,7 +19,7 @@ FUZZ_ORDER_RUNS ?= 3000x
 # cores starve each other's 2 s request timeouts. `go test -short ./...` is
 # the fast run, with no server (docs/tests.md).
 test: lint services-up fuzz
-	eval "$$(scripts/services.sh env)" && $(GO) test -race -count=1 ./...
+	eval "$$(scripts/services.sh env)" && $(GO) test -race -count=1 -timeout 30m ./...
 
 # Each fuzzer runs its budget of inputs; a failing input lands in testdata/fuzz.
 fuzz: services-up

@@ -56,7 +56,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 // came back without its data. One at a time, as TestCloseLeavesNoGoroutine.
 func TestFaultLeavesNoGoroutine(t *testing.T) {
 	// A restarted server's process is waited for by a goroutine of testinfra.
-	server := goleak.IgnoreAnyFunction("github.com/stockguard/shop/internal/testinfra.(*Server).Start.func1")
+	server := goleak.IgnoreAnyFunction(testinfra.ServerWaiter)
 	t.Run("redis-killed", func(t *testing.T) {
 		srv := testinfra.StartRedis(t)
 		shop, before := leakShop(t, "lua", map[string]string{"SHOP_REDIS_ADDR": srv.Addr()})

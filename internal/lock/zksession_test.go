@@ -119,7 +119,7 @@ func TestZKConnCloseEndsItsWork(t *testing.T) {
 		t.Fatal("Close has not returned after 30s: the work of a session outlives it")
 	}
 	// The restarted server's process is waited for by a goroutine of testinfra.
-	goleak.VerifyNone(t, before, goleak.IgnoreAnyFunction("github.com/stockguard/shop/internal/testinfra.(*Server).Start.func1"))
+	goleak.VerifyNone(t, before, goleak.IgnoreAnyFunction(testinfra.ServerWaiter))
 }
 
 // dialZK dials addr with a 2s session, as NewZKConn asks.

@@ -17,6 +17,10 @@ import (
 	"time"
 )
 
+// ServerWaiter names the goroutine that waits for a server's process
+// until the test's cleanup, for a goroutine leak check to ignore.
+const ServerWaiter = "github.com/stockguard/shop/internal/testinfra.(*Server).launch.func1"
+
 // stopTimeout bounds how long Stop waits for a clean shutdown before it
 // kills the server.
 const stopTimeout = 30 * time.Second
