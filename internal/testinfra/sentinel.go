@@ -242,10 +242,14 @@ func says(ctx context.Context, addr, want string) (bool, error) {
 	return strings.Contains(info, want), err
 }
 
-// await polls check until it holds, for up to 30 seconds.
+// sentinelWait bounds a wait for the Sentinels: a failover they start
+// late, on a busy machine, and one they try again, fit in it.
+const sentinelWait = 60 * time.Second
+
+// await polls check until it holds, for up to sentinelWait.
 func (r *RedisSentinel) await(what string, check func(context.Context) (bool, error)) {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(r.t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(r.t.Context(), sentinelWait)
 	defer cancel()
 	done, err := r.poll(ctx, func(ctx context.Context) (string, error) {
 		ok, err := check(ctx)
@@ -255,6 +259,6 @@ func (r *RedisSentinel) await(what string, check func(context.Context) (bool, er
 		return "", err
 	})
 	if done == "" {
-		r.t.Fatalf("testinfra: Redis Sentinel: not %s within 30s: %v", what, err)
+		r.t.Fatalf("testinfra: Redis Sentinel: not %s within %v: %v", what, sentinelWait, err)
 	}
 }
