@@ -210,10 +210,8 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules
 			return order.Order{}, false, l.storeRefusal(ctx, r, order.SoldOut(r.SKU))
 		case errors.As(err, &over):
 			return order.Order{}, false, order.LimitReached(r.UserID, r.SKU, over.Held, rules.Limit)
-		case errors.Is(err, idempotency.ErrInProgress):
+		case errors.Is(err, idempotency.ErrInProgress), errors.Is(err, idempotency.ErrKeyReused):
 			return order.Order{}, false, fmt.Errorf("order: place: %w", err)
-		case errors.Is(err, redisstock.ErrKeyReused):
-			return order.Order{}, false, fmt.Errorf("order: place: %w: %w", order.ErrKeyReused, err)
 		default: // Redis is down, or the state keeps changing: nothing was taken
 			return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -61,7 +62,7 @@ func (e *refusal) Error() string {
 	case refusedLimit:
 		return fmt.Sprintf("order: place: %v: %s holds %d of %s, the limit is %d", ErrLimitReached, e.user, e.held, e.sku, e.limit)
 	case refusedReused:
-		return fmt.Sprintf("%v: order %d", ErrKeyReused, e.order)
+		return fmt.Sprintf("order: place: %v: order %d", idempotency.ErrKeyReused, e.order)
 	default:
 		return fmt.Sprintf("order: place: %v: %s", stock.ErrNotFound, e.sku)
 	}
@@ -75,7 +76,7 @@ func (e *refusal) Is(target error) bool {
 	case refusedLimit:
 		return target == ErrLimitReached
 	case refusedReused:
-		return errors.Is(ErrKeyReused, target)
+		return target == idempotency.ErrKeyReused
 	default:
 		return target == stock.ErrNotFound
 	}

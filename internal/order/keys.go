@@ -80,7 +80,7 @@ func countKeyAnswer(replayed bool, err error) {
 		metrics.Idempotency.WithLabelValues("replayed").Inc()
 	case errors.Is(err, idempotency.ErrInProgress):
 		metrics.Idempotency.WithLabelValues("in-progress").Inc()
-	case errors.Is(err, ErrKeyReused):
+	case errors.Is(err, idempotency.ErrKeyReused):
 		metrics.Idempotency.WithLabelValues("key-reused").Inc()
 	}
 }
@@ -136,7 +136,7 @@ func (k *keys) find(ctx context.Context, r PlaceRequest) (a Answer, found bool) 
 	first, answer, ok := idempotency.Decode(v)
 	if ok && first != fingerprint(r) {
 		sku, quantity := asked(first)
-		return Answer{Err: fmt.Errorf("order: place: %w: its first request was for %s of %s", ErrKeyReused, quantity, sku)}, true
+		return Answer{Err: fmt.Errorf("order: place: %w: its first request was for %s of %s", idempotency.ErrKeyReused, quantity, sku)}, true
 	}
 	return ReplayStored(answer, r), true
 }

@@ -133,7 +133,7 @@ func (s *Service) Close() {
 // then answers as that store would: a retry of the same request (user, SKU
 // and quantity) gets its first answer again, replayed, a refusal such as
 // sold out included; a key reused for another request is refused
-// (ErrKeyReused); a key whose first request is still being decided is told
+// (idempotency.ErrKeyReused); a key whose first request is still being decided is told
 // so (idempotency.ErrInProgress); a busy answer is not kept, so that the retry
 // asks again.
 func (s *Service) StoresKeys() bool {
