@@ -123,9 +123,7 @@ func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
 	if o.ClaimIdle <= 0 {
 		o.ClaimIdle = 30 * time.Second
 	}
-	if o.AnswerTTL <= 0 {
-		o.AnswerTTL = 24 * time.Hour
-	}
+	o.AnswerTTL = idempotency.TTL(o.AnswerTTL)
 	o.Buckets = max(o.Buckets, 1)
 	l := &Lua{db: gdb, redis: redisstock.New(rdb, o.Prefix), single: stock.NewAtomic(gdb), reads: order.NewFirstReads(gdb),
 		rules: o.Rules, idle: o.ClaimIdle, answerTTL: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), redisFailed: &logrepeat.Suppressor{Logger: cmp.Or(o.Log, slog.Default())}, rebuilding: make(chan struct{}, 1),

@@ -48,11 +48,7 @@ type keys struct {
 }
 
 func newKeys(o *KeyOptions) *keys {
-	k := &keys{pipe: redispipe.New(o.Redis), prefix: o.Prefix, ttl: o.TTL, held: make(map[UserKey]bool)}
-	if k.ttl <= 0 {
-		k.ttl = 24 * time.Hour
-	}
-	return k
+	return &keys{pipe: redispipe.New(o.Redis), prefix: o.Prefix, ttl: idempotency.TTL(o.TTL), held: make(map[UserKey]bool)}
 }
 
 // place places r with place, keeping its key: a request whose key is held
