@@ -240,14 +240,9 @@ func (l *Lua) route(sku, user string) []string {
 // storeRefusal keeps err, when it is a final refusal that no script kept,
 // as r's answer, and returns it. Should Redis fail, a retry asks again.
 func (l *Lua) storeRefusal(ctx context.Context, r order.PlaceRequest, err error) error {
-	if err == nil {
-		return nil
-	}
-	if answer, ok := order.Stored(order.Answer{Err: err}); ok {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), order.RedisTimeout)
-		defer cancel()
-		l.dropped(ctx, "keep", l.redis.Store(ctx, l.route(r.SKU, r.UserID)[0], r.UserID, r.IdempotencyKey, r.Quantity, answer, l.answerTTL))
-	}
+	l.dropped(ctx, "keep", order.KeepRefusal(ctx, err, func(ctx context.Context, answer string) error {
+		return l.redis.Store(ctx, l.route(r.SKU, r.UserID)[0], r.UserID, r.IdempotencyKey, r.Quantity, answer, l.answerTTL)
+	}))
 	return err
 }
 

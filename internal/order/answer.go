@@ -1,6 +1,7 @@
 package order
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -132,6 +133,23 @@ func Stored(a Answer) (answer string, ok bool) {
 		return "s" + e.sku, true // with the SKUs that were short, a cart's too
 	}
 	return string(e.kind), true
+}
+
+// KeepRefusal keeps err, when it is a final refusal, through keep, which
+// stores its answer under the request's key, and returns what keep
+// returned. keep has RedisTimeout, even once ctx is done; should it fail,
+// a retry asks again.
+func KeepRefusal(ctx context.Context, err error, keep func(ctx context.Context, answer string) error) error {
+	if err == nil {
+		return nil
+	}
+	answer, ok := Stored(Answer{Err: err})
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RedisTimeout)
+	defer cancel()
+	return keep(ctx, answer)
 }
 
 // StoredLimit is the kept form of a refusal over limit, less what the user

@@ -140,12 +140,7 @@ func (k *keys) find(ctx context.Context, r PlaceRequest) (a Answer, found bool) 
 // store keeps err as r's answer if it is a final refusal. Should Redis fail,
 // a retry asks again.
 func (k *keys) store(ctx context.Context, r PlaceRequest, err error) {
-	if err == nil {
-		return
-	}
-	if answer, ok := Stored(Answer{Err: err}); ok {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RedisTimeout)
-		defer cancel()
-		_ = k.pipe.Do(ctx, "SET", k.key(r), idempotency.Record(fingerprint(r), answer), "PX", k.ttl.Milliseconds()).Err()
-	}
+	_ = KeepRefusal(ctx, err, func(ctx context.Context, answer string) error {
+		return k.pipe.Do(ctx, "SET", k.key(r), idempotency.Record(fingerprint(r), answer), "PX", k.ttl.Milliseconds()).Err()
+	})
 }
