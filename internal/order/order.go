@@ -92,6 +92,9 @@ type Service struct {
 // NewService returns a Service that places orders through p, which the
 // strategy's registry entry builds (Guarded for a guard alone).
 func NewService(gdb *gorm.DB, p Placement, opts *Options) *Service {
+	if p.Close == nil { // the strategy runs nothing by itself
+		p.Close = func() {}
+	}
 	s := &Service{db: gdb, strategy: p, reads: NewFirstReads(gdb), limit: p.Rules.Limit, window: p.Rules.Window}
 	if opts != nil && opts.Keys != nil {
 		s.keys = newKeys(opts.Keys)

@@ -54,7 +54,7 @@ type Placement struct {
 	Reconcile func(ctx context.Context, token int64) (Reconciliation, error)
 	// Close, when set, stops and waits for the work the strategy runs in
 	// the background by itself (batched's and lua's writers); the
-	// service's Close calls it.
+	// service's Close calls it. NewService fills in one that does nothing.
 	Close func()
 }
 
@@ -119,9 +119,7 @@ type Reconciliation interface {
 // answered busy.
 func (s *Service) Close() {
 	s.reads.Close()
-	if s.strategy.Close != nil {
-		s.strategy.Close()
-	}
+	s.strategy.Close()
 	if s.keys != nil {
 		s.keys.pipe.Close()
 	}
