@@ -83,7 +83,7 @@ func TestBatchedStoresKeys(t *testing.T) {
 	if _, replayed, err := buy(a, "cat", "cat-1", 1); !replayed || err == nil || err.Error() != soldOut.Error() {
 		t.Errorf("cat again, with a unit back: replayed %v, %v; want %q replayed", replayed, err, soldOut)
 	}
-	if _, _, err := buy(a, "cat", "cat-1", 2); !errors.Is(err, order.ErrKeyReused) {
+	if _, _, err := buy(a, "cat", "cat-1", 2); !errors.Is(err, idempotency.ErrKeyReused) {
 		t.Errorf("cat's key for another quantity: %v, want reused", err)
 	}
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/order/ordertest"
 	"github.com/stockguard/shop/internal/stock"
@@ -92,7 +93,7 @@ func TestBatchedKeys(t *testing.T) {
 		switch {
 		case a.err == nil && a.o.ID != first.ID:
 			t.Errorf("buyer %d got order %d, not the key's order %d", i, a.o.ID, first.ID)
-		case quantity != first.Quantity && !errors.Is(a.err, order.ErrKeyReused):
+		case quantity != first.Quantity && !errors.Is(a.err, idempotency.ErrKeyReused):
 			t.Errorf("buyer %d asked for %d under a key for %d: %v, want reused", i, quantity, first.Quantity, a.err)
 		case quantity == first.Quantity && a.err != nil:
 			t.Errorf("buyer %d: %v, want the key's order", i, a.err)

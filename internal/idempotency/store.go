@@ -81,15 +81,26 @@ type Store struct {
 	opts Options
 }
 
+// DefaultTTL is how long a key's final answer is kept unless its keeper
+// is told otherwise.
+const DefaultTTL = 24 * time.Hour
+
+// TTL is how long a keeper told to keep answers for d keeps them: d, or
+// DefaultTTL when d is not positive.
+func TTL(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultTTL
+	}
+	return d
+}
+
 // NewStore returns a Store on rdb.
 func NewStore(rdb redis.UniversalClient, opts *Options) *Store {
 	s := &Store{pipe: redispipe.New(rdb)}
 	if opts != nil {
 		s.opts = *opts
 	}
-	if s.opts.TTL <= 0 {
-		s.opts.TTL = 24 * time.Hour
-	}
+	s.opts.TTL = TTL(s.opts.TTL)
 	if s.opts.PendingTTL <= 0 {
 		s.opts.PendingTTL = 30 * time.Second
 	}

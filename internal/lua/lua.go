@@ -123,9 +123,7 @@ func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
 	if o.ClaimIdle <= 0 {
 		o.ClaimIdle = 30 * time.Second
 	}
-	if o.AnswerTTL <= 0 {
-		o.AnswerTTL = 24 * time.Hour
-	}
+	o.AnswerTTL = idempotency.TTL(o.AnswerTTL)
 	o.Buckets = max(o.Buckets, 1)
 	l := &Lua{db: gdb, redis: redisstock.New(rdb, o.Prefix), single: stock.NewAtomic(gdb), reads: order.NewFirstReads(gdb),
 		rules: o.Rules, idle: o.ClaimIdle, answerTTL: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), redisFailed: &logrepeat.Suppressor{Logger: cmp.Or(o.Log, slog.Default())}, rebuilding: make(chan struct{}, 1),
@@ -210,10 +208,8 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules
 			return order.Order{}, false, l.storeRefusal(ctx, r, order.SoldOut(r.SKU))
 		case errors.As(err, &over):
 			return order.Order{}, false, order.LimitReached(r.UserID, r.SKU, over.Held, rules.Limit)
-		case errors.Is(err, idempotency.ErrInProgress):
+		case errors.Is(err, idempotency.ErrInProgress), errors.Is(err, idempotency.ErrKeyReused):
 			return order.Order{}, false, fmt.Errorf("order: place: %w", err)
-		case errors.Is(err, redisstock.ErrKeyReused):
-			return order.Order{}, false, fmt.Errorf("order: place: %w: %w", order.ErrKeyReused, err)
 		default: // Redis is down, or the state keeps changing: nothing was taken
 			return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
@@ -244,14 +240,9 @@ func (l *Lua) route(sku, user string) []string {
 // storeRefusal keeps err, when it is a final refusal that no script kept,
 // as r's answer, and returns it. Should Redis fail, a retry asks again.
 func (l *Lua) storeRefusal(ctx context.Context, r order.PlaceRequest, err error) error {
-	if err == nil {
-		return nil
-	}
-	if answer, ok := order.Stored(order.Answer{Err: err}); ok {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), order.RedisTimeout)
-		defer cancel()
-		l.dropped(ctx, "keep", l.redis.Store(ctx, l.route(r.SKU, r.UserID)[0], r.UserID, r.IdempotencyKey, r.Quantity, answer, l.answerTTL))
-	}
+	l.dropped(ctx, "keep", order.KeepRefusal(ctx, err, func(ctx context.Context, answer string) error {
+		return l.redis.Store(ctx, l.route(r.SKU, r.UserID)[0], r.UserID, r.IdempotencyKey, r.Quantity, answer, l.answerTTL)
+	}))
 	return err
 }
 

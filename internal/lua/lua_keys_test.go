@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 )
@@ -52,7 +53,7 @@ func keysClaimed(t *testing.T, f luaFleet, sku string, a, b luaShop) {
 		t.Fatal(err)
 	}
 	retry("ann", "k-ann", ann, nil)
-	if _, _, err := buy(b, "ann", "k-ann", 2); !errors.Is(err, order.ErrKeyReused) {
+	if _, _, err := buy(b, "ann", "k-ann", 2); !errors.Is(err, idempotency.ErrKeyReused) {
 		t.Errorf("ann's key for another quantity: %v, want ErrKeyReused", err)
 	}
 	_, _, overLimit := buy(a, "ann", "k-ann-2", 1)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -17,7 +18,7 @@ import (
 // index of stock_movements, so that a replay never applies twice, even
 // when the HTTP layer's key store has forgotten it. A repeat of the same
 // adjustment gets its movement again, replayed; a key used for another
-// adjustment is refused (ErrKeyReused). An adjustment that would take
+// adjustment is refused (idempotency.ErrKeyReused). An adjustment that would take
 // available below 0 changes nothing (stock.ErrInsufficient).
 func (s *Service) Adjust(ctx context.Context, m stock.Movement) (stock.Movement, bool, error) {
 	if m.Key == nil || *m.Key == "" || m.Delta == 0 || !m.Reason.Adjustable() {
@@ -49,14 +50,14 @@ func (s *Service) Adjust(ctx context.Context, m stock.Movement) (stock.Movement,
 }
 
 // adjusted returns the movement that m's key already has: found, or
-// ErrKeyReused if it is another adjustment.
+// idempotency.ErrKeyReused if it is another adjustment.
 func (s *Service) adjusted(ctx context.Context, m stock.Movement) (stock.Movement, bool, error) {
 	first, found, err := stock.Keyed(ctx, s.db, m.SKU, *m.Key)
 	switch {
 	case err != nil:
 		return stock.Movement{}, false, fmt.Errorf("order: adjust: %w: %w", stock.ErrBusy, err)
 	case found && !first.Same(m):
-		return stock.Movement{}, false, fmt.Errorf("order: adjust: %w: its first adjustment was %+d (%s)", ErrKeyReused, first.Delta, first.Reason)
+		return stock.Movement{}, false, fmt.Errorf("order: adjust: %w: its first adjustment was %+d (%s)", idempotency.ErrKeyReused, first.Delta, first.Reason)
 	}
 	return first, found, nil
 }

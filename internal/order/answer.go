@@ -1,12 +1,14 @@
 package order
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -61,7 +63,7 @@ func (e *refusal) Error() string {
 	case refusedLimit:
 		return fmt.Sprintf("order: place: %v: %s holds %d of %s, the limit is %d", ErrLimitReached, e.user, e.held, e.sku, e.limit)
 	case refusedReused:
-		return fmt.Sprintf("%v: order %d", ErrKeyReused, e.order)
+		return fmt.Sprintf("order: place: %v: order %d", idempotency.ErrKeyReused, e.order)
 	default:
 		return fmt.Sprintf("order: place: %v: %s", stock.ErrNotFound, e.sku)
 	}
@@ -75,7 +77,7 @@ func (e *refusal) Is(target error) bool {
 	case refusedLimit:
 		return target == ErrLimitReached
 	case refusedReused:
-		return errors.Is(ErrKeyReused, target)
+		return target == idempotency.ErrKeyReused
 	default:
 		return target == stock.ErrNotFound
 	}
@@ -131,6 +133,23 @@ func Stored(a Answer) (answer string, ok bool) {
 		return "s" + e.sku, true // with the SKUs that were short, a cart's too
 	}
 	return string(e.kind), true
+}
+
+// KeepRefusal keeps err, when it is a final refusal, through keep, which
+// stores its answer under the request's key, and returns what keep
+// returned. keep has RedisTimeout, even once ctx is done; should it fail,
+// a retry asks again.
+func KeepRefusal(ctx context.Context, err error, keep func(ctx context.Context, answer string) error) error {
+	if err == nil {
+		return nil
+	}
+	answer, ok := Stored(Answer{Err: err})
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RedisTimeout)
+	defer cancel()
+	return keep(ctx, answer)
 }
 
 // StoredLimit is the kept form of a refusal over limit, less what the user

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/order/ordertest"
 	"github.com/stockguard/shop/internal/stock"
@@ -219,7 +220,7 @@ func TestCartRefusalKept(t *testing.T) {
 	}
 	refused("its retry once keep-b is back", true)
 	r.Items[0].Quantity = 2
-	if _, _, err := svc.Place(ctx, r); !errors.Is(err, order.ErrKeyReused) {
+	if _, _, err := svc.Place(ctx, r); !errors.Is(err, idempotency.ErrKeyReused) {
 		t.Errorf("the key for another cart: %v, want ErrKeyReused", err)
 	}
 }

@@ -48,11 +48,7 @@ type keys struct {
 }
 
 func newKeys(o *KeyOptions) *keys {
-	k := &keys{pipe: redispipe.New(o.Redis), prefix: o.Prefix, ttl: o.TTL, held: make(map[UserKey]bool)}
-	if k.ttl <= 0 {
-		k.ttl = 24 * time.Hour
-	}
-	return k
+	return &keys{pipe: redispipe.New(o.Redis), prefix: o.Prefix, ttl: idempotency.TTL(o.TTL), held: make(map[UserKey]bool)}
 }
 
 // place places r with place, keeping its key: a request whose key is held
@@ -80,7 +76,7 @@ func countKeyAnswer(replayed bool, err error) {
 		metrics.Idempotency.WithLabelValues("replayed").Inc()
 	case errors.Is(err, idempotency.ErrInProgress):
 		metrics.Idempotency.WithLabelValues("in-progress").Inc()
-	case errors.Is(err, ErrKeyReused):
+	case errors.Is(err, idempotency.ErrKeyReused):
 		metrics.Idempotency.WithLabelValues("key-reused").Inc()
 	}
 }
@@ -136,7 +132,7 @@ func (k *keys) find(ctx context.Context, r PlaceRequest) (a Answer, found bool) 
 	first, answer, ok := idempotency.Decode(v)
 	if ok && first != fingerprint(r) {
 		sku, quantity := asked(first)
-		return Answer{Err: fmt.Errorf("order: place: %w: its first request was for %s of %s", ErrKeyReused, quantity, sku)}, true
+		return Answer{Err: fmt.Errorf("order: place: %w: its first request was for %s of %s", idempotency.ErrKeyReused, quantity, sku)}, true
 	}
 	return ReplayStored(answer, r), true
 }
@@ -144,12 +140,7 @@ func (k *keys) find(ctx context.Context, r PlaceRequest) (a Answer, found bool) 
 // store keeps err as r's answer if it is a final refusal. Should Redis fail,
 // a retry asks again.
 func (k *keys) store(ctx context.Context, r PlaceRequest, err error) {
-	if err == nil {
-		return
-	}
-	if answer, ok := Stored(Answer{Err: err}); ok {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RedisTimeout)
-		defer cancel()
-		_ = k.pipe.Do(ctx, "SET", k.key(r), idempotency.Record(fingerprint(r), answer), "PX", k.ttl.Milliseconds()).Err()
-	}
+	_ = KeepRefusal(ctx, err, func(ctx context.Context, answer string) error {
+		return k.pipe.Do(ctx, "SET", k.key(r), idempotency.Record(fingerprint(r), answer), "PX", k.ttl.Milliseconds()).Err()
+	})
 }

@@ -15,7 +15,6 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/stockguard/shop/internal/db"
-	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/stock"
 )
@@ -34,9 +33,6 @@ var (
 	// ErrNotPaid means a pending order was asked to be refunded: it is
 	// cancelled instead.
 	ErrNotPaid = errors.New("order: not paid yet; cancel it instead")
-	// ErrKeyReused means the user's idempotency key already names an order
-	// for other lines: another SKU or quantity.
-	ErrKeyReused = idempotency.Named(idempotency.ErrKeyReused, "order: idempotency key already used for another order")
 )
 
 // Status of an order. Created, pending and paid orders hold their stock;
@@ -96,6 +92,9 @@ type Service struct {
 // NewService returns a Service that places orders through p, which the
 // strategy's registry entry builds (Guarded for a guard alone).
 func NewService(gdb *gorm.DB, p Placement, opts *Options) *Service {
+	if p.Close == nil { // the strategy runs nothing by itself
+		p.Close = func() {}
+	}
 	s := &Service{db: gdb, strategy: p, reads: NewFirstReads(gdb), limit: p.Rules.Limit, window: p.Rules.Window}
 	if opts != nil && opts.Keys != nil {
 		s.keys = newKeys(opts.Keys)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stockguard/shop/internal/backoff"
 	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/stock"
 )
 
@@ -46,7 +47,7 @@ const (
 // deadline, ErrAlreadyPaid if another payment paid it (or it is final),
 // and ErrNotFound for an unknown order. A payment id seen before gets the
 // same answer, with replayed set; one seen for another order,
-// ErrKeyReused.
+// idempotency.ErrKeyReused.
 func (s *Service) Pay(ctx context.Context, id int64, paymentID string) (o Order, replayed bool, err error) {
 	for attempt := 0; ; attempt++ {
 		var p payment
@@ -142,7 +143,7 @@ func (s *Service) payOnce(ctx context.Context, id int64, paymentID string) (o Or
 // id: its order, or the refusal it was kept as orphaned for.
 func (s *Service) answer(ctx context.Context, p payment, id int64) (Order, bool, error) {
 	if p.OrderID != id {
-		return Order{}, false, fmt.Errorf("%w: payment %s is for order %d", ErrKeyReused, p.PaymentID, p.OrderID)
+		return Order{}, false, fmt.Errorf("order: pay: %w: payment %s is for order %d", idempotency.ErrKeyReused, p.PaymentID, p.OrderID)
 	}
 	if p.Status == PaymentOrphaned && p.Reason != nil {
 		return Order{}, true, paymentRefusal(*p.Reason, id)

@@ -54,7 +54,7 @@ type Placement struct {
 	Reconcile func(ctx context.Context, token int64) (Reconciliation, error)
 	// Close, when set, stops and waits for the work the strategy runs in
 	// the background by itself (batched's and lua's writers); the
-	// service's Close calls it.
+	// service's Close calls it. NewService fills in one that does nothing.
 	Close func()
 }
 
@@ -119,9 +119,7 @@ type Reconciliation interface {
 // answered busy.
 func (s *Service) Close() {
 	s.reads.Close()
-	if s.strategy.Close != nil {
-		s.strategy.Close()
-	}
+	s.strategy.Close()
 	if s.keys != nil {
 		s.keys.pipe.Close()
 	}
@@ -133,7 +131,7 @@ func (s *Service) Close() {
 // then answers as that store would: a retry of the same request (user, SKU
 // and quantity) gets its first answer again, replayed, a refusal such as
 // sold out included; a key reused for another request is refused
-// (ErrKeyReused); a key whose first request is still being decided is told
+// (idempotency.ErrKeyReused); a key whose first request is still being decided is told
 // so (idempotency.ErrInProgress); a busy answer is not kept, so that the retry
 // asks again.
 func (s *Service) StoresKeys() bool {

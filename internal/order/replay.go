@@ -7,11 +7,12 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/stock"
 )
 
 // The answers every strategy gives a buyer whose Idempotency-Key already
-// has an order: that order, replayed, or ErrKeyReused if the key was used
+// has an order: that order, replayed, or idempotency.ErrKeyReused if the key was used
 // for another SKU or quantity.
 
 // UserKey is one buyer's Idempotency-Key.
@@ -27,7 +28,7 @@ func ReplayOr(ctx context.Context, gdb *gorm.DB, r PlaceRequest, err error) (Ord
 	switch {
 	case found:
 		return o, true, nil
-	case errors.Is(e, ErrKeyReused):
+	case errors.Is(e, idempotency.ErrKeyReused):
 		return Order{}, false, e
 	case e != nil:
 		return Order{}, false, fmt.Errorf("%w: %w", stock.ErrBusy, e)
@@ -37,7 +38,7 @@ func ReplayOr(ctx context.Context, gdb *gorm.DB, r PlaceRequest, err error) (Ord
 }
 
 // existing returns the order that r's key already has, if any: found, or
-// ErrKeyReused if it is for other lines.
+// idempotency.ErrKeyReused if it is for other lines.
 func existing(ctx context.Context, gdb *gorm.DB, r PlaceRequest) (o Order, found bool, err error) {
 	err = gdb.WithContext(ctx).Where("user_id = ? AND idempotency_key = ?", r.UserID, r.IdempotencyKey).Take(&o).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -75,7 +76,7 @@ func Replay(o Order, r PlaceRequest) Answer {
 }
 
 // SameKey answers a repeat of a key from the first buyer's answer: a
-// replay of its order, or ErrKeyReused if the request differs.
+// replay of its order, or idempotency.ErrKeyReused if the request differs.
 func SameKey(first Answer, r PlaceRequest) Answer {
 	if first.Err != nil {
 		return Answer{Err: first.Err}

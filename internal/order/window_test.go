@@ -14,6 +14,7 @@ import (
 
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/backend"
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/order/ordertest"
 	"github.com/stockguard/shop/internal/outbox"
@@ -177,7 +178,7 @@ func TestPayOnce(t *testing.T) {
 	if _, replayed, err := svc.Pay(t.Context(), many.ID, "pay-0"); !replayed || (err != nil && !errors.Is(err, order.ErrAlreadyPaid)) {
 		t.Errorf("a callback again: replayed %v, %v", replayed, err)
 	}
-	if _, _, err := svc.Pay(t.Context(), one.ID, "pay-0"); !errors.Is(err, order.ErrKeyReused) {
+	if _, _, err := svc.Pay(t.Context(), one.ID, "pay-0"); !errors.Is(err, idempotency.ErrKeyReused) {
 		t.Errorf("a payment id of another order: %v, want ErrKeyReused", err)
 	}
 	if a, err := audit.SKU(t.Context(), gdb, sku, 0, nil); err != nil || len(a.Violations()) > 0 {

@@ -42,17 +42,11 @@ var (
 	// ErrOverLimit means the user's reservations would pass the per-user
 	// limit.
 	ErrOverLimit = errors.New("stock: per-user limit")
-	// ErrKeyReused means the buyer's Idempotency-Key has a reservation in
-	// the log for another quantity.
-	ErrKeyReused = idempotency.Named(idempotency.ErrKeyReused, "stock: idempotency key reserved for another quantity")
 	// ErrLookup means the buyer's key may have an order that Redis does not
 	// know of: the key's order was persisted, or the state was built while
 	// the database had orders. The caller looks the key up in the database
 	// and, if it has no order there, reserves again with LookedUp set.
 	ErrLookup = errors.New("stock: look the idempotency key up in the database first")
-	// ErrInProgress means the buyer's key has a reservation that its
-	// process may still be persisting: the buyer hears of it once it has.
-	ErrInProgress = idempotency.Named(idempotency.ErrInProgress, "stock: the idempotency key's reservation is being persisted")
 	// ErrUnknownReply means a script answered what its caller does not
 	// know: a script and its caller of different versions. It is no
 	// business answer, and nothing is taken for one.
@@ -104,7 +98,8 @@ type Terms struct {
 	LookedUp bool
 	// TakeOver is how long the key's earlier reservation, still in the
 	// log, must have been pending before this request takes it over: until
-	// then its process may still be persisting it (ErrInProgress).
+	// then its process may still be persisting it
+	// (idempotency.ErrInProgress).
 	TakeOver time.Duration
 	// Refusals is what a refusal keeps as the key's answer.
 	Refusals Refusals
@@ -126,8 +121,8 @@ type Refusals struct {
 // within the limit, it logs the reservation, pending for this process, and
 // returns its id. Its refusals, ErrSoldOut and ErrOverLimit (with what the
 // user holds, as *OverLimitError), are kept as the key's answer, as
-// t.Keep says. It returns ErrStale, ErrKeyReused, ErrInProgress and
-// ErrLookup and ErrInDoubt too.
+// t.Keep says. It returns ErrStale, idempotency.ErrKeyReused,
+// idempotency.ErrInProgress, ErrLookup and ErrInDoubt too.
 //
 // A refusal is final: the key has no order that Redis does not know of.
 func (s *Stock) Reserve(ctx context.Context, sku string, r Reservation, t Terms) (id, answer string, err error) {
@@ -151,9 +146,9 @@ func (s *Stock) Reserve(ctx context.Context, sku string, r Reservation, t Terms)
 	case "sold-out":
 		return "", "", fmt.Errorf("%w: %s", stock.ErrSoldOut, sku)
 	case "reused":
-		return "", "", fmt.Errorf("%w: %s's key %q has a reservation or answer for another quantity %s", ErrKeyReused, r.UserID, r.Key, v[1])
+		return "", "", fmt.Errorf("stock: reserve: %w: %s's key %q has a reservation or answer for another quantity %s", idempotency.ErrKeyReused, r.UserID, r.Key, v[1])
 	case "in-progress":
-		return "", "", fmt.Errorf("%w: %s's key %q, reservation %s", ErrInProgress, r.UserID, r.Key, v[1])
+		return "", "", fmt.Errorf("stock: reserve: %w: %s's key %q has a reservation being persisted: %s", idempotency.ErrInProgress, r.UserID, r.Key, v[1])
 	case "lookup":
 		return "", "", fmt.Errorf("%w: %s's key %q", ErrLookup, r.UserID, r.Key)
 	case "in-doubt":
