@@ -3,7 +3,6 @@ package lock
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/url"
@@ -76,18 +75,12 @@ const lockPrefix = "lock-"
 
 func (z *ZooKeeper) grant(ctx context.Context, name string, wait bool) (grant, error) {
 	dir := z.root + "/" + url.PathEscape(name)
-	node, err := z.enqueue(ctx, dir)
+	node, err := z.create(dir)
 	if err != nil {
 		return grant{}, err
 	}
-	// The node outlives a lost connection with its session: the wait goes
-	// on where it was once the client has reconnected.
-	var g grant
-	err = throughElection(ctx, connectionLost, func(ctx context.Context) (err error) {
-		// PathEscape leaves no "#" in a name: no lock's dir is this node.
-		g, err = z.await(ctx, dir, node, dir+"#offset", wait)
-		return err
-	})
+	// PathEscape leaves no "#" in a name: no lock's dir is this node.
+	g, err := z.await(ctx, dir, node, dir+"#offset", wait)
 	if err != nil {
 		_ = z.remove(node) // leave nothing behind
 		return grant{}, err
@@ -95,42 +88,12 @@ func (z *ZooKeeper) grant(ctx context.Context, name string, wait bool) (grant, e
 	return g, nil
 }
 
-// enqueue adds this contender's node to the queue of dir, through lost
-// connections, as Curator's protected mode does: the node's name holds a
-// GUID, by which an attempt finds the node that an attempt cut short
-// created in the same session. A node left behind would hold the lock
-// for as long as the session lives.
-func (z *ZooKeeper) enqueue(ctx context.Context, dir string) (string, error) {
-	guid := make([]byte, 16)
-	rand.Read(guid)
-	prefix := fmt.Sprintf("_c_%x-%s", guid, lockPrefix)
-	var node string
-	retry := false
-	err := throughElection(ctx, connectionLost, func(context.Context) (err error) {
-		node, err = z.create(dir, prefix, retry)
-		retry = true
-		return err
-	})
-	return node, err
-}
-
-// create creates the node dir/prefix<sequence>, and the parent nodes if
-// needed. On a retry it first looks for the node an earlier attempt
-// created.
-func (z *ZooKeeper) create(dir, prefix string, retry bool) (string, error) {
-	if retry {
-		children, _, err := z.conn.Children(dir)
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return "", err
-		}
-		for _, c := range children {
-			if strings.HasPrefix(c, prefix) {
-				return dir + "/" + c, nil
-			}
-		}
-	}
+// create adds this contender's node to the queue of dir, creating the
+// parent nodes if needed. The protected create finds its node again if the
+// connection drops before the reply.
+func (z *ZooKeeper) create(dir string) (string, error) {
 	for attempt := 0; ; attempt++ {
-		node, err := z.conn.Create(dir+"/"+prefix, nil, zk.FlagEphemeral|zk.FlagSequence, zkACL)
+		node, err := z.conn.CreateProtectedEphemeralSequential(dir+"/"+lockPrefix, nil, zkACL)
 		if !errors.Is(err, zk.ErrNoNode) || attempt == 2 {
 			return node, err
 		}
