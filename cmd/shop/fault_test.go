@@ -161,6 +161,7 @@ func buyerRequest(sku string, i int) (key, body string) {
 type told struct {
 	acked   []int64
 	ackedAt []time.Time   // when each 201 came, in order
+	finalAt []time.Time   // when each 201 or sold-out answer came, in order
 	buyers  map[int64]int // the buyer of each acknowledged order
 	soldOut int
 	short   map[string]int // by SKU, the sold-out answers that named it
@@ -178,6 +179,17 @@ func (r told) longestWithoutSales() time.Duration {
 		gap = max(gap, r.ackedAt[i].Sub(r.ackedAt[i-1]))
 	}
 	return gap
+}
+
+// finalAfter returns the time of the first 201 or sold-out answer after
+// t, if one came after it.
+func (r told) finalAfter(t time.Time) (time.Time, bool) {
+	for _, at := range r.finalAt {
+		if at.After(t) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // burst sells sku to faultBuyers buyers arriving over about two seconds,
@@ -245,6 +257,7 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 					mu.Lock()
 					res.acked = append(res.acked, r.ID)
 					res.ackedAt = append(res.ackedAt, time.Now())
+					res.finalAt = append(res.finalAt, time.Now())
 					res.buyers[r.ID] = i
 					mu.Unlock()
 					if created.Add(1) == int64(shape.faultAt) && fault != nil {
@@ -254,6 +267,7 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 				case err == nil && r.Type == "sold-out":
 					mu.Lock()
 					res.soldOut++
+					res.finalAt = append(res.finalAt, time.Now())
 					for _, sku := range r.SKUs {
 						res.short[sku]++
 					}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -66,29 +65,26 @@ func TestServeOnRedisSentinel(t *testing.T) {
 	})
 }
 
-// TestFaultSentinelFailover fails the master under each strategy that
-// keeps something in Redis mid-burst, on one setup: lua its stock, redis
-// its locks, atomic its Idempotency-Keys. Kill crashes the master after
-// its replica has fallen behind, so the promoted replica lacks the last
-// writes; failover hands over on request (SENTINEL FAILOVER), which does
-// not wait for the replica either. The checks are failOver's; each logs
-// the share of buyers answered 503 and the longest time without a sale.
+// TestFaultSentinelFailover kills the master (SIGKILL) under each
+// strategy that keeps something in Redis, mid-burst, on one setup: lua its
+// stock, redis its locks, atomic its Idempotency-Keys. The replica has
+// fallen behind first, so the promoted replica lacks the last writes. The
+// checks are failOver's; each logs the share of buyers answered 503 and
+// the longest time without a sale. A requested failover (SENTINEL
+// FAILOVER) is TestLuaStateBehindSentinel's, in internal/lua: a loaded
+// machine puts Sentinels in TILT mode, in which they start no failover
+// on request for 30 s, and a burst does not wait that long.
 func TestFaultSentinelFailover(t *testing.T) {
 	t.Parallel()
 	faultsNeedServers(t)
 	began := time.Now()
 	r := testinfra.StartRedisSentinel(t)
-	for _, tc := range []struct {
-		strategy string
-		hows     []string
-	}{{"lua", []string{"kill", "failover"}}, {"redis", []string{"kill"}}, {"atomic", []string{"failover"}}} {
-		t.Run(tc.strategy, func(t *testing.T) {
-			s := newSale(t, tc.strategy, r.Addr(), sentinelEnv(r))
-			for _, how := range tc.hows {
-				s.failOver(t, r, fmt.Sprintf("sfo-%s-%s", tc.strategy, how), how)
-				r.Restore()
-			}
-			s.sellExactly(t, "sfo-"+tc.strategy+"-after")
+	for _, strategy := range []string{"lua", "redis", "atomic"} {
+		t.Run(strategy, func(t *testing.T) {
+			s := newSale(t, strategy, r.Addr(), sentinelEnv(r))
+			s.failOver(t, r, "sfo-"+strategy+"-kill", "kill")
+			r.Restore()
+			s.sellExactly(t, "sfo-"+strategy+"-after")
 		})
 	}
 	t.Logf("wall time %v", time.Since(began).Round(100*time.Millisecond))
