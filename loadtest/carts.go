@@ -64,6 +64,10 @@ type CartPoint struct {
 type CartStats struct {
 	Abandoned int `json:"abandoned"` // winners who never paid
 	Payments  int `json:"payments"`  // callbacks the shop answered 200
+	// Late is the payments refused as after their order's window, on a
+	// loaded machine: those buyers ordered again, and their orders
+	// expired as the abandoned ones did.
+	Late int `json:"late"`
 	// AllPaid is the seconds from the release until a payment was answered
 	// for the last unit of the stock; 0 if none was by the deadline.
 	AllPaid float64 `json:"all_paid_s,omitempty"`
@@ -126,6 +130,7 @@ type cartSale struct {
 	wins         atomic.Int64 // 201 answers so far
 	abandoned    atomic.Int64
 	payments     atomic.Int64
+	late         atomic.Int64
 	allPaid      atomic.Int64 // nanoseconds from begin, once every unit is paid
 }
 
@@ -183,6 +188,7 @@ func (s *cartSale) pay(ctx context.Context, t *tally, b buyer, id int64) bool {
 		}
 		return true
 	case errors.Is(err, errExpired):
+		s.late.Add(1)
 		return false
 	}
 	t.counts[Failed]++
@@ -266,7 +272,7 @@ func (s *cartSale) watch(ctx context.Context) (stop func() ([]CartPoint, error))
 
 // stats sums the sale up.
 func (s *cartSale) stats(timeline []CartPoint) *CartStats {
-	c := &CartStats{Abandoned: int(s.abandoned.Load()), Payments: int(s.payments.Load()),
+	c := &CartStats{Abandoned: int(s.abandoned.Load()), Payments: int(s.payments.Load()), Late: int(s.late.Load()),
 		AllPaid: time.Duration(s.allPaid.Load()).Seconds(), Timeline: timeline}
 	for _, p := range timeline {
 		c.HeldPeak = max(c.HeldPeak, p.Held)

@@ -58,12 +58,12 @@ func writeBursts(w io.Writer, results []Result, bench bool) {
 	tw.Flush()
 }
 
-// writeCarts writes the abandoned-cart sales: their peak of units held,
-// and at the end the units paid, expired and resold, and when the last
-// unit was paid.
+// writeCarts writes the abandoned-cart sales: the payments refused as
+// late, their peak of units held, and at the end the units paid, expired
+// and resold, and when the last unit was paid.
 func writeCarts(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tabandoned\theld peak\tpaid\texpired\tresold\tall paid s\trequests\tverdict\t")
+	fmt.Fprintln(tw, leftAlign("strategy", results)+"\tabandoned\tpaid late\theld peak\tpaid\texpired\tresold\tall paid s\trequests\tverdict\t")
 	for _, r := range results {
 		if r.Burst == nil || r.Burst.Carts == nil {
 			continue
@@ -73,7 +73,7 @@ func writeCarts(w io.Writer, results []Result) {
 		if c.AllPaid > 0 {
 			allPaid = fmt.Sprintf("%.1f", c.AllPaid)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t\n", leftAlign(r.Strategy, results), c.Abandoned, c.HeldPeak,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t\n", leftAlign(r.Strategy, results), c.Abandoned, c.Late, c.HeldPeak,
 			c.Paid, c.Expired, c.Resold, allPaid, r.Burst.Requests, r.Verdict())
 	}
 	tw.Flush()
