@@ -37,8 +37,9 @@ type windowSale struct {
 	*faultSale
 	client *http.Client
 	// jobs is the shops' lock of their jobs, which the test takes to hold
-	// a job back: with a TTL of its own, long enough that a test starved of
-	// the CPU keeps it.
+	// a job back: with a TTL of its own, longer than the subtests that run
+	// before the hold is released take on a machine starved of the CPU
+	// (seen: 53 s).
 	jobs lock.Locker
 
 	mu   sync.Mutex
@@ -54,7 +55,7 @@ func newWindowSale(t *testing.T, s strategy.Strategy, held ...string) (*windowSa
 	prefix := "shop:" + s.Name + ":" // startSale's
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	t.Cleanup(func() { rdb.Close() })
-	w := &windowSale{jobs: lock.NewRedis(rdb, &lock.RedisOptions{TTL: 30 * time.Second, Prefix: prefix + "lock:"}), down: map[*faultShop]bool{},
+	w := &windowSale{jobs: lock.NewRedis(rdb, &lock.RedisOptions{TTL: 5 * time.Minute, Prefix: prefix + "lock:"}), down: map[*faultShop]bool{},
 		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 100}}}
 	t.Cleanup(w.client.CloseIdleConnections)
 	leases := map[string]*lock.Lease{}

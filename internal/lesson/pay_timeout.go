@@ -20,7 +20,9 @@ import (
 
 const (
 	payBuyers = 10
-	payWindow = 400 * time.Millisecond
+	// payWindow leaves the mistake's callbacks time to find their orders
+	// pending and in time, one after another, on a loaded machine.
+	payWindow = time.Second
 	// paySpread is how far apart the fix's callbacks land, around their
 	// deadlines: the first before, the last after.
 	paySpread = 5 * time.Millisecond

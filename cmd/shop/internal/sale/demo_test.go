@@ -160,8 +160,11 @@ func TestDemoArrivals(t *testing.T) {
 		t.Fatalf("atomic: %s, fairness %+v: %+v", r.Verdict(), r.Fairness, r)
 	}
 	// 50 ms apart: a buyer is answered before the next arrives, unless
-	// the machine stalls for longer.
-	if f := r.Fairness; f.Winners != 10 || f.FirstComeShare < 0.9 || f.OvertakesPer1000 > 100 {
+	// the machine stalls for longer, which a loaded one does now and then
+	// and which may let one buyer or two pass one. The same figures of a
+	// strategy that serves in reverse are 0 and thousands
+	// (loadtest.TestFairnessCanFail).
+	if f := r.Fairness; f.Winners != 10 || f.FirstComeShare < 0.8 || f.OvertakesPer1000 > 300 {
 		t.Errorf("atomic on one instance: %+v, want 10 winners, a first-come share near 1 and few overtakes", f)
 	}
 }
