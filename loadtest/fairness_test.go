@@ -93,6 +93,9 @@ type reverseShop struct {
 }
 
 func (s *reverseShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/healthz" { // a connection warmed before the burst
+		return
+	}
 	io.Copy(io.Discard, r.Body)
 	s.mu.Lock()
 	s.arrived++

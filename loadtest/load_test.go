@@ -45,6 +45,9 @@ type stubShop struct {
 }
 
 func (s *stubShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/healthz" { // a connection warmed before a burst of arrivals
+		return
+	}
 	var body struct {
 		UserID string `json:"user_id"`
 	}
