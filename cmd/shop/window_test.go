@@ -41,7 +41,7 @@ const (
 	// either side of it.
 	payBefore = 200 * time.Millisecond
 	payAfter  = 20 * time.Millisecond
-	callbacks = 500
+	callbacks = 200
 )
 
 // TestWindow sells with a payment window on every guarded strategy.
@@ -63,10 +63,10 @@ func TestWindow(t *testing.T) {
 	}
 }
 
-// onePayment: 500 concurrent callbacks with one payment id, spread over
+// onePayment: 200 concurrent callbacks with one payment id, spread over
 // the shops, make one payment, and are answered alike, all but one as
-// replays; 500 with different ids for one order pay it once, and the
-// other 499 are kept as orphaned, answered already-paid.
+// replays; 200 with different ids for one order pay it once, and the
+// other 199 are kept as orphaned, answered already-paid.
 func (w *windowSale) onePayment(t *testing.T) {
 	const sku = "once"
 	w.putStock(t, sku, 2)

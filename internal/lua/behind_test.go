@@ -27,31 +27,8 @@ func TestLuaStateBehind(t *testing.T) {
 		cfg.RedisAddr = proxy.Addr()
 	})
 	shop := f.new()
-	ctx := t.Context()
 	const sku = "behind"
-	if _, err := shop.SetStock(ctx, sku, 2); err != nil {
-		t.Fatal(err)
-	}
-	buy := func(user string) (order.Order, error) {
-		o, _, err := shop.Place(ctx, order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: "k-" + user})
-		return o, err
-	}
-	var acked []int64
-	for _, user := range []string{"ann", "bob"} {
-		o, err := buy(user)
-		if err != nil {
-			t.Fatal(err)
-		}
-		acked = append(acked, o.ID)
-	}
-	rollBack := f.dump(t, sku)
-	if _, _, err := shop.Refund(ctx, acked[1], "bob", "refund-bob"); err != nil {
-		t.Fatal(err)
-	}
-	rollBack() // the refund's write is lost
-	if got := f.redisAvailable(t, sku); got != 0 {
-		t.Fatalf("redis has %d available after the rollback, want 0", got)
-	}
+	ann, buy := refundLost(t, f, shop, sku, func() {})
 	proxy.Cut()
 	if _, err := buy("during"); !errors.Is(err, stock.ErrBusy) {
 		t.Errorf("a buyer while Redis is cut off: %v, want busy", err)
@@ -61,7 +38,7 @@ func TestLuaStateBehind(t *testing.T) {
 	if err != nil {
 		t.Fatalf("carol, with a unit left in the database: %v; want her order", err)
 	}
-	f.settled(t, shop, sku, 0, []int64{acked[0], o.ID})
+	f.settled(t, shop, sku, 0, []int64{ann, o.ID})
 }
 
 // TestLuaStateBehindSentinel: TestLuaStateBehind with Redis a master
@@ -78,12 +55,26 @@ func TestLuaStateBehindSentinel(t *testing.T) {
 	r := testinfra.StartRedisSentinel(t)
 	f := newLuaFleet(t, func(cfg *config.Config) { cfg.RedisAddr, cfg.RedisSentinel = r.Addr(), r.Name })
 	shop := f.new()
-	ctx := t.Context()
 	const sku = "behind-sentinel"
+	ann, buy := refundLost(t, f, shop, sku, func() { r.Failover(r.Master()) })
+	o, err := buy("carol")
+	if err != nil {
+		t.Fatalf("carol, with a unit left in the database: %v; want her order", err)
+	}
+	f.settled(t, shop, sku, 0, []int64{ann, o.ID})
+}
+
+// refundLost sells sku's 2 units to ann and bob on shop, refunds bob's,
+// runs between, and rolls sku's Redis keys back to before the refund: a
+// Redis behind the database by one unit. It returns ann's order, and how
+// to buy a unit of sku.
+func refundLost(t *testing.T, f luaFleet, shop luaShop, sku string, between func()) (ann int64, buy func(user string) (order.Order, error)) {
+	t.Helper()
+	ctx := t.Context()
 	if _, err := shop.SetStock(ctx, sku, 2); err != nil {
 		t.Fatal(err)
 	}
-	buy := func(user string) (order.Order, error) {
+	buy = func(user string) (order.Order, error) {
 		o, _, err := shop.Place(ctx, order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: "k-" + user})
 		return o, err
 	}
@@ -99,16 +90,12 @@ func TestLuaStateBehindSentinel(t *testing.T) {
 	if _, _, err := shop.Refund(ctx, acked[1], "bob", "refund-bob"); err != nil {
 		t.Fatal(err)
 	}
-	r.Failover(r.Master())
-	rollBack() // on the new master: the refund's write is lost
+	between()
+	rollBack() // the refund's write is lost
 	if got := f.redisAvailable(t, sku); got != 0 {
 		t.Fatalf("redis has %d available after the rollback, want 0", got)
 	}
-	o, err := buy("carol")
-	if err != nil {
-		t.Fatalf("carol, with a unit left in the database: %v; want her order", err)
-	}
-	f.settled(t, shop, sku, 0, []int64{acked[0], o.ID})
+	return acked[0], buy
 }
 
 // dump saves sku's Redis keys, and returns what writes them back as they
