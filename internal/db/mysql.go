@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,20 @@ func openMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
 	if !strings.Contains(dsn, "interpolateParams=") {
 		cfg.InterpolateParams = true
 	}
+	// A statement waits for a row lock at most rowLockWait, unless the DSN
+	// says otherwise. The driver closes the connection of a request whose
+	// deadline passed, but the server notices only once the statement
+	// ends: under a storm of retries, each abandoned lock wait (50 s by
+	// default) holds a server thread while the retry opens another, until
+	// the server refuses connections ("Too many connections") or stalls
+	// on its own latches. A wait cut short is error 1205, which a request
+	// retries within its deadline and a job on its next run.
+	if _, set := cfg.Params[rowLockWaitParam]; !set {
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params[rowLockWaitParam] = strconv.Itoa(int(rowLockWait / time.Second))
+	}
 	// A flash sale is a burst on one row: more connections only queue on
 	// its row lock, so a modest pool serves best.
 	connector, err := mysql.NewConnector(cfg)
@@ -46,6 +61,14 @@ func openMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
 }
 
 // MySQL error numbers the stores act on.
+// rowLockWait bounds a statement's wait for a row lock
+// (innodb_lock_wait_timeout, in whole seconds): past the default request
+// deadline's half, a wait serves nobody.
+const (
+	rowLockWaitParam = "innodb_lock_wait_timeout"
+	rowLockWait      = 5 * time.Second
+)
+
 const (
 	errDuplicate       = 1062
 	errLockWaitTimeout = 1205

@@ -222,3 +222,26 @@ func BenchmarkPool(b *testing.B) {
 		})
 	}
 }
+
+// TestRowLockWaitBounded: a session waits for a row lock 5 s at most,
+// not InnoDB's 50 s, unless the DSN sets innodb_lock_wait_timeout.
+func TestRowLockWaitBounded(t *testing.T) {
+	t.Parallel()
+	testinfra.NeedsRealServers(t, "it reads a MySQL session variable")
+	dsn := testinfra.MySQL(t)
+	for _, tc := range []struct {
+		dsn  string
+		want int
+	}{{dsn, 5}, {dsn + "&innodb_lock_wait_timeout=7", 7}} {
+		gdb, err := db.Open(t.Context(), tc.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wait int
+		err = gdb.Raw("SELECT @@innodb_lock_wait_timeout").Scan(&wait).Error
+		db.Close(gdb)
+		if err != nil || wait != tc.want {
+			t.Errorf("innodb_lock_wait_timeout = %d (%v), want %d", wait, err, tc.want)
+		}
+	}
+}
