@@ -161,10 +161,13 @@ func TestDemoArrivals(t *testing.T) {
 	}
 	// 50 ms apart: a buyer is answered before the next arrives, unless
 	// the machine stalls for longer, which a loaded one does now and then
-	// and which may let one buyer or two pass one. The same figures of a
-	// strategy that serves in reverse are 0 and thousands
+	// (seen: 548 ms) and which may let a buyer or two pass one or two
+	// others; with 10 winners, each such pair is 100 overtakes per 1,000.
+	// So the test asks for most winners among the first arrivals, and
+	// none far behind them. A strategy that serves in reverse scores a
+	// share near 0, and its latest winner is the last arrival
 	// (loadtest.TestFairnessCanFail).
-	if f := r.Fairness; f.Winners != 10 || f.FirstComeShare < 0.8 || f.OvertakesPer1000 > 300 {
-		t.Errorf("atomic on one instance: %+v, want 10 winners, a first-come share near 1 and few overtakes", f)
+	if f := r.Fairness; f.Winners != 10 || f.FirstComeShare < 0.7 || f.LatestWinnerRank > 20 {
+		t.Errorf("atomic on one instance: %+v, want 10 winners, a first-come share near 1 and the latest winner among the first 20", f)
 	}
 }
