@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -79,9 +80,18 @@ func Moved(err error) bool {
 
 // redisReady checks that Redis answers, at once (it does not wait out a
 // failover): a cluster when every master answers and the cluster is ok,
-// so that /readyz shows a failover while it lasts.
+// so that /readyz shows a failover while it lasts. go-redis's own
+// retries, each of which dials a few times, span about two seconds, and
+// under Sentinel a dial asks for the master anew: a check that let them
+// run would span an election and answer ready at its end. So the check
+// gets readyCheckTime at most.
+// readyCheckTime bounds redisReady: far longer than a Redis on a loaded
+// machine takes to answer, far shorter than a failover.
+const readyCheckTime = time.Second
+
 func redisReady(ctx context.Context, rdb redis.UniversalClient) error {
-	ctx = context.WithValue(ctx, noWait{}, true)
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, noWait{}, true), readyCheckTime)
+	defer cancel()
 	cc, ok := rdb.(*redis.ClusterClient)
 	if !ok {
 		if err := rdb.Ping(ctx).Err(); err != nil {
