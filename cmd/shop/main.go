@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
@@ -167,6 +168,7 @@ func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.W
 	log := slog.New(httpapi.LogRequestIDs(slog.NewJSONHandler(stderr, nil)))
 	log.Info("starting", slog.Any("build", buildinfo.Read()), slog.Any("config", cfg))
 	redis.SetLogger(logrepeat.Redis{S: &logrepeat.Suppressor{Logger: log}})
+	_ = mysql.SetLogger(logrepeat.MySQL{S: &logrepeat.Suppressor{Logger: log}})
 	if cfg.BuyerAuth == config.AuthNone {
 		log.Warn("buyer authentication is off (SHOP_BUYER_AUTH=none): the buyer is whatever user_id a request names, " +
 			"so anyone can order, refund and read as anyone; set SHOP_BUYER_AUTH=jwt outside demos and load tests")

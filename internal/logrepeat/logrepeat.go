@@ -1,7 +1,8 @@
 // Package logrepeat keeps a failure that repeats from flooding the log: its
 // first occurrence is logged, then at most one line per interval, which
 // counts the occurrences left out since the last line. It also routes
-// go-redis's own log lines through slog, so that a JSON log stays JSON.
+// go-redis's and the MySQL driver's own log lines through slog, so that
+// a JSON log stays JSON.
 package logrepeat
 
 import (
@@ -77,4 +78,16 @@ type Redis struct{ S *Suppressor }
 // Printf logs one line of go-redis's, keyed by its format.
 func (r Redis) Printf(ctx context.Context, format string, v ...any) {
 	r.S.Log(ctx, slog.LevelWarn, "redis: "+format, "redis client", slog.String("detail", strings.TrimSpace(fmt.Sprintf(format, v...))))
+}
+
+// MySQL is the MySQL driver's logger (mysql.SetLogger), writing each line
+// to s as a warning, a repeated line at most once per interval: a server
+// that dies under a pool of connections makes the driver print one
+// "unexpected EOF" line per connection.
+type MySQL struct{ S *Suppressor }
+
+// Print logs one line of the driver's, keyed by its text.
+func (m MySQL) Print(v ...any) {
+	detail := strings.TrimSpace(fmt.Sprint(v...))
+	m.S.Log(context.Background(), slog.LevelWarn, "mysql: "+detail, "mysql driver", slog.String("detail", detail))
 }

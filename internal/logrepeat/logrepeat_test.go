@@ -3,6 +3,7 @@ package logrepeat_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -63,5 +64,23 @@ func TestRedisLogger(t *testing.T) {
 	}
 	if m["level"] != "WARN" || m["msg"] != "redis client" || m["detail"] != "redis: connection pool: failed to dial after 5 attempts: dial tcp 127.0.0.1:1: connection refused" {
 		t.Errorf("line: %v", m)
+	}
+}
+
+// The MySQL driver's lines come out as JSON too, a line the driver prints
+// once per dead connection at most once per interval.
+func TestMySQLLogger(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	m := logrepeat.MySQL{S: &logrepeat.Suppressor{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}}
+	for range 5 {
+		m.Print("packets.go:58 ", io.ErrUnexpectedEOF) // as the driver calls it
+	}
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("not one JSON line: %v\n%s", err, buf.String())
+	}
+	if line["level"] != "WARN" || line["msg"] != "mysql driver" || line["detail"] != "packets.go:58 unexpected EOF" {
+		t.Errorf("line: %v", line)
 	}
 }
