@@ -226,9 +226,7 @@ func Reconcile(ctx context.Context, cfg config.Config, log *slog.Logger) (order.
 	if err != nil {
 		return nil, err
 	}
-	if placement.Close != nil {
-		defer placement.Close()
-	}
+	defer placement.Close() // lua's writers
 	l := placement.Reconcile
 	if l == nil {
 		return nil, fmt.Errorf("strategy lua: it declares no reconciliation")

@@ -24,14 +24,17 @@ import (
 // take one transaction each, as atomic does. See docs/strategies.md.
 type Batched struct {
 	db     *gorm.DB
+	rules  order.Rules
 	single stock.Guard // refunds, and orders without a key
 	w      *Writer[struct{}]
 	reads  *order.FirstReads
 }
 
-// NewBatched returns the group-commit strategy on gdb.
-func NewBatched(gdb *gorm.DB) *Batched {
-	return &Batched{db: gdb, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)), w: NewWriter[struct{}](gdb, "batched", nil, nil), reads: order.NewFirstReads(gdb)}
+// NewBatched returns the group-commit strategy on gdb, whose batches
+// apply rules.
+func NewBatched(gdb *gorm.DB, rules order.Rules) *Batched {
+	return &Batched{db: gdb, rules: rules, single: stock.NewQueued(gdb, stock.NewAtomic(gdb)),
+		w: NewWriter[struct{}](gdb, "batched", Mode{Rules: rules}, nil, nil), reads: order.NewFirstReads(gdb)}
 }
 
 // Adjust implements the strategy for what does not batch: refunds, and
@@ -50,22 +53,22 @@ func (b *Batched) AdjustLines(ctx context.Context, lines []stock.Line, fn stock.
 
 // Place implements order.Placer: it queues r for the SKU's next batch and waits
 // for its answer.
-func (b *Batched) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules) (order.Order, bool, error) {
+func (b *Batched) Place(ctx context.Context, r order.PlaceRequest) (order.Order, bool, error) {
 	if !b.w.Stocked(r.SKU) {
 		// Sold out is answered at once, by a read that takes no lock.
 		if o, found, err := b.reads.First(ctx, r); found || err != nil {
 			return o, found, err
 		}
 	}
-	o, replayed, err := b.w.Submit(&Request[struct{}]{Ctx: ctx, Order: r, Rules: rules})
+	o, replayed, err := b.w.Submit(&Request[struct{}]{Ctx: ctx, Order: r})
 	return b.reads.CheckRefusal(ctx, r, o, replayed, err)
 }
 
 // PlaceCart implements order.CartPlacer: it queues r for the next batch
 // of carts and waits for its answer. A refusal may be because the key's
 // own order, placed meanwhile, took the stock: that order is its answer.
-func (b *Batched) PlaceCart(ctx context.Context, r order.PlaceRequest, rules order.Rules) (order.Order, bool, error) {
-	o, replayed, err := b.w.SubmitCart(&Request[struct{}]{Ctx: ctx, Order: r, Rules: rules})
+func (b *Batched) PlaceCart(ctx context.Context, r order.PlaceRequest) (order.Order, bool, error) {
+	o, replayed, err := b.w.SubmitCart(&Request[struct{}]{Ctx: ctx, Order: r})
 	if errors.Is(err, stock.ErrSoldOut) || errors.Is(err, order.ErrLimitReached) {
 		return order.ReplayOr(ctx, b.db, r, err)
 	}
@@ -74,8 +77,8 @@ func (b *Batched) PlaceCart(ctx context.Context, r order.PlaceRequest, rules ord
 
 // Placement is what the service places through under batched: its own
 // placement of orders and carts with a key, and its guard for the rest.
-func (b *Batched) Placement(rules order.Rules) order.Placement {
-	return order.Placement{Guard: b, Placer: b, Carts: b, Rules: rules, Close: b.Close}
+func (b *Batched) Placement() order.Placement {
+	return order.Placement{Guard: b, Placer: b, Carts: b, Rules: b.rules, Close: b.Close}
 }
 
 // Close answers the buyers its writer holds and waits for its writers and

@@ -19,7 +19,7 @@ import (
 func BenchmarkBatched(b *testing.B) {
 	testinfra.NeedsRealServers(b, "it measures group commit on MySQL")
 	gdb := testinfra.ShopDB(b, testinfra.MySQL(b))
-	svc := order.NewService(gdb, NewBatched(gdb).Placement(order.Rules{}), nil)
+	svc := order.NewService(gdb, NewBatched(gdb, order.Rules{}).Placement(), nil)
 	if err := stock.Reset(b.Context(), gdb, "hot", 1_000_000_000); err != nil {
 		b.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func BenchmarkBatchTransaction(b *testing.B) {
 	if err := stock.Reset(ctx, gdb, "hot", 1_000_000_000); err != nil {
 		b.Fatal(err)
 	}
-	w := NewWriter[struct{}](gdb, "batched", nil, nil)
+	w := NewWriter[struct{}](gdb, "batched", Mode{}, nil, nil)
 	run := rand.Text()[:8]
 	round := 0
 	for b.Loop() {
@@ -59,7 +59,7 @@ func BenchmarkBatchTransaction(b *testing.B) {
 		}
 		var answers []order.Answer
 		if err := gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-			answers, _, err = decide(tx, "hot", batch, map[order.UserKey]order.Order{}, w.idSource(tx))
+			answers, _, err = decide(tx, Mode{}, "hot", batch, map[order.UserKey]order.Order{}, w.idSource(tx))
 			return err
 		}); err != nil {
 			b.Fatal(err)

@@ -32,12 +32,12 @@ func TestBatchRefusesLostEpoch(t *testing.T) {
 	batch := make([]*Request[struct{}], len(epochs))
 	for i, e := range epochs {
 		user := fmt.Sprint("user-", i)
-		batch[i] = &Request[struct{}]{Ctx: ctx, Order: order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: user}, Held: true, Epoch: e}
+		batch[i] = &Request[struct{}]{Ctx: ctx, Order: order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: user}, Epoch: e}
 	}
 	var answers []order.Answer
 	var left int
 	err := gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-		answers, left, err = decide(tx, sku, batch, map[order.UserKey]order.Order{}, order.IDSourceOf(tx))
+		answers, left, err = decide(tx, Mode{Held: true}, sku, batch, map[order.UserKey]order.Order{}, order.IDSourceOf(tx))
 		return err
 	})
 	if err != nil {

@@ -19,8 +19,8 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
 	// Not through the registry: the test reads the group-commit writer's
 	// queue inside *Batched, which the registry's guard does not show.
-	b := NewBatched(gdb)
-	svc := order.NewService(gdb, b.Placement(order.Rules{}), nil)
+	b := NewBatched(gdb, order.Rules{})
+	svc := order.NewService(gdb, b.Placement(), nil)
 	ctx := t.Context()
 	if err := stock.Reset(ctx, gdb, "last", 1); err != nil {
 		t.Fatal(err)
@@ -95,8 +95,8 @@ func TestBatchedDrainsWhenSoldOut(t *testing.T) {
 func TestBatchedClose(t *testing.T) {
 	t.Parallel()
 	gdb := testinfra.ShopDB(t, testinfra.MySQL(t))
-	b := NewBatched(gdb)
-	svc := order.NewService(gdb, b.Placement(order.Rules{}), nil)
+	b := NewBatched(gdb, order.Rules{})
+	svc := order.NewService(gdb, b.Placement(), nil)
 	ctx := t.Context()
 	if err := stock.Reset(ctx, gdb, "closing", 2); err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ func TestBatchedStoresKeys(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	newShop := func() *order.Service {
-		return order.NewService(gdb, groupcommit.NewBatched(gdb).Placement(order.Rules{}), &order.Options{Keys: &order.KeyOptions{Redis: rdb}})
+		return order.NewService(gdb, groupcommit.NewBatched(gdb, order.Rules{}).Placement(), &order.Options{Keys: &order.KeyOptions{Redis: rdb}})
 	}
 	a, b := newShop(), newShop()
 	if !a.StoresKeys() {

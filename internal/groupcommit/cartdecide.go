@@ -17,15 +17,15 @@ import (
 // writeCarts takes each SKU's granted units with one conditional UPDATE,
 // inserts the carts with two INSERTs and records their events with one.
 
-// decideCarts is one batch of carts' transaction. It returns each cart's
-// answer; no SKU's stock is left to tell (sku is "").
-func decideCarts[M any](tx *gorm.DB, _ string, batch []*Request[M], known map[order.UserKey]order.Order, ids order.IDSource) ([]order.Answer, int, error) {
+// decideCarts is one batch of carts' transaction, in mode m. It returns
+// each cart's answer; no SKU's stock is left to tell (sku is "").
+func decideCarts[M any](tx *gorm.DB, m Mode, _ string, batch []*Request[M], known map[order.UserKey]order.Order, ids order.IDSource) ([]order.Answer, int, error) {
 	now := order.Now()
-	st, err := readCarts(tx, batch)
+	st, err := readCarts(tx, m.Rules, batch)
 	if err != nil {
 		return nil, 0, err
 	}
-	g := grantCarts(batch, known, st, now)
+	g := grantCarts(m, batch, known, st, now)
 	if err := writeCarts(tx, &g, ids, batch); err != nil {
 		return nil, 0, err
 	}
@@ -48,7 +48,7 @@ func cartSKUs[M any](batch []*Request[M]) []string {
 // readCarts locks the rows of the batch's SKUs, one after another in
 // ascending order, and reads them, then what the batch needs beyond the
 // stock.
-func readCarts[M any](tx *gorm.DB, batch []*Request[M]) (cartState, error) {
+func readCarts[M any](tx *gorm.DB, rules order.Rules, batch []*Request[M]) (cartState, error) {
 	skus := cartSKUs(batch)
 	st := cartState{skus: make(map[string]skuState, len(skus))}
 	for _, sku := range skus {
@@ -66,7 +66,7 @@ func readCarts[M any](tx *gorm.DB, batch []*Request[M]) (cartState, error) {
 		}
 		st.skus[sku] = s
 	}
-	if w := batch[0].Rules.Window; w > 0 {
+	if w := rules.Window; w > 0 {
 		now, err := db.Now(tx)
 		if err != nil {
 			return st, err
@@ -74,7 +74,7 @@ func readCarts[M any](tx *gorm.DB, batch []*Request[M]) (cartState, error) {
 		deadline := now.Add(w)
 		st.deadline = &deadline
 	}
-	if batch[0].Rules.Limit > 0 {
+	if rules.Limit > 0 {
 		users := make([]string, len(batch))
 		for i, p := range batch {
 			users[i] = p.Order.UserID

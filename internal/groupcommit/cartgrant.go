@@ -37,10 +37,10 @@ type cartGrants struct {
 // SKU, else over the limit at its first line that passes it. It touches
 // no database.
 //
-// A cart whose units are held elsewhere (Request.Held: lua's saga holds
-// each line's reservation in Redis) is refused, busy, when any line's
-// epoch is not its SKU's any more, as grant refuses an order of one SKU.
-func grantCarts[M any](batch []*Request[M], known map[order.UserKey]order.Order, st cartState, now time.Time) cartGrants {
+// A cart whose units are held elsewhere (Mode.Held: lua's saga holds each
+// line's reservation in Redis) is refused, busy, when any line's epoch is
+// not its SKU's any more, as grant refuses an order of one SKU.
+func grantCarts[M any](m Mode, batch []*Request[M], known map[order.UserKey]order.Order, st cartState, now time.Time) cartGrants {
 	g := cartGrants{decisions: make([]decision, len(batch)), taken: map[string]int{}, holdings: map[string]map[string]int{}}
 	first := map[order.UserKey]int{}
 	for i, p := range batch {
@@ -50,7 +50,7 @@ func grantCarts[M any](batch []*Request[M], known map[order.UserKey]order.Order,
 			d.verdict, d.o = replayed, o
 			continue
 		}
-		if err := lostEpochs(p, st); err != nil {
+		if err := lostEpochs(m.Held, p, st); err != nil {
 			d.verdict, d.err = refused, err
 			continue
 		}
@@ -59,20 +59,20 @@ func grantCarts[M any](batch []*Request[M], known map[order.UserKey]order.Order,
 			continue
 		}
 		first[k] = i
-		if err := checkCart(&g, p, st); err != nil {
+		if err := checkCart(&g, m.Rules.Limit, p, st); err != nil {
 			d.verdict, d.err = refused, err
 			continue
 		}
-		takeCart(&g, p, st)
+		takeCart(&g, m.Rules.Limit, p, st)
 		d.verdict, d.o = granted, cartOrder(r, st.deadline, now)
 	}
 	return g
 }
 
-// lostEpochs refuses a held cart one of whose lines was held in a sale
-// before its SKU's current one.
-func lostEpochs[M any](p *Request[M], st cartState) error {
-	if !p.Held {
+// lostEpochs refuses a cart, when held, one of whose lines was held in a
+// sale before its SKU's current one.
+func lostEpochs[M any](held bool, p *Request[M], st cartState) error {
+	if !held {
 		return nil
 	}
 	for i, l := range p.Order.Items {
@@ -84,8 +84,8 @@ func lostEpochs[M any](p *Request[M], st cartState) error {
 }
 
 // checkCart refuses p's cart if a line is not on sale, is short of what the
-// batch has left, or passes the per-user limit.
-func checkCart[M any](g *cartGrants, p *Request[M], st cartState) error {
+// batch has left, or passes the per-user limit (0 for none).
+func checkCart[M any](g *cartGrants, limit int, p *Request[M], st cartState) error {
 	var short []string
 	for _, l := range p.Order.Items {
 		s := st.skus[l.SKU]
@@ -99,7 +99,7 @@ func checkCart[M any](g *cartGrants, p *Request[M], st cartState) error {
 	if short != nil {
 		return order.AsRefusal(&stock.ShortError{SKUs: short})
 	}
-	if limit := p.Rules.Limit; limit > 0 {
+	if limit > 0 {
 		for _, l := range p.Order.Items {
 			if held := g.held(st, l.SKU, p.Order.UserID); held+l.Quantity > limit {
 				return order.LimitReached(p.Order.UserID, l.SKU, held, limit)
@@ -109,11 +109,12 @@ func checkCart[M any](g *cartGrants, p *Request[M], st cartState) error {
 	return nil
 }
 
-// takeCart grants p's cart its lines.
-func takeCart[M any](g *cartGrants, p *Request[M], st cartState) {
+// takeCart grants p's cart its lines, and under a per-user limit adds
+// them to what its user holds.
+func takeCart[M any](g *cartGrants, limit int, p *Request[M], st cartState) {
 	for _, l := range p.Order.Items {
 		g.taken[l.SKU] += l.Quantity
-		if p.Rules.Limit > 0 {
+		if limit > 0 {
 			if g.holdings[l.SKU] == nil {
 				g.holdings[l.SKU] = map[string]int{}
 			}

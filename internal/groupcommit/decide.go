@@ -57,12 +57,13 @@ type grants struct {
 	holdings  map[string]int // users whose holding grows: what they hold after
 }
 
-// decide is one batch's transaction. It returns each buyer's answer and the
-// stock it leaves, or -1 if the SKU is not on sale. known holds the orders
-// that the batch's keys have already, when they were looked up.
-func decide[M any](tx *gorm.DB, sku string, batch []*Request[M], known map[order.UserKey]order.Order, ids order.IDSource) ([]order.Answer, int, error) {
+// decide is one batch's transaction, in mode m. It returns each buyer's
+// answer and the stock it leaves, or -1 if the SKU is not on sale. known
+// holds the orders that the batch's keys have already, when they were
+// looked up.
+func decide[M any](tx *gorm.DB, m Mode, sku string, batch []*Request[M], known map[order.UserKey]order.Order, ids order.IDSource) ([]order.Answer, int, error) {
 	now := order.Now()
-	st, err := readBatch(tx, sku, batch, known)
+	st, err := readBatch(tx, m.Rules, sku, batch, known)
 	if err != nil {
 		return nil, 0, err // a failed statement may have ended the transaction
 	}
@@ -73,7 +74,7 @@ func decide[M any](tx *gorm.DB, sku string, batch []*Request[M], known map[order
 		}
 		return answers, -1, nil
 	}
-	g := grant(sku, batch, known, st, now)
+	g := grant(m, sku, batch, known, st, now)
 	if err := writeBatch(tx, sku, st, &g, ids, batch); err != nil {
 		return nil, 0, err
 	}
@@ -106,9 +107,9 @@ func answersOf[M any](decisions []decision, batch []*Request[M]) []order.Answer 
 // every buyer's units fit and no per-user limit applies, its first
 // statement takes them all, which locks the row and saves a statement;
 // writeBatch gives back what grant then refuses.
-func readBatch[M any](tx *gorm.DB, sku string, batch []*Request[M], known map[order.UserKey]order.Order) (batchState, error) {
+func readBatch[M any](tx *gorm.DB, rules order.Rules, sku string, batch []*Request[M], known map[order.UserKey]order.Order) (batchState, error) {
 	var st batchState
-	limit := batch[0].Rules.Limit
+	limit := rules.Limit
 	if asked := askedUnits(batch, known); asked > 0 && limit == 0 {
 		took, err := stock.Take(tx, sku, asked)
 		if err != nil {
@@ -132,7 +133,7 @@ func readBatch[M any](tx *gorm.DB, sku string, batch []*Request[M], known map[or
 		return st, err
 	}
 	st.available += st.took
-	if w := batch[0].Rules.Window; w > 0 {
+	if w := rules.Window; w > 0 {
 		now, err := db.Now(tx)
 		if err != nil {
 			return st, err
@@ -169,24 +170,24 @@ func askedUnits[M any](batch []*Request[M], known map[order.UserKey]order.Order)
 // grant decides a batch from what readBatch read: buyers in arrival order,
 // as far as the stock and the per-user limit go. It touches no database.
 //
-// A request whose units are held elsewhere (Request.Held) was granted
-// them in the SKU's sale of its epoch. One of an epoch before the SKU's
+// A request whose units are held elsewhere (Mode.Held) was granted them
+// in the SKU's sale of its epoch. One of an epoch before the SKU's
 // current one lost them with that sale's state (lua: Redis restarted
 // empty), and the state built since does not count it. Persisting it
 // would sell a unit that is sold again, and its buyer, answered busy, may
 // since have been told sold out: it is refused, busy, and its buyer's
 // retry asks the current state.
-func grant[M any](sku string, batch []*Request[M], known map[order.UserKey]order.Order, st batchState, now time.Time) grants {
+func grant[M any](m Mode, sku string, batch []*Request[M], known map[order.UserKey]order.Order, st batchState, now time.Time) grants {
 	g := grants{decisions: make([]decision, len(batch)), holdings: map[string]int{}}
 	first := map[order.UserKey]int{}
-	fenced := batch[0].Held
+	limit := m.Rules.Limit
 	for i, p := range batch {
 		r, k, d := p.Order, order.UserKey{User: p.Order.UserID, Key: p.Order.IdempotencyKey}, &g.decisions[i]
 		if o, ok := known[k]; ok {
 			d.verdict, d.o = replayed, o
 			continue
 		}
-		if fenced && p.Epoch != st.epoch {
+		if m.Held && p.Epoch != st.epoch {
 			d.verdict, d.err = refused, lostEpoch(sku, p.Epoch, st.epoch)
 			continue
 		}
@@ -200,13 +201,13 @@ func grant[M any](sku string, batch []*Request[M], known map[order.UserKey]order
 			held = st.held[r.UserID]
 		}
 		switch {
-		case p.Rules.Limit > 0 && held+r.Quantity > p.Rules.Limit:
-			d.verdict, d.err = refused, order.LimitReached(r.UserID, sku, held, p.Rules.Limit)
+		case limit > 0 && held+r.Quantity > limit:
+			d.verdict, d.err = refused, order.LimitReached(r.UserID, sku, held, limit)
 		case r.Quantity > st.available-g.taken:
 			d.verdict, d.err = refused, order.SoldOut(sku)
 		default:
 			g.taken += r.Quantity
-			if p.Rules.Limit > 0 {
+			if limit > 0 {
 				g.holdings[r.UserID] = held + r.Quantity
 			}
 			key := r.IdempotencyKey

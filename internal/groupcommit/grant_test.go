@@ -15,35 +15,37 @@ import (
 // repeated keys and reservations of a lost epoch.
 func TestGrant(t *testing.T) {
 	t.Parallel()
-	buyer := func(user, key string, quantity, limit int) *Request[struct{}] {
-		return &Request[struct{}]{Ctx: context.Background(), Order: order.PlaceRequest{SKU: "s", UserID: user, Quantity: quantity, IdempotencyKey: key}, Rules: order.Rules{Limit: limit}}
+	buyer := func(user, key string, quantity int) *Request[struct{}] {
+		return &Request[struct{}]{Ctx: context.Background(), Order: order.PlaceRequest{SKU: "s", UserID: user, Quantity: quantity, IdempotencyKey: key}}
 	}
 	reservation := func(user string, epoch int64) *Request[struct{}] {
-		p := buyer(user, user, 1, 0)
-		p.Held, p.Epoch = true, epoch
+		p := buyer(user, user, 1)
+		p.Epoch = epoch
 		return p
 	}
+	limit := func(n int) Mode { return Mode{Rules: order.Rules{Limit: n}} }
 	known := order.Order{ID: 7, SKU: "s", UserID: "kim", Quantity: 1}
 	tests := []struct {
 		name  string
+		mode  Mode
 		batch []*Request[struct{}]
 		st    batchState
 		want  []verdict
 		errs  []error // of the refused, in order
 		taken int
 	}{
-		{"stock in arrival order", []*Request[struct{}]{buyer("a", "1", 2, 0), buyer("b", "1", 2, 0), buyer("c", "1", 1, 0)},
+		{"stock in arrival order", Mode{}, []*Request[struct{}]{buyer("a", "1", 2), buyer("b", "1", 2), buyer("c", "1", 1)},
 			batchState{available: 3}, []verdict{granted, refused, granted}, []error{stock.ErrSoldOut}, 3},
-		{"replay and repeat", []*Request[struct{}]{buyer("kim", "k", 1, 0), buyer("ann", "x", 1, 0), buyer("ann", "x", 1, 0)},
+		{"replay and repeat", Mode{}, []*Request[struct{}]{buyer("kim", "k", 1), buyer("ann", "x", 1), buyer("ann", "x", 1)},
 			batchState{available: 5}, []verdict{replayed, granted, repeated}, nil, 1},
-		{"per-user limit", []*Request[struct{}]{buyer("ann", "1", 1, 2), buyer("ann", "2", 1, 2), buyer("bob", "1", 2, 2)},
+		{"per-user limit", limit(2), []*Request[struct{}]{buyer("ann", "1", 1), buyer("ann", "2", 1), buyer("bob", "1", 2)},
 			batchState{available: 9, held: map[string]int{"ann": 1}}, []verdict{granted, refused, granted}, []error{order.ErrLimitReached}, 3},
-		{"lost epoch", []*Request[struct{}]{reservation("a", 2), reservation("b", 1), reservation("c", 2)},
+		{"lost epoch", Mode{Held: true}, []*Request[struct{}]{reservation("a", 2), reservation("b", 1), reservation("c", 2)},
 			batchState{available: 9, epoch: 2}, []verdict{granted, refused, granted}, []error{stock.ErrBusy}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := grant("s", tt.batch, map[order.UserKey]order.Order{{User: "kim", Key: "k"}: known}, tt.st, time.Now())
+			g := grant(tt.mode, "s", tt.batch, map[order.UserKey]order.Order{{User: "kim", Key: "k"}: known}, tt.st, time.Now())
 			var errs []error
 			for i, d := range g.decisions {
 				if d.verdict != tt.want[i] {
@@ -72,7 +74,7 @@ func TestGrant(t *testing.T) {
 			}
 		})
 	}
-	if g := grant("s", []*Request[struct{}]{buyer("ann", "1", 1, 3), buyer("ann", "2", 1, 3)}, nil, batchState{available: 9, held: map[string]int{"ann": 1}}, time.Now()); g.holdings["ann"] != 3 {
+	if g := grant(limit(3), "s", []*Request[struct{}]{buyer("ann", "1", 1), buyer("ann", "2", 1)}, nil, batchState{available: 9, held: map[string]int{"ann": 1}}, time.Now()); g.holdings["ann"] != 3 {
 		t.Errorf("ann holds %d after two units more than 1, want 3", g.holdings["ann"])
 	}
 }

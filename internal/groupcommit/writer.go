@@ -26,6 +26,7 @@ import (
 type Writer[M any] struct {
 	db    *gorm.DB
 	name  string         // the strategy's, in the metrics
+	mode  Mode           // how its batches decide
 	after AfterCommit[M] // nil for none
 
 	skus *batch.Batcher[string, *Request[M]]
@@ -53,10 +54,24 @@ type AfterCommit[M any] func(ctx context.Context, sku string, batch []*Request[M
 // reservations in Redis there, kept or given back by its answer.
 type AfterCarts[M any] func(ctx context.Context, batch []*Request[M], answers []order.Answer)
 
-// NewWriter returns a writer on gdb, named in the metrics as the strategy
-// name; after and afterCarts may be nil.
-func NewWriter[M any](gdb *gorm.DB, name string, after AfterCommit[M], afterCarts AfterCarts[M]) *Writer[M] {
-	w := &Writer[M]{db: gdb, name: name, after: after, afterCarts: afterCarts, last: make(map[string]lastBatch)}
+// Mode is how a writer's batches decide, chosen when it is made.
+type Mode struct {
+	// Rules are the per-user limit and the payment window its batches
+	// apply.
+	Rules order.Rules
+	// Held says that its requests' units are held already, elsewhere (by
+	// the caller, before the database: lua, in Redis), each taken from
+	// the SKU's sale of its Request.Epoch (stock.Epoch): a batch decides
+	// every request even once the SKU sold out, and refuses one, busy,
+	// when the SKU's sale is of another epoch by then. Batched's requests
+	// hold nothing: its batches take their units.
+	Held bool
+}
+
+// NewWriter returns a writer on gdb whose batches decide in mode, named in
+// the metrics as the strategy name; after and afterCarts may be nil.
+func NewWriter[M any](gdb *gorm.DB, name string, mode Mode, after AfterCommit[M], afterCarts AfterCarts[M]) *Writer[M] {
+	w := &Writer[M]{db: gdb, name: name, mode: mode, after: after, afterCarts: afterCarts, last: make(map[string]lastBatch)}
 	w.skus = batch.New(maxBatch, w.write, w.forget)
 	w.carts = batch.New(maxBatch, w.writeCarts, nil)
 	return w
@@ -86,12 +101,8 @@ const maxBatch = 128
 type Request[M any] struct {
 	Ctx   context.Context
 	Order order.PlaceRequest
-	Rules order.Rules
-	// Held says that the order's units are held already, elsewhere (by
-	// the caller, before the database), taken from the SKU's sale of Epoch
-	// (stock.Epoch): a batch decides it even once the SKU sold out, and
-	// refuses it, busy, when the SKU's sale is of another epoch by then.
-	Held  bool
+	// Epoch is the SKU's sale in which the order's units were held, in a
+	// writer of Mode.Held.
 	Epoch int64
 	// Epochs are a held cart's: each line's epoch, in the order of
 	// Order.Items.
@@ -138,25 +149,18 @@ func (w *Writer[M]) forget(sku string) {
 }
 
 // write commits one batch of the SKU. Once a batch has left no stock, the
-// buyers who queued meanwhile are refused without one, but for those
-// whose units are held elsewhere (Request.Held): a batch decides each of
-// them, so that its caller settles it.
+// buyers who queued meanwhile are refused without one, unless their units
+// are held elsewhere (Mode.Held): a batch decides each of them, so that
+// its caller settles it.
 func (w *Writer[M]) write(sku string, queued []*Request[M]) {
 	w.mu.Lock()
 	last := w.last[sku]
 	w.mu.Unlock()
-	if last == leftNone {
-		held := queued[:0]
+	if last == leftNone && !w.mode.Held {
 		for _, p := range queued {
-			if p.Held {
-				held = append(held, p)
-				continue
-			}
 			p.done <- order.Answer{Err: order.SoldOut(sku)}
 		}
-		if queued = held; len(queued) == 0 {
-			return
-		}
+		return
 	}
 	after := func(ctx context.Context, answers []order.Answer, committed bool) {
 		if committed && w.after != nil {
@@ -180,7 +184,7 @@ func (w *Writer[M]) write(sku string, queued []*Request[M]) {
 // decider is one batch's transaction: decide for a SKU's orders,
 // decideCarts for carts. It returns each request's answer and the stock
 // of sku it leaves.
-type decider[M any] func(tx *gorm.DB, sku string, batch []*Request[M], known map[order.UserKey]order.Order, ids order.IDSource) ([]order.Answer, int, error)
+type decider[M any] func(tx *gorm.DB, m Mode, sku string, batch []*Request[M], known map[order.UserKey]order.Order, ids order.IDSource) ([]order.Answer, int, error)
 
 // commit runs one batch's transaction, again while any buyer in it still
 // waits after a deadlock, a lock-wait timeout or a lost connection, and
@@ -215,7 +219,7 @@ func (w *Writer[M]) commit(sku string, reqs []*Request[M], run decider[M], after
 		}
 		if err == nil {
 			err = w.db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-				answers, left, err = run(tx, sku, reqs, known, w.idSource(tx))
+				answers, left, err = run(tx, w.mode, sku, reqs, known, w.idSource(tx))
 				return err
 			})
 		}

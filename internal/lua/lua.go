@@ -128,7 +128,7 @@ func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
 	l := &Lua{db: gdb, redis: redisstock.New(rdb, o.Prefix), single: stock.NewAtomic(gdb), reads: order.NewFirstReads(gdb),
 		rules: o.Rules, idle: o.ClaimIdle, answerTTL: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), redisFailed: &logrepeat.Suppressor{Logger: cmp.Or(o.Log, slog.Default())}, rebuilding: make(chan struct{}, 1),
 		epochs: make(map[string]int64), reading: make(map[string]chan struct{}), fixing: make(map[string]bool), checked: make(map[string]uint64)}
-	l.w = groupcommit.NewWriter(gdb, "lua", l.settle, l.settleCarts)
+	l.w = groupcommit.NewWriter(gdb, "lua", groupcommit.Mode{Rules: o.Rules, Held: true}, l.settle, l.settleCarts)
 	rdb.AddHook(watch{l})
 	for _, result := range []string{"persisted", "released"} {
 		metrics.LuaClaimed.WithLabelValues(result)
@@ -147,7 +147,7 @@ func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
 // A key already answered gets its answer again. Redis's refusals are
 // final, and kept by the script; the database's are checked against the
 // key's order, and kept here.
-func (l *Lua) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules) (order.Order, bool, error) {
+func (l *Lua) Place(ctx context.Context, r order.PlaceRequest) (order.Order, bool, error) {
 	res := redisstock.Reservation{UserID: r.UserID, Key: r.IdempotencyKey, Quantity: r.Quantity}
 	lookedUp := false
 	var over *redisstock.OverLimitError
@@ -158,11 +158,11 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules
 		if err != nil {
 			return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
-		refusals := redisstock.Refusals{TTL: l.answerTTL, SoldOut: order.StoredSoldOut, OverLimit: order.StoredLimit(rules.Limit)}
+		refusals := redisstock.Refusals{TTL: l.answerTTL, SoldOut: order.StoredSoldOut, OverLimit: order.StoredLimit(l.rules.Limit)}
 		if len(route) > 1 {
 			refusals.SoldOut = "" // one bucket's sold out is not the SKU's
 		}
-		terms := redisstock.Terms{Epoch: epoch, Limit: rules.Limit, LookedUp: lookedUp, TakeOver: l.idle, Refusals: refusals}
+		terms := redisstock.Terms{Epoch: epoch, Limit: l.rules.Limit, LookedUp: lookedUp, TakeOver: l.idle, Refusals: refusals}
 		seen := l.count()
 		id, answer, err := l.redis.Reserve(ctx, route[0], res, terms)
 		switch {
@@ -178,7 +178,7 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules
 			a := order.ReplayStored(answer, r)
 			return a.Order, a.Replayed, a.Err
 		case err == nil:
-			o, replayed, err := l.w.Submit(&groupcommit.Request[reservation]{Ctx: ctx, Order: r, Rules: rules, Held: true, Epoch: epoch,
+			o, replayed, err := l.w.Submit(&groupcommit.Request[reservation]{Ctx: ctx, Order: r, Epoch: epoch,
 				Meta: reservation{entry: id, bucket: route[0]}})
 			o, replayed, err = l.reads.CheckRefusal(ctx, r, o, replayed, err)
 			return o, replayed, l.storeRefusal(ctx, r, err)
@@ -207,7 +207,7 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules
 		case errors.Is(err, stock.ErrSoldOut):
 			return order.Order{}, false, l.storeRefusal(ctx, r, order.SoldOut(r.SKU))
 		case errors.As(err, &over):
-			return order.Order{}, false, order.LimitReached(r.UserID, r.SKU, over.Held, rules.Limit)
+			return order.Order{}, false, order.LimitReached(r.UserID, r.SKU, over.Held, l.rules.Limit)
 		case errors.Is(err, idempotency.ErrInProgress), errors.Is(err, idempotency.ErrKeyReused):
 			return order.Order{}, false, fmt.Errorf("order: place: %w", err)
 		default: // Redis is down, or the state keeps changing: nothing was taken

@@ -34,7 +34,7 @@ import (
 
 // PlaceCart implements CartPlacer: Redis first, then the database, then
 // the reservations end: done, or given back.
-func (l *Lua) PlaceCart(ctx context.Context, r order.PlaceRequest, rules order.Rules) (order.Order, bool, error) {
+func (l *Lua) PlaceCart(ctx context.Context, r order.PlaceRequest) (order.Order, bool, error) {
 	// A retry of a cart the database has reserves again: its batch finds
 	// the key's order (the INSERT fails on the unique index, and the batch
 	// runs again with the keys looked up), replays it, and the saga gives
@@ -49,7 +49,7 @@ func (l *Lua) PlaceCart(ctx context.Context, r order.PlaceRequest, rules order.R
 		case err == nil:
 			// The writer ends the reservations once the batch has ended
 			// (settleCarts), even should the buyer stop waiting.
-			o, replayed, err := l.w.SubmitCart(&groupcommit.Request[reservation]{Ctx: ctx, Order: r, Rules: rules, Held: true, Epochs: epochs,
+			o, replayed, err := l.w.SubmitCart(&groupcommit.Request[reservation]{Ctx: ctx, Order: r, Epochs: epochs,
 				Meta: reservation{saga: c.Saga, held: held}})
 			if errors.Is(err, stock.ErrSoldOut) || errors.Is(err, order.ErrLimitReached) {
 				// The stock may have gone to this key's own order.

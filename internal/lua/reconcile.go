@@ -283,7 +283,7 @@ func (l *Lua) persist(ctx context.Context, bucket string, epoch int64, claimed [
 	n := 0
 	for _, r := range claimed {
 		wg.Go(func() {
-			_, replayed, err := l.w.Submit(&groupcommit.Request[reservation]{Ctx: ctx, Rules: l.rules, Held: true, Epoch: epoch,
+			_, replayed, err := l.w.Submit(&groupcommit.Request[reservation]{Ctx: ctx, Epoch: epoch,
 				Meta:  reservation{entry: r.ID, bucket: bucket},
 				Order: order.PlaceRequest{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, IdempotencyKey: r.Key}})
 			if err == nil && !replayed {

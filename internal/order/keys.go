@@ -51,33 +51,40 @@ func newKeys(o *KeyOptions) *keys {
 	return &keys{pipe: redispipe.New(o.Redis), prefix: o.Prefix, ttl: idempotency.TTL(o.TTL), held: make(map[UserKey]bool)}
 }
 
-// place places r with place, keeping its key: a request whose key is held
-// in this instance is told so; one whose key has a kept answer gets it;
-// and a refusal is kept.
-func (k *keys) place(ctx context.Context, r PlaceRequest, place func() (Order, bool, error)) (Order, bool, error) {
-	release, ok := k.claim(r)
-	if !ok {
-		return Order{}, false, fmt.Errorf("order: place: %w: the first request with %s's key %q is being decided", idempotency.ErrInProgress, r.UserID, r.IdempotencyKey)
+// around is place, keeping its requests' keys: a request whose key is
+// held in this instance is told so; one whose key has a kept answer gets
+// it; and a refusal is kept.
+func (k *keys) around(place placeFunc) placeFunc {
+	return func(ctx context.Context, r PlaceRequest) (Order, bool, error) {
+		release, ok := k.claim(r)
+		if !ok {
+			return Order{}, false, fmt.Errorf("order: place: %w: the first request with %s's key %q is being decided", idempotency.ErrInProgress, r.UserID, r.IdempotencyKey)
+		}
+		defer release()
+		if a, found := k.find(ctx, r); found {
+			return a.Order, a.Replayed, a.Err
+		}
+		o, replayed, err := place(ctx, r)
+		k.store(ctx, r, err)
+		return o, replayed, err
 	}
-	defer release()
-	if a, found := k.find(ctx, r); found {
-		return a.Order, a.Replayed, a.Err
-	}
-	o, replayed, err := place()
-	k.store(ctx, r, err)
-	return o, replayed, err
 }
 
-// countKeyAnswer counts, where the service keeps its keys, what it
-// answered other than a new request, as the HTTP layer's key store does.
-func countKeyAnswer(replayed bool, err error) {
-	switch {
-	case replayed:
-		metrics.Idempotency.WithLabelValues("replayed").Inc()
-	case errors.Is(err, idempotency.ErrInProgress):
-		metrics.Idempotency.WithLabelValues("in-progress").Inc()
-	case errors.Is(err, idempotency.ErrKeyReused):
-		metrics.Idempotency.WithLabelValues("key-reused").Inc()
+// counted is place, counting what it answered other than a new request
+// (metrics.Idempotency), where the service keeps its keys, as the HTTP
+// layer's key store does.
+func counted(place placeFunc) placeFunc {
+	return func(ctx context.Context, r PlaceRequest) (Order, bool, error) {
+		o, replayed, err := place(ctx, r)
+		switch {
+		case replayed:
+			metrics.Idempotency.WithLabelValues("replayed").Inc()
+		case errors.Is(err, idempotency.ErrInProgress):
+			metrics.Idempotency.WithLabelValues("in-progress").Inc()
+		case errors.Is(err, idempotency.ErrKeyReused):
+			metrics.Idempotency.WithLabelValues("key-reused").Inc()
+		}
+		return o, replayed, err
 	}
 }
 

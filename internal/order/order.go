@@ -81,10 +81,10 @@ type Options struct {
 
 // Service places, refunds and reads orders.
 type Service struct {
-	db       *gorm.DB
-	strategy Placement // what it places through, and the steps its strategy makes itself
-	limit    int
-	window   time.Duration
+	db *gorm.DB
+	// strategy is what it places through: every step filled in at wiring
+	// (complete), by the strategy or by the service, under its one Rules.
+	strategy Placement
 	reads    *FirstReads
 	keys     *keys // nil: the caller keeps them
 }
@@ -92,13 +92,11 @@ type Service struct {
 // NewService returns a Service that places orders through p, which the
 // strategy's registry entry builds (Guarded for a guard alone).
 func NewService(gdb *gorm.DB, p Placement, opts *Options) *Service {
-	if p.Close == nil { // the strategy runs nothing by itself
-		p.Close = func() {}
-	}
-	s := &Service{db: gdb, strategy: p, reads: NewFirstReads(gdb), limit: p.Rules.Limit, window: p.Rules.Window}
+	s := &Service{db: gdb, reads: NewFirstReads(gdb)}
 	if opts != nil && opts.Keys != nil {
 		s.keys = newKeys(opts.Keys)
 	}
+	s.strategy = s.complete(p)
 	return s
 }
 
@@ -136,13 +134,16 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (o Order, replayed 
 	if r, err = r.normal(); err != nil {
 		return Order{}, false, err
 	}
-	if s.keys != nil && r.IdempotencyKey != "" && !s.strategy.StoresKeys {
-		o, replayed, err = s.keys.place(ctx, r, func() (Order, bool, error) { return s.placeOnce(ctx, r) })
-	} else {
-		o, replayed, err = s.placeOnce(ctx, r)
-	}
-	if s.StoresKeys() {
-		countKeyAnswer(replayed, err)
+	// The request, not the strategy, picks the step: an order without a
+	// key takes one transaction through the guard; one with a key goes to
+	// the placement's placer, or to its cart placer.
+	switch {
+	case r.IdempotencyKey == "":
+		o, replayed, err = s.place(ctx, r)
+	case r.isCart():
+		o, replayed, err = s.strategy.Carts.PlaceCart(ctx, r)
+	default:
+		o, replayed, err = s.strategy.Placer.Place(ctx, r)
 	}
 	if err == nil && !replayed {
 		metrics.OrderLines.Observe(float64(max(1, len(r.Items))))
@@ -165,59 +166,61 @@ func (o Order) asPlaced() Order {
 	return o
 }
 
-func (s *Service) placeOnce(ctx context.Context, r PlaceRequest) (Order, bool, error) {
-	switch {
-	case r.IdempotencyKey == "":
-	case r.isCart() && s.strategy.Carts != nil:
-		return s.strategy.Carts.PlaceCart(ctx, r, s.strategy.Rules)
-	case !r.isCart() && s.strategy.Placer != nil:
-		return s.strategy.Placer.Place(ctx, r, Rules{Limit: s.limit, Window: s.window})
-	}
-	return s.place(ctx, r)
-}
-
-// place places r through the service's guard.
+// place places r through the service's guard, in one transaction.
 func (s *Service) place(ctx context.Context, r PlaceRequest) (Order, bool, error) {
-	return s.placeWith(ctx, r, s.strategy.Guard)
+	o := newOrder(r)
+	err := s.strategy.Guard.AdjustLines(ctx, stockLines(r.lines(), -1), s.insert(r, &o))
+	return s.placed(ctx, r, o, err)
 }
 
 // errAnswered ends a purchase that its first read answered.
 var errAnswered = errors.New("order: answered by the first read")
 
-// placeWith places r through guard.
-func (s *Service) placeWith(ctx context.Context, r PlaceRequest, guard stock.Guard) (Order, bool, error) {
-	o := newOrder(r)
-	lines := r.lines()
-	fn := func(st stock.Tx) error {
-		tx := st.Rows()
-		if err := s.holdLines(tx, r.UserID, lines); err != nil {
-			return err
-		}
-		if err := (Rules{Window: s.window}).placedAs(tx, &o); err != nil {
-			return err
-		}
-		if err := o.insert(tx); err != nil {
-			return err
-		}
-		return record(tx, EventPlaced, o)
-	}
-	var err error
-	if f := s.strategy.FirstRead; f != nil && r.IdempotencyKey != "" && !r.isCart() {
+// placeAfter is the service's placer of orders with a key under a guard
+// that lets a purchase make its first read itself: the read finds the
+// key's order, or its refusal, with the stock (stock.Queued).
+func (s *Service) placeAfter(f FirstReader) placeFunc {
+	return func(ctx context.Context, r PlaceRequest) (Order, bool, error) {
+		o := newOrder(r)
 		var first Answer // the first read's answer, if it ended the purchase
 		answered := false
-		err = f.AdjustAfter(ctx, r.SKU, -r.Quantity, func(ctx context.Context) error {
+		err := f.AdjustAfter(ctx, r.SKU, -r.Quantity, func(ctx context.Context) error {
 			first.Order, first.Replayed, first.Err = s.reads.First(ctx, r)
 			if answered = first.Replayed || first.Err != nil; answered {
 				return errAnswered
 			}
 			return nil
-		}, fn)
+		}, s.insert(r, &o))
 		if answered {
 			return first.Order, first.Replayed, first.Err
 		}
-	} else {
-		err = guard.AdjustLines(ctx, stockLines(lines, -1), fn)
+		return s.placed(ctx, r, o, err)
 	}
+}
+
+// insert is the transaction of r's purchase, once its stock is taken: it
+// adds to what the buyer holds, and inserts o, placed, with its event.
+func (s *Service) insert(r PlaceRequest, o *Order) stock.Fn {
+	lines := r.lines()
+	return func(st stock.Tx) error {
+		tx := st.Rows()
+		if err := s.holdLines(tx, r.UserID, lines); err != nil {
+			return err
+		}
+		if err := s.strategy.Rules.placedAs(tx, o); err != nil {
+			return err
+		}
+		if err := o.insert(tx); err != nil {
+			return err
+		}
+		return record(tx, EventPlaced, *o)
+	}
+}
+
+// placed answers r once its purchase, which would have placed o, ended
+// with err: a duplicate key replays the key's order, and a refusal may be
+// because the key's own order, placed meanwhile, took the stock.
+func (s *Service) placed(ctx context.Context, r PlaceRequest, o Order, err error) (Order, bool, error) {
 	if db.IsDuplicate(err) {
 		return s.replay(ctx, r)
 	}
@@ -247,7 +250,8 @@ func (s *Service) replay(ctx context.Context, r PlaceRequest) (Order, bool, erro
 // transaction ends, so a burst of one user's orders passes it one at a time
 // whatever the stock strategy.
 func (s *Service) hold(tx *gorm.DB, userID, sku string, units int) error {
-	if s.limit <= 0 {
+	limit := s.strategy.Rules.Limit
+	if limit <= 0 {
 		return nil
 	}
 	err := tx.Clauses(clause.OnConflict{
@@ -261,8 +265,8 @@ func (s *Service) hold(tx *gorm.DB, userID, sku string, units int) error {
 	if err := tx.Model(&purchase{}).Where("user_id = ? AND sku = ?", userID, sku).Select("units").Scan(&held).Error; err != nil {
 		return err
 	}
-	if held > s.limit {
-		return fmt.Errorf("%w: %s holds %d of %s, the limit is %d", ErrLimitReached, userID, held-units, sku, s.limit)
+	if held > limit {
+		return fmt.Errorf("%w: %s holds %d of %s, the limit is %d", ErrLimitReached, userID, held-units, sku, limit)
 	}
 	return nil
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"gorm.io/gorm"
-
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/order"
@@ -26,7 +24,8 @@ func init() {
 	err := strategy.Register(strategy.Strategy{Name: "test-single", Ceiling: strategy.SQLAtomic,
 		Own: func(b *backend.Backends, _ config.Config, rules order.Rules) (order.Placement, error) {
 			q := stock.NewQueued(b.DB, stock.NewAtomic(b.DB))
-			return order.Placement{Guard: q, FirstRead: q, Rules: rules, Placer: &single{guard: stock.NewAtomic(b.DB), db: b.DB}}, nil
+			inner := order.NewService(b.DB, order.Guarded(stock.NewAtomic(b.DB), rules), nil)
+			return order.Placement{Guard: q, FirstRead: q, Rules: rules, Placer: &single{inner: inner}}, nil
 		}})
 	if err != nil {
 		panic(err)
@@ -35,19 +34,16 @@ func init() {
 
 // single is the test strategy's placer.
 type single struct {
-	db    *gorm.DB
-	guard stock.Guard
-	inner sync.Map // order.Rules to the *order.Service that places by them
-	turns sync.Map // SKU to its *sync.Mutex
+	inner *order.Service // on the atomic guard, under the placement's rules
+	turns sync.Map       // SKU to its *sync.Mutex
 }
 
 var _ order.Placer = (*single)(nil)
 
 // Place implements order.Placer.
-func (s *single) Place(ctx context.Context, r order.PlaceRequest, rules order.Rules) (order.Order, bool, error) {
-	inner, _ := s.inner.LoadOrStore(rules, order.NewService(s.db, order.Guarded(s.guard, rules), nil))
+func (s *single) Place(ctx context.Context, r order.PlaceRequest) (order.Order, bool, error) {
 	turn, _ := s.turns.LoadOrStore(r.SKU, new(sync.Mutex))
 	turn.(*sync.Mutex).Lock()
 	defer turn.(*sync.Mutex).Unlock()
-	return inner.(*order.Service).Place(ctx, r)
+	return s.inner.Place(ctx, r)
 }

@@ -11,22 +11,21 @@ import (
 
 // Placement is what the service places orders through, built for it by
 // the strategy's registry entry at wiring (internal/strategy). Guard is
-// every strategy's: the service's own placement wraps it, and its
-// give-backs and stock changes go through it. Each other field, when set,
-// is a step the strategy makes itself in place of the service; nil means
-// the service makes it. The service never asks a strategy what else it
-// can do: every path an order can take is a field here. See "Adding a
-// strategy" in docs/strategies.md.
+// every strategy's. Each other step, when set, is one the strategy makes
+// itself; one left nil is filled in by NewService, once, with the
+// service's own step on Guard (complete). The service then calls every
+// step and never asks which strategy runs: every path an order can take
+// is a field here. See "Adding a strategy" in docs/strategies.md.
 type Placement struct {
 	Guard stock.Guard
-	// Rules are the per-user limit and the payment window that the
-	// service applies, and a strategy that places its own orders is built
-	// with: one value, made from the configuration at wiring
-	// (strategy.Build).
+	// Rules are the per-user limit and the payment window, made from the
+	// configuration at wiring (strategy.Build): the one value that the
+	// service applies, and that a strategy with steps of its own is built
+	// with.
 	Rules Rules
-	// FirstRead lets a purchase make the guard's first read itself, so
-	// that the service reads the buyer's key with the stock
-	// (stock.Queued).
+	// FirstRead, when Placer is nil, lets the service's placer of orders
+	// with a key make the guard's first read itself, so that it reads the
+	// buyer's key with the stock (stock.Queued).
 	FirstRead FirstReader
 	// Placer places the orders of one SKU that carry an Idempotency-Key:
 	// batched and lua, which batch them. It checks its refusals and
@@ -36,9 +35,9 @@ type Placement struct {
 	// lua, which takes a cart's stock in Redis first; both commit them in
 	// batches.
 	Carts CartPlacer
-	// StoresKeys says that Placer keeps its buyers' Idempotency-Keys for
-	// orders itself, in the step that decides them (lua, in Redis); its
-	// answers are those of the service's own keys (keys.go).
+	// StoresKeys says that Placer and Carts keep their buyers'
+	// Idempotency-Keys themselves, in the step that decides them (lua, in
+	// Redis); their answers are those of the service's own keys (keys.go).
 	StoresKeys bool
 	// Refunder gives an order's units back: lua, which also takes them
 	// off what the user holds in Redis.
@@ -50,11 +49,11 @@ type Placement struct {
 	Sale Sale
 	// Reconcile is background work the app runs on one instance at a
 	// time, with the run's fencing token: lua's reconciliation of Redis
-	// with the database.
+	// with the database. Nil for none: the app asks it at wiring.
 	Reconcile func(ctx context.Context, token int64) (Reconciliation, error)
-	// Close, when set, stops and waits for the work the strategy runs in
-	// the background by itself (batched's and lua's writers); the
-	// service's Close calls it. NewService fills in one that does nothing.
+	// Close stops and waits for the work the strategy runs in the
+	// background by itself (batched's and lua's writers); the service's
+	// Close calls it.
 	Close func()
 }
 
@@ -62,21 +61,94 @@ type Placement struct {
 // with no step of its own.
 func Guarded(g stock.Guard, rules Rules) Placement { return Placement{Guard: g, Rules: rules} }
 
+// complete fills in, once, the steps that p leaves to the service: its
+// placers on p.Guard (after p.FirstRead, when set), a refund and a stock
+// change through p.Guard, no sale outside the database, and nothing to
+// close. Where the service keeps its buyers' keys, its keys wrap the
+// placers (keys.go).
+func (s *Service) complete(p Placement) Placement {
+	if p.Placer == nil {
+		p.Placer = placeFunc(s.place)
+		if p.FirstRead != nil {
+			p.Placer = s.placeAfter(p.FirstRead)
+		}
+	}
+	if p.Carts == nil {
+		p.Carts = placeFunc(s.place)
+	}
+	if p.Refunder == nil {
+		p.Refunder = guardRefunder{p.Guard}
+	}
+	if p.Restocker == nil {
+		p.Restocker = guardRestocker{p.Guard}
+	}
+	if p.Sale == nil {
+		p.Sale = noSale{}
+	}
+	if p.Close == nil {
+		p.Close = func() {}
+	}
+	if s.keys != nil && !p.StoresKeys {
+		p.Placer, p.Carts = s.keys.around(p.Placer.Place), s.keys.around(p.Carts.PlaceCart)
+	}
+	if s.keys != nil || p.StoresKeys {
+		p.Placer, p.Carts = counted(p.Placer.Place), counted(p.Carts.PlaceCart)
+	}
+	return p
+}
+
+// placeFunc is a way to place an order with a key, as a Placer and as a
+// CartPlacer.
+type placeFunc func(ctx context.Context, r PlaceRequest) (Order, bool, error)
+
+// Place implements Placer.
+func (f placeFunc) Place(ctx context.Context, r PlaceRequest) (Order, bool, error) { return f(ctx, r) }
+
+// PlaceCart implements CartPlacer.
+func (f placeFunc) PlaceCart(ctx context.Context, r PlaceRequest) (Order, bool, error) {
+	return f(ctx, r)
+}
+
+// guardRefunder gives an order's units back through a guard.
+type guardRefunder struct{ stock.Guard }
+
+func (g guardRefunder) Refund(ctx context.Context, o Order, fn stock.Fn) error {
+	return g.AdjustLines(ctx, o.Returns(), fn)
+}
+
+// guardRestocker changes a SKU's stock under a guard: a change of 0 takes
+// whatever guards the SKU, and set then makes the change under it.
+type guardRestocker struct{ stock.Guard }
+
+func (g guardRestocker) Restock(ctx context.Context, sku string, set func(tx stock.Tx) (int, error)) error {
+	return g.Adjust(ctx, sku, 0, func(tx stock.Tx) error {
+		_, err := set(tx)
+		return err
+	})
+}
+
+// noSale keeps nothing of a sale outside the database.
+type noSale struct{}
+
+func (noSale) NewSale(*gorm.DB, string) error       { return nil }
+func (noSale) Forget(context.Context, string) error { return nil }
+
 // Rules are what a placement applies beyond the stock.
 type Rules struct {
 	Limit  int           // units of a SKU per user; 0 for none
 	Window time.Duration // the payment window; 0 for none
 }
 
-// Placer places an order of one SKU itself, rather than through a guard's
-// Adjust, under rules.
+// Placer places an order of one SKU with an Idempotency-Key, under the
+// placement's Rules.
 type Placer interface {
-	Place(ctx context.Context, r PlaceRequest, rules Rules) (o Order, replayed bool, err error)
+	Place(ctx context.Context, r PlaceRequest) (o Order, replayed bool, err error)
 }
 
-// CartPlacer places a cart with an Idempotency-Key itself, under rules.
+// CartPlacer places a cart with an Idempotency-Key, under the placement's
+// Rules.
 type CartPlacer interface {
-	PlaceCart(ctx context.Context, r PlaceRequest, rules Rules) (Order, bool, error)
+	PlaceCart(ctx context.Context, r PlaceRequest) (Order, bool, error)
 }
 
 // FirstReader lets a purchase make its first read itself (stock.Queued).
@@ -127,7 +199,8 @@ func (s *Service) Close() {
 
 // StoresKeys reports whether the service keeps its buyers'
 // Idempotency-Keys for orders, by itself or through its strategy
-// (Placement.StoresKeys), so that the caller's key store need not. Place
+// (Placement.StoresKeys), so that the caller's key store need not: the
+// app asks it at wiring. Place
 // then answers as that store would: a retry of the same request (user, SKU
 // and quantity) gets its first answer again, replayed, a refusal such as
 // sold out included; a key reused for another request is refused

@@ -84,12 +84,12 @@ func (s *Service) create(ctx context.Context, sku string, available int) (create
 	sale := s.strategy.Sale
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
-		if created, err = stock.Create(tx, sku, available); err != nil || !created || sale == nil {
+		if created, err = stock.Create(tx, sku, available); err != nil || !created {
 			return err
 		}
 		return sale.NewSale(tx, sku)
 	})
-	if err == nil && created && sale != nil {
+	if err == nil && created {
 		// Should this fail, the new sale's epoch still keeps what is left
 		// from selling.
 		err = sale.Forget(ctx, sku)
@@ -100,16 +100,7 @@ func (s *Service) create(ctx context.Context, sku string, available int) (create
 // change sets an existing sku's available, keeping its orders, if it is
 // expected, or expected is nil (see SetStock).
 func (s *Service) change(ctx context.Context, sku string, available int, expected *int) error {
-	set := func(tx stock.Tx) (int, error) { return tx.Set(sku, available, expected) }
-	if r := s.strategy.Restocker; r != nil {
-		return r.Restock(ctx, sku, set)
-	}
-	// A change of 0 takes whatever guards the SKU, and set then makes the
-	// change under it.
-	return s.strategy.Guard.Adjust(ctx, sku, 0, func(tx stock.Tx) error {
-		_, err := set(tx)
-		return err
-	})
+	return s.strategy.Restocker.Restock(ctx, sku, func(tx stock.Tx) (int, error) { return tx.Set(sku, available, expected) })
 }
 
 // DeleteStock deletes sku and everything that points to it: its orders
@@ -169,9 +160,9 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 		_, err = stock.NextEpoch(tx, sku)
 		return err
 	})
-	if sale := s.strategy.Sale; sale != nil && err == nil {
+	if err == nil {
 		// Should this fail, the epoch moved on keeps the state from selling.
-		err = sale.Forget(ctx, sku)
+		err = s.strategy.Sale.Forget(ctx, sku)
 	}
 	if err != nil {
 		return fmt.Errorf("order: delete stock: %w", err)

@@ -48,12 +48,8 @@ func (s *Service) giveBack(ctx context.Context, o Order, t transition) (Order, e
 		}
 		o = orders[0]
 	}
-	adjust := func(fn stock.Fn) error { return s.strategy.Guard.AdjustLines(ctx, o.Returns(), fn) }
-	if r := s.strategy.Refunder; r != nil {
-		adjust = func(fn stock.Fn) error { return r.Refund(ctx, o, fn) }
-	}
 	after := o
-	err := adjust(func(st stock.Tx) error {
+	err := s.strategy.Refunder.Refund(ctx, o, func(st stock.Tx) error {
 		tx := st.Rows()
 		if t.fence != nil {
 			if err := t.fence.claim(tx); err != nil {
@@ -91,7 +87,7 @@ func (s *Service) giveBack(ctx context.Context, o Order, t transition) (Order, e
 
 // release takes o's units off what its user holds.
 func (s *Service) release(tx *gorm.DB, o Order) error {
-	if s.limit <= 0 {
+	if s.strategy.Rules.Limit <= 0 {
 		return nil
 	}
 	for _, l := range o.lines() {

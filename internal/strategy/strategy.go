@@ -93,7 +93,7 @@ var registry = []Strategy{
 		Embedded: Embedded{Note: "FOR UPDATE takes SQLite's one write lock, as BEGIN IMMEDIATE does: SQLite has no row locks"}},
 	{Name: "optimistic", New: onDB(stock.NewOptimistic), Ceiling: SQLAtomic},
 	{Name: "batched", Own: func(b *backend.Backends, _ config.Config, rules order.Rules) (order.Placement, error) {
-		return groupcommit.NewBatched(b.DB).Placement(rules), nil
+		return groupcommit.NewBatched(b.DB, rules).Placement(), nil
 	}, Ceiling: SQLBatched},
 	{Name: "lua", Needs: []backend.Need{backend.Redis}, Own: func(b *backend.Backends, cfg config.Config, rules order.Rules) (order.Placement, error) {
 		return lua.New(b.DB, b.Redis, lua.OptionsOf(cfg, rules)).Placement(), nil
