@@ -20,7 +20,7 @@ type cartState struct {
 type skuState struct {
 	found     bool  // the SKU is on sale
 	available int   // before the batch took anything
-	epoch     int64 // its sale's epoch, for lua's reservations
+	epoch     int64 // its sale's epoch, for carts of Mode.Held
 }
 
 // cartGrants is grantCarts' answer for a batch of carts.
@@ -37,9 +37,9 @@ type cartGrants struct {
 // SKU, else over the limit at its first line that passes it. It touches
 // no database.
 //
-// A cart whose units are held elsewhere (Mode.Held: lua's saga holds each
-// line's reservation in Redis) is refused, busy, when any line's epoch is
-// not its SKU's any more, as grant refuses an order of one SKU.
+// A cart whose units are held elsewhere (Mode.Held), each line's in its
+// SKU's sale of an epoch, is refused, busy, when any line's epoch is not
+// its SKU's any more, as grant refuses an order of one SKU.
 func grantCarts[M any](m Mode, batch []*Request[M], known map[order.UserKey]order.Order, st cartState, now time.Time) cartGrants {
 	g := cartGrants{decisions: make([]decision, len(batch)), taken: map[string]int{}, holdings: map[string]map[string]int{}}
 	first := map[order.UserKey]int{}

@@ -24,7 +24,7 @@ import (
 type batchState struct {
 	found     bool           // the SKU is on sale
 	available int            // before the batch took anything
-	epoch     int64          // the SKU's sale epoch, for lua's reservations
+	epoch     int64          // the SKU's sale epoch, for requests of Mode.Held
 	deadline  *time.Time     // of the orders it places, with a payment window
 	held      map[string]int // what the batch's users hold of the SKU, under a per-user limit
 	// took is what the first statement took already: every unit asked,
@@ -172,8 +172,9 @@ func askedUnits[M any](batch []*Request[M], known map[order.UserKey]order.Order)
 //
 // A request whose units are held elsewhere (Mode.Held) was granted them
 // in the SKU's sale of its epoch. One of an epoch before the SKU's
-// current one lost them with that sale's state (lua: Redis restarted
-// empty), and the state built since does not count it. Persisting it
+// current one lost them with that sale's state (the holder lost its
+// state, and built it again), and the state built since does not count
+// it. Persisting it
 // would sell a unit that is sold again, and its buyer, answered busy, may
 // since have been told sold out: it is refused, busy, and its buyer's
 // retry asks the current state.

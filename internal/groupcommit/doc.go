@@ -2,7 +2,7 @@
 // one SKU share one transaction, which decides their stock, inserts their
 // orders in one multi-row INSERT and answers each buyer once it has
 // committed (writer.go, decide.go). Carts share batches of their own
-// (carts.go). Batched is the strategy batched built on it; the fast path
-// of internal/lua persists its reservations through the same writer.
-// See docs/strategies.md.
+// (carts.go). Batched is the strategy batched built on it. A caller that
+// holds its buyers' units elsewhere before the database persists them
+// through the same writer, in a Mode of its own. See docs/strategies.md.
 package groupcommit

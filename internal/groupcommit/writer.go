@@ -44,14 +44,16 @@ type Writer[M any] struct {
 
 // AfterCommit runs once a batch of sku has committed, with each request's
 // answer, before the buyers hear them, with the batch's span in its ctx:
-// lua acknowledges its reservations in Redis there.
+// a caller that holds its requests' units elsewhere (Mode.Held) ends its
+// holds there.
 type AfterCommit[M any] func(ctx context.Context, sku string, batch []*Request[M], answers []order.Answer)
 
 // AfterCarts runs once a batch of carts has ended, with each request's
 // answer, before the buyers hear them, with the batch's span in its ctx.
 // Unlike AfterCommit, it runs for every cart that SubmitCart queued,
-// exactly once, whether its batch committed or not: lua ends the cart's
-// reservations in Redis there, kept or given back by its answer.
+// exactly once, whether its batch committed or not: a caller that holds a
+// cart's units elsewhere ends its holds there, kept or given back by its
+// answer.
 type AfterCarts[M any] func(ctx context.Context, batch []*Request[M], answers []order.Answer)
 
 // Mode is how a writer's batches decide, chosen when it is made.
@@ -60,7 +62,7 @@ type Mode struct {
 	// apply.
 	Rules order.Rules
 	// Held says that its requests' units are held already, elsewhere (by
-	// the caller, before the database: lua, in Redis), each taken from
+	// the caller, before the database), each taken from
 	// the SKU's sale of its Request.Epoch (stock.Epoch): a batch decides
 	// every request even once the SKU sold out, and refuses one, busy,
 	// when the SKU's sale is of another epoch by then. Batched's requests
@@ -236,8 +238,8 @@ func (w *Writer[M]) commit(sku string, reqs []*Request[M], run decider[M], after
 		// these keys after this batch looked, or this very batch committed
 		// and its answer was lost with the connection: the next attempt
 		// finds it. A lost connection is tried again too, while buyers
-		// wait: a lua reservation is taken already, and its buyer would
-		// otherwise wait for the reconciler's claim.
+		// wait: under Mode.Held, the units are held already, and the
+		// buyer would otherwise wait for the caller to recover them.
 		if !db.IsRetryable(err) && !db.IsDuplicate(err) && !backend.Unavailable(err) {
 			tracing.End(span, err)
 			answers := make([]order.Answer, len(reqs))

@@ -1,10 +1,10 @@
 package order
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -37,7 +37,7 @@ func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 // refusal is a final answer that is not an order. Its text is made from
 // its fields alone, so that its replay reads the same.
 type refusal struct {
-	kind  byte // one of the refusal kinds below
+	kind  idempotency.AnswerKind // one of the refusal kinds below
 	sku   string
 	user  string
 	held  int   // over the limit: what the user held
@@ -46,14 +46,14 @@ type refusal struct {
 }
 
 // StoredSoldOut is a sold-out refusal of the request's own SKU, as kept.
-const StoredSoldOut = string(refusedSoldOut)
+var StoredSoldOut = idempotency.Answer{Kind: idempotency.SoldOut}.Encode()
 
-// The kinds of refusal, as kept.
+// The kinds of refusal are those of the kept answers.
 const (
-	refusedSoldOut  = 's'
-	refusedLimit    = 'l'
-	refusedReused   = 'r'
-	refusedNotFound = 'n'
+	refusedSoldOut  = idempotency.SoldOut
+	refusedLimit    = idempotency.OverLimit
+	refusedReused   = idempotency.Reused
+	refusedNotFound = idempotency.NotFound
 )
 
 func (e *refusal) Error() string {
@@ -112,27 +112,19 @@ func keyReused(order int64) error { return &refusal{kind: refusedReused, order: 
 
 func NotFound(sku string) error { return &refusal{kind: refusedNotFound, sku: sku} }
 
-// Stored is a's answer as it is Stored under its key; ok is false for an
-// answer that is not final, such as busy, which is not Stored.
+// Stored is a's answer as it is kept under its key
+// (idempotency.Answer); ok is false for an answer that is not final, such
+// as busy, which is not kept.
 func Stored(a Answer) (answer string, ok bool) {
 	var e *refusal
 	switch {
 	case a.Err == nil:
-		answer = "o" + strconv.FormatInt(a.Order.ID, 10) + ":" + strconv.FormatInt(a.Order.CreatedAt.UnixMicro(), 10)
-		if a.Order.ExpiresAt != nil { // placed pending: its deadline
-			answer += ":" + strconv.FormatInt(a.Order.ExpiresAt.UnixMicro(), 10)
-		}
-		return answer, true
+		return idempotency.Answer{Kind: idempotency.Placed, ID: a.Order.ID, Created: a.Order.CreatedAt, Deadline: a.Order.ExpiresAt}.Encode(), true
 	case !errors.As(a.Err, &e):
 		return "", false
-	case e.kind == refusedLimit:
-		return StoredLimit(e.limit) + strconv.Itoa(e.held), true
-	case e.kind == refusedReused:
-		return "r" + strconv.FormatInt(e.order, 10), true
-	case e.kind == refusedSoldOut:
-		return "s" + e.sku, true // with the SKUs that were short, a cart's too
 	}
-	return string(e.kind), true
+	// A sold-out answer keeps the SKUs that were short, a cart's too.
+	return idempotency.Answer{Kind: e.kind, ID: e.order, Short: e.sku, Limit: e.limit, Held: e.held}.Encode(), true
 }
 
 // KeepRefusal keeps err, when it is a final refusal, through keep, which
@@ -154,41 +146,32 @@ func KeepRefusal(ctx context.Context, err error, keep func(ctx context.Context, 
 
 // StoredLimit is the kept form of a refusal over limit, less what the user
 // held, which follows it: Redis's script, which knows that, appends it.
-func StoredLimit(limit int) string { return "l" + strconv.Itoa(limit) + ":" }
+func StoredLimit(limit int) string { return idempotency.LimitPrefix(limit) }
 
 // ReplayStored is the answer kept as answer, replayed to r: the request
 // that got it, the same user, key, SKU and quantity.
 func ReplayStored(answer string, r PlaceRequest) Answer {
-	kind, rest := byte(0), ""
-	if answer != "" {
-		kind, rest = answer[0], answer[1:]
+	a, err := idempotency.ParseAnswer(answer)
+	if err != nil {
+		return Answer{Err: fmt.Errorf("order: the answer stored under %s's key %q: %w", r.UserID, r.IdempotencyKey, err)}
 	}
-	a, b, _ := strings.Cut(rest, ":")
-	b, c, pending := strings.Cut(b, ":")
-	x, errA := strconv.ParseInt(a, 10, 64)
-	y, errB := strconv.ParseInt(b, 10, 64)
-	z, errC := strconv.ParseInt(c, 10, 64)
-	var p Answer
-	switch {
-	case kind == 'o' && errA == nil && errB == nil && (!pending || errC == nil):
+	p := Answer{Replayed: true}
+	switch a.Kind {
+	case idempotency.Placed:
 		key := r.IdempotencyKey
-		p.Order = Order{ID: x, SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated,
-			IdempotencyKey: &key, CreatedAt: time.UnixMicro(y).UTC()}
-		if pending {
-			deadline := time.UnixMicro(z).UTC()
-			p.Order.Status, p.Order.ExpiresAt = StatusPending, &deadline
+		p.Order = Order{ID: a.ID, SKU: r.SKU, UserID: r.UserID, Quantity: r.Quantity, Status: StatusCreated,
+			IdempotencyKey: &key, CreatedAt: a.Created}
+		if a.Deadline != nil {
+			p.Order.Status, p.Order.ExpiresAt = StatusPending, a.Deadline
 		}
-	case kind == refusedSoldOut && rest != "":
-		p.Err = &refusal{kind: kind, sku: rest}
-	case kind == refusedSoldOut || kind == refusedNotFound:
-		p.Err = &refusal{kind: kind, sku: r.SKU}
-	case kind == refusedLimit && errA == nil && errB == nil:
-		p.Err = LimitReached(r.UserID, r.SKU, int(y), int(x))
-	case kind == refusedReused && errA == nil:
-		p.Err = keyReused(x)
+	case idempotency.SoldOut:
+		p.Err = &refusal{kind: a.Kind, sku: cmp.Or(a.Short, r.SKU)}
+	case idempotency.OverLimit:
+		p.Err = LimitReached(r.UserID, r.SKU, a.Held, a.Limit)
+	case idempotency.Reused:
+		p.Err = keyReused(a.ID)
 	default:
-		return Answer{Err: fmt.Errorf("order: the answer stored under %s's key %q is malformed: %q", r.UserID, r.IdempotencyKey, answer)}
+		p.Err = NotFound(r.SKU)
 	}
-	p.Replayed = true
 	return p
 }
