@@ -8,8 +8,8 @@ import (
 )
 
 // The answers to orders that a key keeps, in its record (Record), whoever
-// keeps it: the order service, or lua's scripts. Each is one byte of kind,
-// then its fields, a few bytes in all:
+// keeps it: the order service, or the scripts of a stock kept in Redis.
+// Each is one byte of kind, then its fields, a few bytes in all:
 //
 //	o<id>:<created>[:<deadline>]  an order (times in µs of the Unix epoch); with a deadline, placed pending
 //	s[<SKU>\n<SKU>…]             sold out: the SKUs found short, or none for the request's own

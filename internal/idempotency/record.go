@@ -8,14 +8,19 @@ import "strings"
 
 // Key is the Redis key that keeps user's Idempotency-Key key in scope,
 // what the key names one request of, such as an endpoint: prefix, the
-// scope, ":", the user, a newline and the key. prefix starts it: a
+// scope, ":", then the user and the key as Field joins them. prefix starts it: a
 // deployment's, or the hash tag of the keys that a script keeps it with.
 // The scope's own ":" and "%" are escaped, and a key holds no newline
 // (ParseKey), so no two scopes, users or keys share a Redis key, whatever
 // the users' ids hold.
 func Key(prefix, scope, user, key string) string {
-	return prefix + scopeEscaper.Replace(scope) + ":" + user + "\n" + key
+	return prefix + scopeEscaper.Replace(scope) + ":" + Field(user, key)
 }
+
+// Field is user's key as one string: the user, a newline and the key. It
+// names the key in a Key, and in a hash that a script keeps several
+// users' keys in: such a script gets each field from Go.
+func Field(user, key string) string { return user + "\n" + key }
 
 var scopeEscaper = strings.NewReplacer("%", "%25", ":", "%3A")
 

@@ -5,10 +5,12 @@
 //
 // It is the one home of the keys that Redis keeps: their layout (Key),
 // their record of the first request's fingerprint and answer (Record,
-// Decode), and the errors a key answers with (ErrKeyReused,
-// ErrInProgress), whoever keeps the key: this package's Store and
-// Middleware, for refunds, cancels and adjustments; the order service,
-// for orders; and lua's scripts, which read and write the same records.
+// Decode), the answers to orders in it (Answer), the hash field under
+// which a script keeps a key of a SKU's (Field), and the errors a key
+// answers with (ErrKeyReused, ErrInProgress), whoever keeps the key: this
+// package's Store and Middleware, for refunds, cancels and adjustments;
+// the order service, for orders; and the scripts of a stock kept in
+// Redis, which read and write the same records.
 //
 // The Store holds a short-lived pending marker while the first request
 // runs, then its final response for the retention period. Redis is the fast

@@ -131,14 +131,14 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 				return err
 			}
 		}
-		done := make([][]string, len(names)) // each bucket's log entries whose orders the database has
+		done := make([][]redisstock.Settlement, len(names)) // each bucket's log entries whose orders the database has
 		pending := make([]int, len(names))
 		for i, st := range states {
 			if done[i], err = persisted(tx, sku, st.Log); err != nil {
 				return err
 			}
 			for _, r := range st.Log {
-				if !slices.Contains(done[i], r.ID) {
+				if !slices.ContainsFunc(done[i], func(p redisstock.Settlement) bool { return p.ID == r.ID }) {
 					pending[i] += r.Quantity
 				}
 			}
@@ -170,14 +170,14 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 	return rec, nil
 }
 
-// persisted returns the ids of the reservations in log whose orders the
-// database has. A cart's line is its own row of sku, but only the cart's
+// persisted returns the reservations in log whose orders the database
+// has, each with the answer its order is. A cart's line is its own row of sku, but only the cart's
 // head row carries the Idempotency-Key: a line's key is its head's. A
 // cart's line that the database has, but whose saga has not ended it yet
 // (CartDone), must count as persisted: counted as pending too, its units
 // would be taken twice from what Redis may sell, and a buyer told sold out
 // while the database still has them.
-func persisted(tx *gorm.DB, sku string, log []redisstock.Reservation) ([]string, error) {
+func persisted(tx *gorm.DB, sku string, log []redisstock.Reservation) ([]redisstock.Settlement, error) {
 	if len(log) == 0 {
 		return nil, nil
 	}
@@ -189,13 +189,14 @@ func persisted(tx *gorm.DB, sku string, log []redisstock.Reservation) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	var ids []string
+	var done []redisstock.Settlement
 	for _, r := range log {
-		if have[order.UserKey{User: r.UserID, Key: r.Key}] {
-			ids = append(ids, r.ID)
+		if o, ok := have[order.UserKey{User: r.UserID, Key: r.Key}]; ok {
+			answer, _ := order.Stored(order.Answer{Order: o})
+			done = append(done, redisstock.Settlement{Reservation: r, How: redisstock.Persisted, Answer: answer})
 		}
 	}
-	return ids, nil
+	return done, nil
 }
 
 // Report is what one run of Reconcile found and did.

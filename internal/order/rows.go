@@ -64,20 +64,20 @@ func SetHeld(tx *gorm.DB, sku string, held map[string]int) error {
 	}).Create(&rows).Error
 }
 
-// KeysOf returns, of the orders of sku that users placed, the keys of
-// their orders' heads: a cart's line is its own row of sku, but only the
-// cart's head row carries the Idempotency-Key.
-func KeysOf(tx *gorm.DB, sku string, users []string) (map[UserKey]bool, error) {
+// KeysOf returns, of the orders of sku that users placed, their orders'
+// heads, by key: a cart's line is its own row of sku, but only the cart's
+// head row carries the Idempotency-Key.
+func KeysOf(tx *gorm.DB, sku string, users []string) (map[UserKey]Order, error) {
 	var rows []Order
-	err := tx.Raw(`SELECT h.user_id, h.idempotency_key FROM orders o JOIN orders h ON h.id = COALESCE(o.cart_id, o.id)
+	err := tx.Raw(`SELECT h.id, h.user_id, h.idempotency_key, h.created_at, h.expires_at FROM orders o JOIN orders h ON h.id = COALESCE(o.cart_id, o.id)
 		WHERE o.sku = ? AND o.user_id IN ?`, sku, users).Scan(&rows).Error
 	if err != nil {
 		return nil, err
 	}
-	have := make(map[UserKey]bool, len(rows))
+	have := make(map[UserKey]Order, len(rows))
 	for _, o := range rows {
 		if o.IdempotencyKey != nil {
-			have[UserKey{o.UserID, *o.IdempotencyKey}] = true
+			have[UserKey{o.UserID, *o.IdempotencyKey}] = o
 		}
 	}
 	return have, nil

@@ -1,16 +1,18 @@
 -- load.lua: KEYS = {state, holdings, log, fence, keys}, ARGV = {consumer group,
 -- fencing token (0: none), epoch, available in the database, limited (1 or
 -- 0), lookup (1 or 0 for a state built anew, "" to keep it, "dealt" to
--- keep it for a bucket whose share may change), n, then n ids
--- of log entries whose orders the database has, then user, units pairs of
--- what the database says users hold}.
+-- keep it for a bucket whose share may change), n, then n triples of a
+-- log entry whose order the database has: its id, its user's key as keys
+-- names it (idempotency.Field), and the record of the answer its order is
+-- (idempotency.Record); then user, units pairs of what the database says
+-- users hold}.
 -- Sets a SKU's Redis state from the database, run while the database's
 -- stock row is locked: available is the database's, less every reservation
 -- still in the log that the database does not have, counted here, in the
 -- same step as the write, so that a reservation made meanwhile is counted
--- too. A log entry whose order the database has leaves the log, as its
--- settlement would have it (a replica promoted to master may lack the
--- settlement). A cart's line whose order the database has stays in the
+-- too. A log entry whose order the database has leaves the log, and its
+-- key gets its order's record, as its settlement would have it (a replica
+-- promoted to master may lack the settlement). A cart's line whose order the database has stays in the
 -- log until its saga ends it (give.lua): it is not pending, but counts in
 -- "carts", as every cart line in the log does (see cart.lua). A kept state
 -- whose available was wrong had lost writes, so its
@@ -30,11 +32,11 @@ end
 local limited = ARGV[5] == "1"
 local n = tonumber(ARGV[7])
 local persisted = {}
-for i = 8, 7 + n do
-	persisted[ARGV[i]] = true
+for i = 8, 7 + 3 * n, 3 do
+	persisted[ARGV[i]] = {ARGV[i + 1], ARGV[i + 2]}
 end
 local held = {}
-for i = 8 + n, #ARGV, 2 do
+for i = 8 + 3 * n, #ARGV, 2 do
 	held[ARGV[i]] = tonumber(ARGV[i + 1])
 end
 redis.pcall("XGROUP", "CREATE", KEYS[3], ARGV[1], "$", "MKSTREAM") -- BUSYGROUP: it exists
@@ -47,10 +49,10 @@ for _, e in ipairs(redis.call("XRANGE", KEYS[3], "-", "+")) do
 	if persisted[e[1]] and not f.cart then
 		-- Its settlement was lost (a promoted replica lacks it) or is on
 		-- its way: the database has its order, so it leaves the log, and
-		-- its key is sent to the database.
-		local field = f.user .. "\n" .. f.key
+		-- its key gets the order's record.
+		local field, record = persisted[e[1]][1], persisted[e[1]][2]
 		if redis.call("HGET", KEYS[5], field) == e[1] then
-			redis.call("HSET", KEYS[5], field, "done")
+			redis.call("HSET", KEYS[5], field, record)
 		end
 		redis.call("XACK", KEYS[3], ARGV[1], e[1])
 		redis.call("XDEL", KEYS[3], e[1])

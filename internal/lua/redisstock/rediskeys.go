@@ -89,5 +89,8 @@ func (r Reservation) record(answer string) string {
 	return idempotency.Record(strconv.Itoa(r.Quantity), answer)
 }
 
+// field names r's key in the SKU's keys (kKeys).
+func (r Reservation) field() string { return idempotency.Field(r.UserID, r.Key) }
+
 // skus is the set of SKUs that have a log, for Claim.
 func (s *Stock) skus() string { return s.prefix + "lua:skus" }

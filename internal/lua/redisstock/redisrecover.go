@@ -67,8 +67,9 @@ type Load struct {
 	Token     int64
 	Epoch     int64
 	Available int
-	// Persisted lists the log's entries whose orders the database has.
-	Persisted []string
+	// Persisted lists the log's entries whose orders the database has,
+	// each with the answer its order is (order.Stored).
+	Persisted []Settlement
 	// Held is what each user holds in the database, when Limited.
 	Held    map[string]int
 	Limited bool
@@ -103,8 +104,8 @@ func (s *Stock) Load(ctx context.Context, sku string, l Load) (Loaded, error) {
 		lookup = "dealt"
 	}
 	args := []any{group, l.Token, l.Epoch, l.Available, flag(l.Limited), lookup, len(l.Persisted)}
-	for _, id := range l.Persisted {
-		args = append(args, id)
+	for _, p := range l.Persisted {
+		args = append(args, p.ID, p.field(), p.record(p.Answer))
 	}
 	if l.Limited {
 		for u, n := range l.Held {

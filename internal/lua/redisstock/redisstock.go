@@ -129,7 +129,7 @@ func (s *Stock) Reserve(ctx context.Context, sku string, r Reservation, t Terms)
 	k := s.keys(sku)
 	v, err := s.pipe.Run(ctx, reserveScript, []string{k[kState], k[kHoldings], k[kLog], k[kKeys], s.answerKey(sku, r.UserID, r.Key)},
 		t.Epoch, r.UserID, r.Key, r.Quantity, t.Limit, s.consumer, flag(t.LookedUp), t.TakeOver.Milliseconds(), group,
-		t.Refusals.TTL.Milliseconds(), r.record(t.Refusals.SoldOut), r.record(t.Refusals.OverLimit)).StringSlice()
+		t.Refusals.TTL.Milliseconds(), r.record(t.Refusals.SoldOut), r.record(t.Refusals.OverLimit), r.field()).StringSlice()
 	if err != nil {
 		return "", "", fmt.Errorf("stock: reserve: %w", err)
 	}
@@ -224,7 +224,7 @@ func (s *Stock) Settle(ctx context.Context, sku string, ss []Settlement, limited
 	k := s.keys(sku)
 	args := append(make([]any, 0, 2+6*len(ss)), group, flag(limited))
 	for _, st := range ss {
-		args = append(args, st.ID, st.Quantity, st.UserID, st.Key, int(st.How), st.record(st.Answer))
+		args = append(args, st.ID, st.Quantity, st.UserID, st.field(), int(st.How), st.record(st.Answer))
 	}
 	n, err := settleScript.Run(ctx, s.rdb, []string{k[kState], k[kHoldings], k[kLog], k[kKeys]}, args...).Int()
 	if err != nil {

@@ -3,7 +3,8 @@
 -- 0), take-over idle in milliseconds, consumer group, answer TTL in
 -- milliseconds, the record kept for sold out ("" for none: one bucket's
 -- sold out is not the SKU's), the record kept for over the limit, less
--- what the user holds}. A TTL of 0 keeps no answer.
+-- what the user holds, the user's key as keys names it (idempotency.Field)}.
+-- A TTL of 0 keeps no answer.
 -- One buyer's reservation, and its Idempotency-Key's claim, in one step.
 -- A key's final answer is kept in a record, as every key's is
 -- (idempotency.Record), made by the caller: "<fingerprint>|<answer>",
@@ -16,8 +17,9 @@
 -- this consumer (XCLAIM FORCE) until persisted, and claimable by another
 -- consumer if this one dies. A refusal is kept as the key's answer.
 -- keys maps each user and key to its reservation's entry while it is in
--- the log, then to its answer (or, as kept before answers were, "done")
--- once the database has its order. A buyer's retry
+-- the log, then to its answer once the database has its order. "done",
+-- which the release before this one kept there instead of the answer, is
+-- read as the order's key sent to the database; nothing writes it now. A buyer's retry
 -- whose reservation is still in the log never takes units of another
 -- buyer: while the reservation has been pending for less than the take-over
 -- idle, its process may still be persisting it, and the retry is told so;
@@ -33,7 +35,7 @@
 -- key's reservation or answer is for another quantity, {"in-progress",
 -- id}, or {"lookup"}.
 local group = ARGV[9]
-local field = ARGV[2] .. "\n" .. ARGV[3]
+local field = ARGV[13]
 local prior = redis.call("HGET", KEYS[4], field)
 local answer = prior
 if not prior then
