@@ -49,12 +49,7 @@ type Lua struct {
 	// per interval, with a count.
 	redisFailed *logrepeat.Suppressor
 
-	// betweenLines, when set, runs before each line of a saga: a test's
-	// way to fail a store between two lines.
-	betweenLines func(line int)
-	// cartPlaced, when set, runs once a batch of carts has committed,
-	// before their sagas end: a test's way in between the two.
-	cartPlaced func()
+	hooks hooks // none, but in tests (export_test.go)
 
 	rebuilding chan struct{} // one rebuild at a time in this process
 	mu         sync.Mutex
@@ -69,6 +64,17 @@ type Lua struct {
 	failures uint64
 	checked  map[string]uint64
 	server   string
+}
+
+// hooks are the points at which a test steps into a cart's saga, each
+// nil but in tests, which set them through export_test.go.
+type hooks struct {
+	// betweenLines runs before each line of a saga: a test's way to fail
+	// a store between two lines.
+	betweenLines func(line int)
+	// cartPlaced runs once a batch of carts has committed, before their
+	// sagas end: a test's way in between the two.
+	cartPlaced func()
 }
 
 // Options configure Lua; nil is valid.

@@ -125,8 +125,8 @@ func (l *Lua) reserveCart(ctx context.Context, c redisstock.Cart, items []order.
 func (l *Lua) reserveSaga(ctx context.Context, c redisstock.Cart, lines []redisstock.CartLine) ([]string, error) {
 	var held []string // the buckets that hold a line
 	for i, line := range lines {
-		if l.betweenLines != nil {
-			l.betweenLines(i)
+		if l.hooks.betweenLines != nil {
+			l.hooks.betweenLines(i)
 		}
 		bucket, err := l.reserveLine(ctx, c, line)
 		if err == nil {
@@ -228,8 +228,8 @@ func (l *Lua) endCart(saga string, held []string, persisted bool) {
 // back, all the batch's carts at once. A cart the database refused sold
 // out was granted by a stale state in Redis, which is built again.
 func (l *Lua) settleCarts(_ context.Context, batch []*groupcommit.Request[reservation], answers []order.Answer) {
-	if l.cartPlaced != nil {
-		l.cartPlaced()
+	if l.hooks.cartPlaced != nil {
+		l.hooks.cartPlaced()
 	}
 	var wg sync.WaitGroup
 	for i, p := range batch {
