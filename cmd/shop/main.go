@@ -77,6 +77,16 @@ Run 'shop <command> -h' for the flags of a command. Every flag can also be
 set by its SHOP_* environment variable; a flag wins over the variable.
 `
 
+// drivers takes go-redis's and the MySQL driver's own lines. Their loggers
+// are process globals that the drivers read without a lock, so they are
+// set once, here, before any connection; serve points drivers at its log.
+var drivers logrepeat.Drivers
+
+func init() {
+	redis.SetLogger(logrepeat.Redis{D: &drivers})
+	_ = mysql.SetLogger(logrepeat.MySQL{D: &drivers})
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
@@ -167,8 +177,7 @@ func serve(ctx context.Context, args []string, getenv config.Getenv, stderr io.W
 	defer stopProfile()
 	log := slog.New(httpapi.LogRequestIDs(slog.NewJSONHandler(stderr, nil)))
 	log.Info("starting", slog.Any("build", buildinfo.Read()), slog.Any("config", cfg))
-	redis.SetLogger(logrepeat.Redis{S: &logrepeat.Suppressor{Logger: log}})
-	_ = mysql.SetLogger(logrepeat.MySQL{S: &logrepeat.Suppressor{Logger: log}})
+	drivers.Use(log)
 	if cfg.BuyerAuth == config.AuthNone {
 		log.Warn("buyer authentication is off (SHOP_BUYER_AUTH=none): the buyer is whatever user_id a request names, " +
 			"so anyone can order, refund and read as anyone; set SHOP_BUYER_AUTH=jwt outside demos and load tests")

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,7 +23,7 @@ const Every = 10 * time.Second
 // left out. It keeps no goroutine: the count of the last occurrences
 // goes out with the next line, an interval or more later.
 type Suppressor struct {
-	Logger *slog.Logger
+	Logger *slog.Logger     // nil means slog.Default()
 	Every  time.Duration    // 0 means Every
 	Now    func() time.Time // nil means time.Now
 
@@ -68,26 +69,51 @@ func (s *Suppressor) Log(ctx context.Context, level slog.Level, key, msg string,
 	if skipped > 0 {
 		attrs = append(attrs, slog.Int("repeated", skipped), slog.Duration("within", t.Sub(e.last)))
 	}
-	s.Logger.LogAttrs(ctx, level, msg, attrs...)
+	logger := s.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.LogAttrs(ctx, level, msg, attrs...)
 }
 
-// Redis is go-redis's logger (redis.SetLogger), writing each line to s as
-// a warning, a repeated line at most once per interval.
-type Redis struct{ S *Suppressor }
+// Drivers is where go-redis's and the MySQL driver's own lines go. Their
+// loggers are process globals, which the drivers read without a lock:
+// set them once, before any connection exists, to Redis{d} and MySQL{d},
+// and point d at a log with Use whenever. Until then the lines go to
+// slog.Default.
+type Drivers struct{ s atomic.Pointer[Suppressor] }
+
+// Use sends the drivers' lines to log from now on.
+func (d *Drivers) Use(log *slog.Logger) { d.s.Store(&Suppressor{Logger: log}) }
+
+// byDefault takes the drivers' lines before any Use.
+var byDefault Suppressor
+
+func (d *Drivers) log(key, msg string, attrs ...slog.Attr) {
+	s := d.s.Load()
+	if s == nil {
+		s = &byDefault
+	}
+	s.Log(context.Background(), slog.LevelWarn, key, msg, attrs...)
+}
+
+// Redis is go-redis's logger (redis.SetLogger), writing each line as a
+// warning, a repeated line at most once per interval.
+type Redis struct{ D *Drivers }
 
 // Printf logs one line of go-redis's, keyed by its format.
-func (r Redis) Printf(ctx context.Context, format string, v ...any) {
-	r.S.Log(ctx, slog.LevelWarn, "redis: "+format, "redis client", slog.String("detail", strings.TrimSpace(fmt.Sprintf(format, v...))))
+func (r Redis) Printf(_ context.Context, format string, v ...any) {
+	r.D.log("redis: "+format, "redis client", slog.String("detail", strings.TrimSpace(fmt.Sprintf(format, v...))))
 }
 
 // MySQL is the MySQL driver's logger (mysql.SetLogger), writing each line
-// to s as a warning, a repeated line at most once per interval: a server
-// that dies under a pool of connections makes the driver print one
-// "unexpected EOF" line per connection.
-type MySQL struct{ S *Suppressor }
+// as a warning, a repeated line at most once per interval: a server that
+// dies under a pool of connections makes the driver print one "unexpected
+// EOF" line per connection.
+type MySQL struct{ D *Drivers }
 
 // Print logs one line of the driver's, keyed by its text.
 func (m MySQL) Print(v ...any) {
 	detail := strings.TrimSpace(fmt.Sprint(v...))
-	m.S.Log(context.Background(), slog.LevelWarn, "mysql: "+detail, "mysql driver", slog.String("detail", detail))
+	m.D.log("mysql: "+detail, "mysql driver", slog.String("detail", detail))
 }

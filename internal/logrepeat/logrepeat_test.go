@@ -54,7 +54,9 @@ func TestSuppressor(t *testing.T) {
 func TestRedisLogger(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	r := logrepeat.Redis{S: &logrepeat.Suppressor{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}}
+	var d logrepeat.Drivers
+	d.Use(slog.New(slog.NewJSONHandler(&buf, nil)))
+	r := logrepeat.Redis{D: &d}
 	for range 5 {
 		r.Printf(t.Context(), "redis: connection pool: failed to dial after %d attempts: %v\n", 5, "dial tcp 127.0.0.1:1: connection refused")
 	}
@@ -72,7 +74,9 @@ func TestRedisLogger(t *testing.T) {
 func TestMySQLLogger(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	m := logrepeat.MySQL{S: &logrepeat.Suppressor{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}}
+	var d logrepeat.Drivers
+	d.Use(slog.New(slog.NewJSONHandler(&buf, nil)))
+	m := logrepeat.MySQL{D: &d}
 	for range 5 {
 		m.Print("packets.go:58 ", io.ErrUnexpectedEOF) // as the driver calls it
 	}
