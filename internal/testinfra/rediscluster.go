@@ -2,6 +2,7 @@ package testinfra
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -69,15 +70,50 @@ func (c *RedisCluster) AwaitOK() {
 func (c *RedisCluster) AwaitSynced() {
 	c.t.Helper()
 	c.AwaitOK()
+	targets := make(map[string]int64) // by master
 	c.await("every master's replica in sync", func(ctx context.Context, n *redis.Client) (bool, error) {
 		info, err := n.Info(ctx, "replication").Result()
 		if err != nil || !strings.Contains(info, "role:master") {
 			return err == nil, err
 		}
-		offset := field(info, "master_repl_offset:")
-		return strings.Contains(info, "connected_slaves:1") &&
-			strings.Contains(info, "state=online,offset="+offset+","), nil
+		return caughtUp(info, targets, n.Options().Addr)
 	})
+}
+
+// caughtUp reports whether the master whose INFO replication is info has
+// one replica online that has acknowledged every write the master had
+// when caughtUp first read it, which targets keeps by master. The
+// master's offset itself keeps moving: a Sentinel publishes its hello
+// through it every 2 seconds, and a shop writes.
+func caughtUp(info string, targets map[string]int64, master string) (bool, error) {
+	offset, err := strconv.ParseInt(field(info, "master_repl_offset:"), 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("%s: master_repl_offset: %w", master, err)
+	}
+	target, ok := targets[master]
+	if !ok {
+		target, targets[master] = offset, offset
+	}
+	// slave0:ip=127.0.0.1,port=41234,state=online,offset=..,lag=..
+	replica := field(info, "slave0:")
+	if !strings.Contains(info, "connected_slaves:1") || !strings.Contains(replica, "state=online,") {
+		return false, fmt.Errorf("%s: no replica online: %q", master, replica)
+	}
+	acked, err := strconv.ParseInt(replicaField(replica, "offset"), 10, 64)
+	if err != nil || acked < target {
+		return false, fmt.Errorf("%s: its replica acknowledged %q, want %d", master, replicaField(replica, "offset"), target)
+	}
+	return true, nil
+}
+
+// replicaField returns the value of key in a slave0 line of INFO.
+func replicaField(line, key string) string {
+	for kv := range strings.SplitSeq(line, ",") {
+		if k, v, _ := strings.Cut(kv, "="); k == key {
+			return v
+		}
+	}
+	return ""
 }
 
 // await polls check on every running node until it holds on all of them.
@@ -202,17 +238,8 @@ func (c *RedisCluster) replicaOf(master string) string {
 	if err != nil {
 		c.t.Fatalf("testinfra: INFO on %s: %v", master, err)
 	}
-	// slave0:ip=127.0.0.1,port=41234,state=online,offset=..,lag=..
-	var ip, port string
-	for kv := range strings.SplitSeq(field(info, "slave0:"), ",") {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "ip":
-			ip = v
-		case "port":
-			port = v
-		}
-	}
+	replica := field(info, "slave0:")
+	ip, port := replicaField(replica, "ip"), replicaField(replica, "port")
 	if port == "" {
 		c.t.Fatalf("testinfra: %s has no replica: %s", master, info)
 	}

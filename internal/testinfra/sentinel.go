@@ -209,6 +209,7 @@ func (r *RedisSentinel) poll(ctx context.Context, check func(context.Context) (s
 // and the two other Sentinels, and the replica is in sync with master.
 func (r *RedisSentinel) awaitSettled(master string) {
 	r.t.Helper()
+	targets := make(map[string]int64)
 	r.await(master+" settled with its replica and Sentinels", func(ctx context.Context) (bool, error) {
 		for _, s := range r.Sentinels {
 			c := redis.NewSentinelClient(&redis.Options{Addr: s})
@@ -228,9 +229,10 @@ func (r *RedisSentinel) awaitSettled(master string) {
 		if err != nil {
 			return false, err
 		}
-		offset := field(info, "master_repl_offset:")
-		return strings.Contains(info, "role:master") && strings.Contains(info, "connected_slaves:1") &&
-			strings.Contains(info, "state=online,offset="+offset+","), nil
+		if !strings.Contains(info, "role:master") {
+			return false, fmt.Errorf("%s: not master", master)
+		}
+		return caughtUp(info, targets, master)
 	})
 }
 
@@ -251,14 +253,18 @@ func (r *RedisSentinel) await(what string, check func(context.Context) (bool, er
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(r.t.Context(), sentinelWait)
 	defer cancel()
-	done, err := r.poll(ctx, func(ctx context.Context) (string, error) {
+	var last error // why the check failed last, before the deadline
+	done, _ := r.poll(ctx, func(ctx context.Context) (string, error) {
 		ok, err := check(ctx)
 		if ok {
 			return "done", nil
 		}
+		if err != nil && ctx.Err() == nil {
+			last = err
+		}
 		return "", err
 	})
 	if done == "" {
-		r.t.Fatalf("testinfra: Redis Sentinel: not %s within %v: %v", what, sentinelWait, err)
+		r.t.Fatalf("testinfra: Redis Sentinel: not %s within %v: last: %v", what, sentinelWait, last)
 	}
 }
