@@ -11,14 +11,17 @@ FUZZ_KEY_RUNS   ?= 30000x
 FUZZ_ORDER_RUNS ?= 3000x
 
 # Real MySQL/MariaDB, Redis, ZooKeeper and etcd on loopback (installed if
-# missing), the fuzzers for a bounded time, then every test with the race
-# detector. The `shop serve` children of cmd/shop's process-level tests run
-# one binary, which their TestMain builds once without it (SHOP_TEST_BIN
-# names a prebuilt one instead). Go's default -parallel, one test per CPU,
-# is kept: the fault tests' bursts are CPU-bound, and more at once on two
-# cores starve each other's 2 s request timeouts. `go test -short ./...` is
-# the fast run, with no server (docs/tests.md).
-test: lint services-up fuzz
+# missing, while lint compiles), the fuzzers for a bounded time, then every
+# test with the race detector. The `shop serve` children of cmd/shop's
+# process-level tests run one binary, which their TestMain builds once
+# without it (SHOP_TEST_BIN names a prebuilt one instead). Go's default
+# -parallel, one test per CPU, is kept: the fault tests' bursts are
+# CPU-bound, and more at once on two cores starve each other's 2 s request
+# timeouts. `go test -short ./...` is the fast run, with no server
+# (docs/tests.md).
+test:
+	scripts/services.sh up & up=$$!; $(MAKE) --no-print-directory lint; lint=$$?; wait $$up && exit $$lint
+	$(MAKE) --no-print-directory fuzz
 	eval "$$(scripts/services.sh env)" && $(GO) test -race -count=1 -timeout 30m ./...
 
 # Each fuzzer runs its budget of inputs; a failing input lands in testdata/fuzz.
@@ -30,7 +33,7 @@ fuzz: services-up
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	$(GO) vet -race ./... # as the tests build: they reuse what vet compiled
 
 services-up:
 	scripts/services.sh up
