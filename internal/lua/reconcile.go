@@ -99,7 +99,9 @@ func (l *Lua) states(ctx context.Context, names []string, epoch int64) ([]rediss
 // done. token fences a job's run; 0 for none.
 func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled, error) {
 	rec := Reconciled{SKU: sku}
-	err := l.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	// Behind a queue of restocks on the stock row, the row lock may time
+	// out (error 1205) before ctx ends: Transact tries again.
+	err := stock.Transact(ctx, l.db, func(tx *gorm.DB) error {
 		it, err := stock.Get(ctx, tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}), sku)
 		if err != nil {
 			return err

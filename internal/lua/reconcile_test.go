@@ -136,3 +136,40 @@ func TestLuaReconcileFenced(t *testing.T) {
 		t.Errorf("redis has %d after a later run, want the database's 2", got)
 	}
 }
+
+// TestLuaRebuildOutwaitsRowLockTimeout: a rebuild queued on the stock row
+// behind a long transaction meets the server's lock wait timeout (here 1
+// s, error 1205) before its caller's deadline; it tries again, and the
+// buyer whose order needed it gets the order, not a busy answer.
+func TestLuaRebuildOutwaitsRowLockTimeout(t *testing.T) {
+	t.Parallel()
+	f := newLuaFleet(t, func(cfg *config.Config) { cfg.MySQLDSN += "&innodb_lock_wait_timeout=1" })
+	a := f.new()
+	const sku = "queued"
+	if _, err := a.SetStock(t.Context(), sku, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, others := place(t, sku, 1, a); len(others) > 0 {
+		t.Fatal(others)
+	}
+	// Redis loses the state: the next order rebuilds it from the database.
+	if keys, err := f.rdb.Keys(t.Context(), "*{"+sku+"}*").Result(); err != nil || len(keys) == 0 {
+		t.Fatalf("no keys of %s in Redis to delete: %v", sku, err)
+	} else if err := f.rdb.Del(t.Context(), keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	tx := f.gdb.Begin()
+	if err := tx.Exec("SELECT available FROM stock_items WHERE sku = ? FOR UPDATE", sku).Error; err != nil {
+		t.Fatal(err)
+	}
+	held := time.AfterFunc(2500*time.Millisecond, func() { tx.Rollback() }) // two timeouts' worth
+	defer func() {
+		if held.Stop() { // the test ended first
+			tx.Rollback()
+		}
+	}()
+	acked, soldOut, others := placeAs(t, "late", sku, 1, a)
+	if len(others) > 0 || len(acked) != 1 || soldOut != 0 {
+		t.Fatalf("acked %v, %d sold out, errors %v; want one order", acked, soldOut, others)
+	}
+}

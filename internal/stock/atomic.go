@@ -25,7 +25,7 @@ func (s *Atomic) Adjust(ctx context.Context, sku string, delta int, fn Fn) error
 // transaction then rolls back.
 func (s *Atomic) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
 	lines = Sorted(lines)
-	return transact(ctx, s.db, func(tx *gorm.DB) error {
+	return Transact(ctx, s.db, func(tx *gorm.DB) error {
 		var sh short
 		for _, l := range lines {
 			changed, err := change(tx, l.SKU, l.Delta)

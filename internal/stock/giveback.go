@@ -25,7 +25,7 @@ func givingBack(lines []Line) bool {
 // A paused holder's stale write is still refused by the fence.
 func giveBack(ctx context.Context, gdb *gorm.DB, lines []Line, fn Fn) error {
 	lines = Sorted(lines)
-	return transact(ctx, gdb, func(tx *gorm.DB) error {
+	return Transact(ctx, gdb, func(tx *gorm.DB) error {
 		for _, l := range lines {
 			res := tx.Exec(`UPDATE stock_items SET available = available + ?, given_back = given_back + 1,
 				version = version + 1, updated_at = ? WHERE sku = ?`, l.Delta, now(), l.SKU)

@@ -266,7 +266,7 @@ var errGivenBack = errors.New("stock: given back meanwhile")
 
 // fencedOnce is one attempt of fenced's transaction.
 func fencedOnce(ctx context.Context, gdb *gorm.DB, lines []fencedLine, fn Fn) error {
-	return transact(ctx, gdb, func(tx *gorm.DB) error {
+	return Transact(ctx, gdb, func(tx *gorm.DB) error {
 		var sh short
 		for _, l := range lines {
 			it, err := Get(ctx, tx, l.SKU)

@@ -31,7 +31,7 @@ func (s *None) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
 	if err := sh.err(); err != nil {
 		return err
 	}
-	return transact(ctx, s.db, func(tx *gorm.DB) error {
+	return Transact(ctx, s.db, func(tx *gorm.DB) error {
 		for i, l := range lines {
 			err := tx.Exec(`UPDATE stock_items SET available = ?, version = version + 1, updated_at = ? WHERE sku = ?`,
 				items[i].Available+l.Delta, now(), l.SKU).Error

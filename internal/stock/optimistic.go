@@ -40,7 +40,7 @@ func (s *Optimistic) AdjustLines(ctx context.Context, lines []Line, fn Fn) error
 		if err := sh.err(); err != nil {
 			return err
 		}
-		err = transact(ctx, s.db, func(tx *gorm.DB) error {
+		err = Transact(ctx, s.db, func(tx *gorm.DB) error {
 			for i, l := range lines {
 				res := tx.Exec(`UPDATE stock_items SET available = ?, version = version + 1, updated_at = ?
 					WHERE sku = ? AND version = ?`, items[i].Available+l.Delta, now(), l.SKU, items[i].Version)

@@ -24,7 +24,7 @@ func (s *Pessimistic) Adjust(ctx context.Context, sku string, delta int, fn Fn) 
 // AdjustLines implements the strategy.
 func (s *Pessimistic) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
 	lines = Sorted(lines)
-	return transact(ctx, s.db, func(tx *gorm.DB) error {
+	return Transact(ctx, s.db, func(tx *gorm.DB) error {
 		var sh short
 		for _, l := range lines {
 			it, err := Get(ctx, tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}), l.SKU)

@@ -124,10 +124,10 @@ func Set(tx *gorm.DB, sku string, n int, expected *int) (delta int, err error) {
 
 func now() time.Time { return time.Now().UTC() }
 
-// transact runs fn in a transaction. Deadlocks and lock-wait timeouts roll
+// Transact runs fn in a transaction. Deadlocks and lock-wait timeouts roll
 // the transaction back; it runs again after a jittered pause until it
 // commits or ctx ends, which gives ErrBusy.
-func transact(ctx context.Context, gdb *gorm.DB, fn func(tx *gorm.DB) error) error {
+func Transact(ctx context.Context, gdb *gorm.DB, fn func(tx *gorm.DB) error) error {
 	for attempt := 0; ; attempt++ {
 		err := gdb.WithContext(ctx).Transaction(fn)
 		if err == nil || !db.IsRetryable(err) {
