@@ -66,7 +66,8 @@ func lockCarts(ctx context.Context, env *Env, trial, name string, order func(car
 	// timeout. A buyer that gave up releases what it holds once both have
 	// been answered: a release a moment after the deadline could otherwise
 	// still hand the other its lock, a moment past its own.
-	deadline := time.Now().Add(orderWait)
+	began := time.Now() // each wait counts from here, the deadline's start
+	deadline := began.Add(orderWait)
 	var tried, answered sync.WaitGroup
 	tried.Add(len(carts))
 	answered.Add(len(carts))
@@ -77,7 +78,6 @@ func lockCarts(ctx context.Context, env *Env, trial, name string, order func(car
 		wg.Go(func() {
 			ctx, cancel := context.WithDeadline(ctx, deadline)
 			defer cancel()
-			start := time.Now()
 			errs[i] = buyCart(ctx, env.DB, lock.NewRedis(env.Redis, opts), order(cart), fmt.Sprint("buyer-", i+1), func() {
 				tried.Done()
 				tried.Wait()
@@ -87,7 +87,7 @@ func lockCarts(ctx context.Context, env *Env, trial, name string, order func(car
 					answered.Wait()
 				}
 			})
-			waited[i] = time.Since(start)
+			waited[i] = time.Since(began)
 		})
 	}
 	wg.Wait()

@@ -113,8 +113,8 @@ func sellInBuckets(t *testing.T, f luaFleet, sku string, users []string, during 
 }
 
 // TestBucketsOnRedisCluster: lua with each SKU's stock split into 6
-// buckets on a 3-master Redis Cluster, 3 instances, 2,000 buyers of 300
-// units: buyers spread over every bucket, and buyers whose home bucket is
+// buckets on a 3-master Redis Cluster, 3 instances, 1,000 buyers of 300
+// units, all at once: buyers spread over every bucket, and buyers whose home bucket is
 // one and the same, who find it empty after its share and buy from the
 // others. Each sells exactly its stock, no buyer is told sold out while a
 // bucket holds stock, the reservation script runs on every master, and
@@ -122,7 +122,9 @@ func sellInBuckets(t *testing.T, f luaFleet, sku string, users []string, during 
 func TestBucketsOnRedisCluster(t *testing.T) {
 	t.Parallel()
 	f := bucketFleet(t)
-	spread := make([]string, 2000)
+	// 2,000 at once made some wait past the 5 s Redis deadline on a loaded
+	// 2-core machine: a busy answer, not what this test is about.
+	spread := make([]string, 1000)
 	for i := range spread {
 		spread[i] = fmt.Sprint("user-", i)
 	}
@@ -131,7 +133,7 @@ func TestBucketsOnRedisCluster(t *testing.T) {
 	probe := f.new()
 	home := lua.Home(probe.lua, "one-home", "u-0")
 	var one []string
-	for i := 0; len(one) < 2000; i++ {
+	for i := 0; len(one) < len(spread); i++ {
 		if u := fmt.Sprint("u-", i); lua.Home(probe.lua, "one-home", u) == home {
 			one = append(one, u)
 		}
