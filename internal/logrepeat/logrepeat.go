@@ -89,12 +89,12 @@ func (d *Drivers) Use(log *slog.Logger) { d.s.Store(&Suppressor{Logger: log}) }
 // byDefault takes the drivers' lines before any Use.
 var byDefault Suppressor
 
-func (d *Drivers) log(key, msg string, attrs ...slog.Attr) {
+func (d *Drivers) log(ctx context.Context, key, msg string, attrs ...slog.Attr) {
 	s := d.s.Load()
 	if s == nil {
 		s = &byDefault
 	}
-	s.Log(context.Background(), slog.LevelWarn, key, msg, attrs...)
+	s.Log(ctx, slog.LevelWarn, key, msg, attrs...)
 }
 
 // Redis is go-redis's logger (redis.SetLogger), writing each line as a
@@ -102,8 +102,8 @@ func (d *Drivers) log(key, msg string, attrs ...slog.Attr) {
 type Redis struct{ D *Drivers }
 
 // Printf logs one line of go-redis's, keyed by its format.
-func (r Redis) Printf(_ context.Context, format string, v ...any) {
-	r.D.log("redis: "+format, "redis client", slog.String("detail", strings.TrimSpace(fmt.Sprintf(format, v...))))
+func (r Redis) Printf(ctx context.Context, format string, v ...any) {
+	r.D.log(ctx, "redis: "+format, "redis client", slog.String("detail", strings.TrimSpace(fmt.Sprintf(format, v...))))
 }
 
 // MySQL is the MySQL driver's logger (mysql.SetLogger), writing each line
@@ -115,5 +115,5 @@ type MySQL struct{ D *Drivers }
 // Print logs one line of the driver's, keyed by its text.
 func (m MySQL) Print(v ...any) {
 	detail := strings.TrimSpace(fmt.Sprint(v...))
-	m.D.log("mysql: "+detail, "mysql driver", slog.String("detail", detail))
+	m.D.log(context.Background(), "mysql: "+detail, "mysql driver", slog.String("detail", detail))
 }
