@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stockguard/shop/internal/history"
 	"github.com/stockguard/shop/internal/payment"
 )
 
@@ -147,8 +148,9 @@ func (s *cartSale) buyer(ctx context.Context, t *tally, i int) {
 	user, skus := fmt.Sprintf("buyer-%s-%d", s.run, i), []string{s.sku}
 	for !s.over(ctx) {
 		b := buyer{user: user, key: rand.Text(), url: s.shop.URLs[i%len(s.shop.URLs)]}
-		sent := time.Now()
+		sent, call := time.Now(), s.shop.History.Now()
 		out, id, short, err := b.buy(ctx, s.client, skus)
+		s.shop.recordOrder(i, call, b, skus, out, id, short)
 		t.record(sent, out, err)
 		t.told(user, skus, out, id, short)
 		if s.progress != nil {
@@ -160,7 +162,7 @@ func (s *cartSale) buyer(ctx context.Context, t *tally, i int) {
 				s.abandoned.Add(1)
 				return
 			}
-			if s.pay(ctx, t, b, id) {
+			if s.pay(ctx, t, i, b, id) {
 				return
 			}
 		case SoldOut, Busy:
@@ -179,8 +181,20 @@ func (s *cartSale) abandons(k int64) bool {
 // pay pays order id, won by b, and reports whether it is paid. A payment
 // that came too late (order-expired) leaves b to try again, as its unit
 // comes back; any other refusal counts as a failed request.
-func (s *cartSale) pay(ctx context.Context, t *tally, b buyer, id int64) bool {
-	err := b.pay(ctx, s.client, s.shop.PaymentSecret, id, "pay-"+s.run+"-"+strconv.FormatInt(id, 10))
+func (s *cartSale) pay(ctx context.Context, t *tally, client int, b buyer, id int64) bool {
+	paymentID := "pay-" + s.run + "-" + strconv.FormatInt(id, 10)
+	call := s.shop.History.Now()
+	err := b.pay(ctx, s.client, s.shop.PaymentSecret, id, paymentID)
+	if s.shop.History != nil {
+		answer := history.OK
+		if err != nil {
+			answer = history.Error
+			if errors.Is(err, errExpired) {
+				answer = history.Answer(errExpired.Error())
+			}
+		}
+		s.shop.History.Add(history.Op{Client: client, Kind: history.Pay, Key: paymentID, Order: id, Call: call, Return: s.shop.History.Now(), Answer: answer})
+	}
 	switch {
 	case err == nil:
 		if s.payments.Add(1) == int64(s.Stock) {

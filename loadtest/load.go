@@ -218,7 +218,9 @@ func fire(ctx context.Context, shop Shop, sku string, cart, n, workers int, at s
 		b, err := shop.buyer(run, i)
 		out, id, short := Failed, int64(0), []string(nil)
 		if err == nil {
+			call := shop.History.Now()
 			out, id, short, err = b.buy(ctx, client, skus)
+			shop.recordOrder(i, call, b, skus, out, id, short)
 		}
 		t.record(sent, out, err)
 		t.told(b.user, skus, out, id, short)

@@ -28,6 +28,12 @@ type Plan struct {
 	// the winners never pay.
 	PaymentWindow time.Duration `json:"payment_window_ns,omitempty"`
 	Unpaid        float64       `json:"unpaid,omitempty"`
+	// Check records each burst's history and checks every answer in it
+	// against the model of the shop (internal/lincheck); HistoryDir, if
+	// set, is where each strategy's history and its page are written, and
+	// implies Check.
+	Check      bool   `json:"check,omitempty"`
+	HistoryDir string `json:"-"`
 }
 
 // Validate reports every bad setting at once. The strategies' names are

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/lincheck"
 )
 
 // Report is everything one demo or bench run measured.
@@ -110,6 +111,9 @@ type Phase struct {
 	// buyers sent away busy while stock was left; any makes the verdict
 	// FAIL.
 	Problems []string `json:"problems,omitempty"`
+	// History is the verdict on the load's history, where it was checked:
+	// the burst's, with --check or --history.
+	History *lincheck.Result `json:"history,omitempty"`
 	// CPU is what each class of process used during the load, where it
 	// was measured: the bench's loads. The tables show the closed loop's.
 	CPU []ClassCPU `json:"cpu,omitempty"`

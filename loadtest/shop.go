@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stockguard/shop/internal/history"
 )
 
 // Shop is the shop under load: one or more instances of one deployment.
@@ -20,6 +22,9 @@ type Shop struct {
 	// PaymentSecret is the shop's SHOP_PAYMENT_SECRET, with which an
 	// abandoned-cart sale signs its payments as the payment provider does.
 	PaymentSecret []byte
+	// History, if set, records every request of the load and its answer
+	// (internal/history), to be checked answer by answer.
+	History *history.Recorder
 	// Buyers, if set, names the buyers of a burst, a steady load and a
 	// closed loop, and gives each the bearer token that says who it is,
 	// for a shop whose buyers authenticate (SHOP_BUYER_AUTH=jwt). Nil
@@ -153,11 +158,16 @@ func (s Shop) SetStock(ctx context.Context, sku string, quantity int) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+s.AdminToken)
+	op := history.Op{Client: s.History.Client(), Kind: history.StockSet, Items: []history.Item{{SKU: sku, Quantity: quantity}}, Call: s.History.Now()}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
+		op.Return, op.Answer = s.History.Now(), history.Error
+		s.History.Add(op)
 		return fmt.Errorf("loadtest: set stock: %w", err)
 	}
 	defer resp.Body.Close()
+	op.Return, op.Answer = s.History.Now(), history.AnswerOf(resp.StatusCode, "", nil)
+	s.History.Add(op)
 	if resp.StatusCode != http.StatusOK {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
 		return fmt.Errorf("loadtest: set stock: %s: %s", resp.Status, data)
@@ -197,4 +207,22 @@ func Ready(ctx context.Context, url string) error {
 		return fmt.Errorf("loadtest: %s is not ready: GET /readyz answered %s: %s", url, resp.Status, bytes.TrimSpace(data))
 	}
 	return nil
+}
+
+// historyAnswers maps an outcome to the answer its history keeps: every other
+// answer is unknown to the model, as a transport error is.
+var historyAnswers = [...]history.Answer{Ordered: history.Ordered, SoldOut: history.SoldOut, LimitReached: history.Limit, Busy: history.Busy, Failed: history.Error}
+
+// recordOrder keeps b's order of a unit of each of skus, sent at call,
+// and its answer, in the load's history.
+func (s Shop) recordOrder(client int, call int64, b buyer, skus []string, out Outcome, id int64, short []string) {
+	if s.History == nil {
+		return
+	}
+	items := make([]history.Item, len(skus))
+	for i, sku := range skus {
+		items[i] = history.Item{SKU: sku, Quantity: 1}
+	}
+	s.History.Add(history.Op{Client: client, Kind: history.Order, User: b.user, Key: b.key, Items: items,
+		Call: call, Return: s.History.Now(), Answer: historyAnswers[out], Order: id, Short: short})
 }

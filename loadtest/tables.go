@@ -18,6 +18,27 @@ func (r *Report) bench() bool {
 	return slices.ContainsFunc(r.Results, func(r Result) bool { return r.Baseline != "" || len(r.Usage) > 0 })
 }
 
+// checked reports whether any burst's history was checked.
+func checked(results []Result) bool {
+	return slices.ContainsFunc(results, func(r Result) bool { return r.Burst != nil && r.Burst.History != nil })
+}
+
+// Checked reports whether the report's bursts had their histories checked.
+func (r *Report) Checked() bool { return checked(r.Results) }
+
+// Linear is the verdict on a burst's history in a word.
+func (p *Phase) Linear() string {
+	switch h := p.History; {
+	case h == nil:
+		return "-"
+	case h.Linearizable:
+		return "yes"
+	case h.Unknown:
+		return "unknown"
+	}
+	return "NO"
+}
+
 func writeBursts(w io.Writer, results []Result, bench bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "strategy\tinst\torders\toversold\tundersold\tstock left\treq/s\t"
@@ -25,6 +46,9 @@ func writeBursts(w io.Writer, results []Result, bench bool) {
 		head += "of echo\tof baseline\tbaseline\t"
 	}
 	head += "p50 ms\tp99 ms\tbusy\terrors\t"
+	if checked(results) {
+		head += "linear\t"
+	}
 	if bench {
 		head += "RSS MB\tCPU s\t"
 	}
@@ -39,8 +63,14 @@ func writeBursts(w io.Writer, results []Result, bench bool) {
 				row += percent(r.EchoFraction) + "\t" + percent(r.Fraction) + "\t" + cmp.Or(r.Baseline, "-") + "\t"
 			}
 			row += fmt.Sprintf("%.1f\t%.1f\t%d\t%d\t", b.Latency.P50, b.Latency.P99, b.Busy, b.Errors)
+			if checked(results) {
+				row += b.Linear() + "\t"
+			}
 		} else {
 			row += strings.Repeat("-\t", 9)
+			if checked(results) {
+				row += "-\t"
+			}
 			if bench {
 				row += "-\t-\t-\t"
 			}

@@ -64,6 +64,8 @@ func newPlanFlags(name string, stderr io.Writer, usage string) *loadFlags {
 	fs.IntVar(&p.Closed.MaxBuyers, "closed-max-buyers", 1024, "run the closed loop again with twice the buyers, up to this many, until orders/s grow by less than 5% twice in a row or p99 passes --closed-p99, and report the best; at most --closed-buyers runs it once")
 	fs.DurationVar(&p.Closed.P99, "closed-p99", 500*time.Millisecond, "the p99 latency a step of the closed loop's search must stay within; 0 for none")
 	fs.IntVar(&p.Burst.Cart, "cart", 0, "a cart mix: every order of every load is a cart of one unit of each of 2 to this many distinct SKUs, in random order, drawn from max(N, 3) SKUs each with the load's stock (the load's SKU, then <sku>-2, <sku>-3, …), all or nothing; with --closed, the closed loop runs with single orders, then with the mix; at most 20; 0 or 1: every order one unit of one SKU")
+	fs.BoolVar(&p.Check, "check", false, "record each burst's history and check every answer in it against the model of the shop: a history that is not linearizable fails its strategy (docs/linearizability.md)")
+	fs.StringVar(&p.HistoryDir, "history", "", "write each burst's history (<strategy>.jsonl, read by shop check) and its page (<strategy>.html) into this directory, and check it as --check does")
 	fs.StringVar(&f.jsonFile, "json", "", "also write every figure as JSON to this file")
 	fs.StringVar(&f.htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process for the whole run to this file, for go tool pprof: bench's load generator, or demo's load generator and shops")
@@ -88,6 +90,11 @@ func (f *loadFlags) parsePlan(args []string) error {
 	}
 	if f.fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", f.fs.Arg(0))
+	}
+	if f.plan.HistoryDir != "" {
+		if err := os.MkdirAll(f.plan.HistoryDir, 0o755); err != nil {
+			return fmt.Errorf("--history: %w", err)
+		}
 	}
 	f.plan.Steady.Concurrency = f.plan.Burst.Concurrency
 	f.plan.Steady.Cart, f.plan.Closed.Cart = f.plan.Burst.Cart, f.plan.Burst.Cart

@@ -65,6 +65,8 @@ commands:
             database, and print what it found and fixed
   audit     check SKUs' invariants in the database, every unit explained by
             its movements and orders: shop audit SKU... [--mysql DSN]
+  check     check sales' histories, written with --history DIR, answer by
+            answer against a model of the shop: shop check FILE|DIR
   token     print a buyer token signed with SHOP_JWT_SECRET: shop token USER [--ttl D]
   pay       send the payment provider's callback for an order, signed with
             SHOP_PAYMENT_SECRET: shop pay ORDER_ID PAYMENT_ID [--url URL]
@@ -120,6 +122,8 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		return reconcile(ctx, args, getenv, stdout, stderr)
 	case "audit":
 		return auditCmd(ctx, args, getenv, stdout, stderr)
+	case "check":
+		return checkCmd(args, stdout, stderr)
 	case "token":
 		return token(args, getenv, stdout, stderr)
 	case "lesson":

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/history"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/loadtest"
 )
@@ -151,7 +152,11 @@ func (r runner) run(ctx context.Context, s strategy.Strategy) (res loadtest.Resu
 		}
 		return prefix + "-" + s.Name + "-" + tag
 	}
-	res.Burst, err = r.phase(ctx, fleet.Shop, s.Name, "burst", name("sale", "burst"), r.plan.Burst.Cart, r.plan.Stock, r.burst(), m)
+	burst := fleet.Shop
+	if r.plan.Check || r.plan.HistoryDir != "" {
+		burst.History = history.NewRecorder()
+	}
+	res.Burst, err = r.phase(ctx, burst, s.Name, "burst", name("sale", "burst"), r.plan.Burst.Cart, r.plan.Stock, r.burst(), m)
 	if err == nil {
 		res.Fairness = r.plan.Burst.Fairness(res.Burst.Stats)
 	}
@@ -262,6 +267,14 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 	}
 	p.Problems = append(p.Problems, unserved(stats, a, each)...)
 	p.Problems = append(p.Problems, cartProblems(stats, a)...)
+	if shop.History != nil {
+		if p.History, err = r.checkHistory(ctx, shop.History, name, skus); err != nil {
+			return p, err
+		}
+		if !p.History.Linearizable {
+			p.Problems = append(p.Problems, "history "+p.History.String())
+		}
+	}
 	if r.progress != nil {
 		r.progress.Audited(name, kind, p)
 	}
