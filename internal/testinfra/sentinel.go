@@ -41,10 +41,10 @@ const (
 func StartRedisSentinel(t testing.TB) *RedisSentinel {
 	t.Helper()
 	r := &RedisSentinel{t: t, Name: "shop", nodes: make(map[string]*Server)}
-	master := redisServer(t)
+	master := redisServer(t, freeAddr(t))
 	master.Start()
 	host, port, _ := net.SplitHostPort(master.Addr())
-	replica := redisServer(t, "--replicaof", host, port)
+	replica := redisServer(t, freeAddr(t), "--replicaof", host, port)
 	replica.Start()
 	r.nodes[master.Addr()], r.nodes[replica.Addr()] = master, replica
 	bin := lookPath(t, "redis-server", "redis-server")

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stockguard/shop/internal/freeport"
 )
 
 // ServerWaiter names the goroutine that waits for a server's process
@@ -256,15 +258,25 @@ func (s *Server) signal(sig syscall.Signal) {
 	}
 }
 
-// freeAddr returns a loopback address whose port is free now.
-func freeAddr(t testing.TB) string {
+// freeAddr returns a loopback address whose port, and that port plus each
+// of offsets, are free now (see freeport.Addr).
+func freeAddr(t testing.TB, offsets ...int) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr(offsets...)
 	if err != nil {
 		t.Fatalf("testinfra: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
+}
+
+// listen listens on a free loopback port, for a server in the test binary.
+func listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := freeport.Listen()
+	if err != nil {
+		t.Fatalf("testinfra: %v", err)
+	}
+	return ln
 }
 
 // lookPath finds a server binary on PATH or in the Debian directories that
