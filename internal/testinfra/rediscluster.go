@@ -45,9 +45,9 @@ func startCluster(t testing.TB, replicas int, args ...string) *RedisCluster {
 	t.Helper()
 	cli := lookPath(t, "redis-cli", "redis-server")
 	c := &RedisCluster{t: t, nodes: make(map[string]*Server)}
+	args = append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}, args...)
 	for range 3 * (1 + replicas) {
-		s := redisServer(t, freeAddr(t, clusterBus), append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}, args...)...)
-		s.Start()
+		s := startOne(t, func() *Server { return redisServer(t, freeAddr(t, clusterBus), args...) })
 		c.Seeds = append(c.Seeds, s.Addr())
 		c.nodes[s.Addr()] = s
 	}
