@@ -22,6 +22,8 @@ import (
 	"strconv"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/stockguard/shop/internal/freeport"
 )
 
 // The users every server has, and their passwords.
@@ -73,12 +75,11 @@ type Node struct {
 
 // NewNode returns a node in dir, on a free loopback port.
 func NewNode(dir string, serverID int) (Node, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		return Node{}, err
 	}
-	defer l.Close()
-	return Node{Dir: dir, Addr: l.Addr().String(), ServerID: serverID}, nil
+	return Node{Dir: dir, Addr: addr, ServerID: serverID}, nil
 }
 
 // Data is the node's data dir.

@@ -90,9 +90,7 @@ func etcdHealthy(ctx context.Context, addr string) error {
 // syncs its log before it answers a write.
 func StartEtcd(t testing.TB) *Server {
 	t.Helper()
-	s := etcdMembers(t, 1)[0]
-	s.Start()
-	return s
+	return startNew(t, func() []*Server { return etcdMembers(t, 1) })[0]
 }
 
 // StartEtcdCluster starts a private etcd cluster of three members on free
@@ -100,8 +98,7 @@ func StartEtcd(t testing.TB) *Server {
 // once it has a leader. Its members are killed at cleanup.
 func StartEtcdCluster(t testing.TB) *Ensemble {
 	t.Helper()
-	e := &Ensemble{t: t, name: "etcd cluster", servers: etcdMembers(t, 3)}
-	startAll(e.servers)
+	e := &Ensemble{t: t, name: "etcd cluster", servers: startNew(t, func() []*Server { return etcdMembers(t, 3) })}
 	c, err := clientv3.New(clientv3.Config{Endpoints: e.Addrs(), DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatalf("testinfra: %v", err)

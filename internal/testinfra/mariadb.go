@@ -61,8 +61,11 @@ func (m *PrivateMySQL) ShopDSN(t testing.TB) string {
 // with the same command line.
 func StartMariaDB(t testing.TB) *PrivateMySQL {
 	t.Helper()
-	m := installMariaDB(t, 0)[0]
-	m.Start()
+	var m *PrivateMySQL
+	startOne(t, func() *Server {
+		m = installMariaDB(t, 0)[0]
+		return m.Server
+	})
 	return m
 }
 

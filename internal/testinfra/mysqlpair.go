@@ -40,12 +40,19 @@ type MySQLPair struct {
 // endpoint in front of the primary.
 func StartMySQLPair(t testing.TB, semiSync bool) *MySQLPair {
 	t.Helper()
-	servers := installMariaDB(t, 1, 2)
-	p := &MySQLPair{t: t, nodes: [2]*PrivateMySQL(servers), semiSync: semiSync, serverID: 2}
+	var nodes []*PrivateMySQL
+	startNew(t, func() []*Server {
+		nodes = installMariaDB(t, 1, 2)
+		for _, n := range nodes {
+			// Restore puts a killed server back from its data as installed.
+			if err := copyDir(n.data, n.data+".installed"); err != nil {
+				t.Fatalf("testinfra: %v", err)
+			}
+		}
+		return []*Server{nodes[0].Server, nodes[1].Server}
+	})
+	p := &MySQLPair{t: t, nodes: [2]*PrivateMySQL(nodes), semiSync: semiSync, serverID: 2}
 	for i, s := range p.nodes {
-		// Restore puts a killed server back from its data as installed.
-		p.must(i, copyDir(s.data, s.data+".installed"))
-		s.Start()
 		// Each use dials afresh: no connection outlives a server killed.
 		db, err := sql.Open("mysql", s.dsn)
 		p.must(i, err)

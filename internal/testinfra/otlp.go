@@ -4,7 +4,6 @@ import (
 	"compress/gzip"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -31,12 +30,12 @@ type OTLPReceiver struct {
 func OTLP(t testing.TB) *OTLPReceiver {
 	t.Helper()
 	r := &OTLPReceiver{}
-	srv := httptest.NewServer(http.HandlerFunc(r.serveHTTP))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(r.serveHTTP))
+	srv.Listener.Close()
+	srv.Listener = listen(t)
+	srv.Start()
 	t.Cleanup(srv.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listen(t)
 	g := grpc.NewServer()
 	coltracepb.RegisterTraceServiceServer(g, grpcTraces{r: r})
 	go g.Serve(ln)

@@ -26,10 +26,7 @@ type Proxy struct {
 // to target. It is closed at cleanup.
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testinfra: proxy: %v", err)
-	}
+	ln := listen(t)
 	p := &Proxy{target: target, ln: ln, running: make(chan struct{})}
 	close(p.running)
 	t.Cleanup(func() {

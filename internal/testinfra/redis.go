@@ -62,26 +62,25 @@ func deleteKeys(ctx context.Context, ns RedisNamespace) error {
 	return c.Unlink(ctx, keys...).Err()
 }
 
-// StartRedis starts a private redis-server on a free loopback port; it is
-// killed at cleanup.
+// StartRedis starts a private redis-server on a free loopback port, with
+// args added to its command line; it is killed at cleanup.
 //
 // Stop saves the data, and Start loads what was last saved. So Kill loses
 // every write since the last Stop, like the crash of a master without
 // persistence: the case where Redlock can grant a lock twice.
-func StartRedis(t testing.TB) *Server {
+func StartRedis(t testing.TB, args ...string) *Server {
 	t.Helper()
-	s := redisServer(t)
-	s.Start()
-	return s
+	return startOne(t, func() *Server { return redisServer(t, freeAddr(t), args...) })
 }
 
-// redisServer prepares a redis-server of the test's own, with args added.
-func redisServer(t testing.TB, args ...string) *Server {
+// redisServer prepares a redis-server of the test's own on addr, with args
+// added.
+func redisServer(t testing.TB, addr string, args ...string) *Server {
 	t.Helper()
 	skipShort(t, "a redis-server process of the test's own")
 	bin := lookPath(t, "redis-server", "redis-server")
 	dir := t.TempDir()
-	s := newServer(t, "redis-server", freeAddr(t), dir, 30*time.Second)
+	s := newServer(t, "redis-server", addr, dir, 30*time.Second)
 	_, port, _ := net.SplitHostPort(s.addr)
 	s.command = func() *exec.Cmd {
 		return exec.Command(bin, append([]string{"--bind", "127.0.0.1", "--port", port, "--dir", dir,

@@ -12,6 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// clusterBus is how far above its port a cluster node listens for the
+// other nodes.
+const clusterBus = 10000
+
 // RedisCluster is a Redis Cluster private to one test, whose masters the
 // test may fail: Kill crashes one and its replica is promoted, Failover
 // hands one over gracefully. Replication is asynchronous, so a promoted
@@ -41,9 +45,9 @@ func startCluster(t testing.TB, replicas int, args ...string) *RedisCluster {
 	t.Helper()
 	cli := lookPath(t, "redis-cli", "redis-server")
 	c := &RedisCluster{t: t, nodes: make(map[string]*Server)}
+	args = append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}, args...)
 	for range 3 * (1 + replicas) {
-		s := redisServer(t, append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}, args...)...)
-		s.Start()
+		s := startOne(t, func() *Server { return redisServer(t, freeAddr(t, clusterBus), args...) })
 		c.Seeds = append(c.Seeds, s.Addr())
 		c.nodes[s.Addr()] = s
 	}

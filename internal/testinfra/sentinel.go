@@ -41,27 +41,27 @@ const (
 func StartRedisSentinel(t testing.TB) *RedisSentinel {
 	t.Helper()
 	r := &RedisSentinel{t: t, Name: "shop", nodes: make(map[string]*Server)}
-	master := redisServer(t)
-	master.Start()
+	master := StartRedis(t)
 	host, port, _ := net.SplitHostPort(master.Addr())
-	replica := redisServer(t, "--replicaof", host, port)
-	replica.Start()
+	replica := StartRedis(t, "--replicaof", host, port)
 	r.nodes[master.Addr()], r.nodes[replica.Addr()] = master, replica
 	bin := lookPath(t, "redis-server", "redis-server")
 	for range 3 {
-		dir := t.TempDir()
-		s := newServer(t, "redis-sentinel", freeAddr(t), dir, 30*time.Second)
-		_, sport, _ := net.SplitHostPort(s.addr)
-		conf := filepath.Join(dir, "sentinel.conf") // a Sentinel rewrites its file: one each
-		body := fmt.Sprintf("bind 127.0.0.1\nport %s\ndir %s\nsentinel monitor %s %s %s 2\n"+
-			"sentinel down-after-milliseconds %[3]s %[6]d\nsentinel failover-timeout %[3]s %[7]d\n",
-			sport, dir, r.Name, host, port, sentinelDownAfter, sentinelFailover)
-		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
-			t.Fatalf("testinfra: %v", err)
-		}
-		s.command = func() *exec.Cmd { return exec.Command(bin, conf, "--sentinel") }
-		s.ready = func(ctx context.Context) error { return exchange(ctx, s.addr, "PING\r\n", "+PONG") }
-		s.Start()
+		s := startOne(t, func() *Server {
+			dir := t.TempDir()
+			s := newServer(t, "redis-sentinel", freeAddr(t), dir, 30*time.Second)
+			_, sport, _ := net.SplitHostPort(s.addr)
+			conf := filepath.Join(dir, "sentinel.conf") // a Sentinel rewrites its file: one each
+			body := fmt.Sprintf("bind 127.0.0.1\nport %s\ndir %s\nsentinel monitor %s %s %s 2\n"+
+				"sentinel down-after-milliseconds %[3]s %[6]d\nsentinel failover-timeout %[3]s %[7]d\n",
+				sport, dir, r.Name, host, port, sentinelDownAfter, sentinelFailover)
+			if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+				t.Fatalf("testinfra: %v", err)
+			}
+			s.command = func() *exec.Cmd { return exec.Command(bin, conf, "--sentinel") }
+			s.ready = func(ctx context.Context) error { return exchange(ctx, s.addr, "PING\r\n", "+PONG") }
+			return s
+		})
 		r.Sentinels = append(r.Sentinels, s.Addr())
 	}
 	r.awaitSettled(master.Addr())

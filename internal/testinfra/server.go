@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stockguard/shop/internal/freeport"
 )
 
 // ServerWaiter names the goroutine that waits for a server's process
@@ -65,15 +67,49 @@ func (s *Server) Start() {
 	s.awaitReady()
 }
 
-// startAll launches every server before it waits for any: the members
-// of an ensemble answer only once a quorum of them runs.
-func startAll(servers []*Server) {
-	for _, s := range servers {
-		s.t.Helper()
-		s.launch()
-	}
-	for _, s := range servers {
-		s.awaitReady()
+// startTries bounds how many times startNew makes servers whose port was
+// taken.
+const startTries = 3
+
+// errPortTaken marks a server that did not start because a port it was
+// given was taken: another process may bind it between the choice and the
+// server's start.
+var errPortTaken = errors.New("a port it was given is taken")
+
+// startOne starts the server that prepare makes, as startNew does.
+func startOne(t testing.TB, prepare func() *Server) *Server {
+	t.Helper()
+	return startNew(t, func() []*Server { return []*Server{prepare()} })[0]
+}
+
+// startNew starts the servers that prepare makes, on ports of their own,
+// and waits until they answer. It launches every server before it waits
+// for any: the members of an ensemble answer only once a quorum of them
+// runs. When a server finds a port taken, prepare makes them all again,
+// on other ports, startTries times at most.
+func startNew(t testing.TB, prepare func() []*Server) []*Server {
+	t.Helper()
+	for try := 1; ; try++ {
+		servers := prepare()
+		for _, s := range servers {
+			s.launch()
+		}
+		var err error
+		for _, s := range servers {
+			if err = s.started(); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			return servers
+		}
+		if try == startTries || !errors.Is(err, errPortTaken) {
+			t.Fatal(err)
+		}
+		for _, s := range servers {
+			s.Kill()
+		}
+		t.Logf("%v\ntestinfra: starting again on other ports, try %d of %d", err, try+1, startTries)
 	}
 }
 
@@ -107,13 +143,29 @@ func (s *Server) launch() {
 // awaitReady waits until the launched server answers, or ends the test.
 func (s *Server) awaitReady() {
 	s.t.Helper()
+	if err := s.started(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// started waits until the launched server answers, and says why not.
+func (s *Server) started() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.t.Context(), s.timeout)
 	defer cancel()
-	if err := s.await(ctx); err != nil {
-		s.t.Fatalf("testinfra: %s on %s: %v\nlast lines of %s:\n%s", s.name, s.addr, err, s.logPath, tail(s.logPath))
+	err := s.await(ctx)
+	if err == nil {
+		return nil
 	}
+	// Each server words it its own way: Redis "bind: Address already in
+	// use", etcd "bind: address already in use", ZooKeeper
+	// "java.net.BindException: Address already in use", MariaDB "Got
+	// error: 98: Address already in use".
+	if log, _ := os.ReadFile(s.logPath); bytes.Contains(bytes.ToLower(log), []byte("address already in use")) {
+		err = fmt.Errorf("%w: %w", errPortTaken, err)
+	}
+	return fmt.Errorf("testinfra: %s on %s: %w\nlast lines of %s:\n%s", s.name, s.addr, err, s.logPath, tail(s.logPath))
 }
 
 // await polls ready until it succeeds, the process exits or ctx ends.
@@ -256,15 +308,25 @@ func (s *Server) signal(sig syscall.Signal) {
 	}
 }
 
-// freeAddr returns a loopback address whose port is free now.
-func freeAddr(t testing.TB) string {
+// freeAddr returns a loopback address whose port, and that port plus each
+// of offsets, are free now (see freeport.Addr).
+func freeAddr(t testing.TB, offsets ...int) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr(offsets...)
 	if err != nil {
 		t.Fatalf("testinfra: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
+}
+
+// listen listens on a free loopback port, for a server in the test binary.
+func listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := freeport.Listen()
+	if err != nil {
+		t.Fatalf("testinfra: %v", err)
+	}
+	return ln
 }
 
 // lookPath finds a server binary on PATH or in the Debian directories that

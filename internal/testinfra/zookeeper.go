@@ -122,9 +122,7 @@ const (
 // of session expiry stay fast.
 func StartZooKeeper(t testing.TB) *Server {
 	t.Helper()
-	s := zkServers(t, 1, "tickTime=500\n")[0]
-	s.Start()
-	return s
+	return startNew(t, func() []*Server { return zkServers(t, 1, "tickTime=500\n") })[0]
 }
 
 // StartZooKeeperEnsemble starts a private ensemble of three ZooKeeper
@@ -135,12 +133,13 @@ func StartZooKeeper(t testing.TB) *Server {
 func StartZooKeeperEnsemble(t testing.TB) *Ensemble {
 	t.Helper()
 	e := &Ensemble{t: t, name: "ZooKeeper ensemble"}
-	peers := ""
-	for i := range 3 {
-		peers += fmt.Sprintf("server.%d=%s:%s\n", i+1, freeAddr(t), port(freeAddr(t)))
-	}
-	e.servers = zkServers(t, 3, "tickTime=200\ninitLimit=10\nsyncLimit=5\n"+peers)
-	startAll(e.servers)
+	e.servers = startNew(t, func() []*Server {
+		peers := ""
+		for i := range 3 {
+			peers += fmt.Sprintf("server.%d=%s:%s\n", i+1, freeAddr(t), port(freeAddr(t)))
+		}
+		return zkServers(t, 3, "tickTime=200\ninitLimit=10\nsyncLimit=5\n"+peers)
+	})
 	e.leads = func(ctx context.Context, s *Server) (bool, error) {
 		answer, err := srvr(ctx, s.Addr())
 		return strings.Contains(answer, "\nMode: leader\n"), err
