@@ -146,11 +146,12 @@ func (s *cartSale) over(ctx context.Context) bool {
 // after a pause of 50 to 100 ms; an order refused otherwise ends its part.
 func (s *cartSale) buyer(ctx context.Context, t *tally, i int) {
 	user, skus := fmt.Sprintf("buyer-%s-%d", s.run, i), []string{s.sku}
+	client := s.shop.History.Client()
 	for !s.over(ctx) {
 		b := buyer{user: user, key: rand.Text(), url: s.shop.URLs[i%len(s.shop.URLs)]}
 		sent, call := time.Now(), s.shop.History.Now()
 		out, id, short, err := b.buy(ctx, s.client, skus)
-		s.shop.recordOrder(i, call, b, skus, out, id, short)
+		s.shop.recordOrder(client, call, b, skus, out, id, short)
 		t.record(sent, out, err)
 		t.told(user, skus, out, id, short)
 		if s.progress != nil {
@@ -162,7 +163,7 @@ func (s *cartSale) buyer(ctx context.Context, t *tally, i int) {
 				s.abandoned.Add(1)
 				return
 			}
-			if s.pay(ctx, t, i, b, id) {
+			if s.pay(ctx, t, client, b, id) {
 				return
 			}
 		case SoldOut, Busy:

@@ -220,7 +220,7 @@ func fire(ctx context.Context, shop Shop, sku string, cart, n, workers int, at s
 		if err == nil {
 			call := shop.History.Now()
 			out, id, short, err = b.buy(ctx, client, skus)
-			shop.recordOrder(i, call, b, skus, out, id, short)
+			shop.recordOrder(shop.History.Client(), call, b, skus, out, id, short)
 		}
 		t.record(sent, out, err)
 		t.told(b.user, skus, out, id, short)

@@ -107,16 +107,16 @@ func (p *prepared) annotations(r Result) []porcupine.Annotation {
 	var as []porcupine.Annotation
 	for _, v := range p.violations {
 		op := p.src[v.op]
-		as = append(as, porcupine.Annotation{ClientId: op.Client, Start: op.Call, End: op.Return,
-			Description: "impossible", Details: v.text, BackgroundColor: "#f8b4b4"})
+		as = append(as, porcupine.Annotation{ClientId: op.Client, Start: op.Call - p.base, End: op.Return - p.base,
+			Description: "impossible answer", Details: v.text, BackgroundColor: "#f8b4b4"})
 	}
 	if len(p.src) > 0 {
-		verdict := "linearizable"
+		verdict, color := "linearizable", "#bbf7d0"
 		if !r.Linearizable {
-			verdict = "first impossible answer: " + r.FirstViolation
+			verdict, color = "NOT linearizable: hover for the first impossible answer", "#fde68a"
 		}
-		as = append(as, porcupine.Annotation{Tag: "verdict", Start: p.src[0].Call, End: p.src[0].Call,
-			Description: r.String(), Details: verdict, BackgroundColor: "#fde68a"})
+		as = append(as, porcupine.Annotation{Tag: "verdict", Start: 0, End: 0,
+			Description: verdict, Details: r.String(), BackgroundColor: color})
 	}
 	return as
 }
@@ -149,7 +149,7 @@ func (p *prepared) blocked(model porcupine.Model, steps []porcupine.Operation, i
 		}
 		st := part[stuck].Input.(*step)
 		return fmt.Sprintf("%s (called %s, answered %s): %s; the answers before it leave %s",
-			st.what, p.at(part[stuck].Call), p.at(part[stuck].Return), why(st), model.DescribeState(s))
+			st.name(), p.at(part[stuck].Call+p.base), p.at(part[stuck].Return+p.base), why(st), model.DescribeState(s))
 	}
 	return "no order of the operations explains the answers"
 }
@@ -179,27 +179,31 @@ func names(sts []status) string {
 	return strings.Join(s, " or ")
 }
 
-// describeStep names op's step: who, what it asked and was told.
-func (p *prepared) describeStep(op int, told string, order int64) string {
+// describeStep names op's step on the page: what it asked and was told.
+// The client is the page's row; the verdict names it (name).
+func (p *prepared) describeStep(op int, told string, order int64) (who, what string) {
 	o := p.src[op]
-	var what strings.Builder
-	what.WriteString(p.who(op))
-	what.WriteString(": ")
-	what.WriteString(string(o.Kind))
+	var b strings.Builder
+	b.WriteString(string(o.Kind))
 	for i, it := range o.Items {
 		sep := " "
 		if i > 0 {
 			sep = ", "
 		}
-		if it.Quantity == 0 {
-			fmt.Fprintf(&what, "%s%s", sep, it.SKU)
-		} else {
-			fmt.Fprintf(&what, "%s%d×%s", sep, it.Quantity, it.SKU)
+		switch {
+		case len(o.Items) == 1 && it.Quantity == 0:
+		case len(o.Items) == 1:
+			fmt.Fprintf(&b, "%s%d", sep, it.Quantity)
+		default:
+			fmt.Fprintf(&b, "%s%s×%d", sep, it.SKU, it.Quantity)
 		}
 	}
 	if order != 0 {
-		fmt.Fprintf(&what, " #%d", order)
+		fmt.Fprintf(&b, " #%d", order)
 	}
-	fmt.Fprintf(&what, " → %s", told)
-	return what.String()
+	fmt.Fprintf(&b, " → %s", told)
+	return p.who(op), b.String()
 }
+
+// name is a step in words: who, what it asked and was told.
+func (st *step) name() string { return st.who + ": " + st.what }

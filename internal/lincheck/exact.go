@@ -84,7 +84,7 @@ func (p *prepared) exact(part []porcupine.Operation, stock map[int]int) string {
 		for _, l := range st.lines {
 			if taken[l.sku] += l.qty; taken[l.sku] > stock[l.sku] {
 				return fmt.Sprintf("%s (answered %s): an oversell: %d units of %s were on sale, and the orders answered by then took %d",
-					st.what, p.at(op.Return), stock[l.sku], p.skus[l.sku], taken[l.sku])
+					st.name(), p.at(op.Return+p.base), stock[l.sku], p.skus[l.sku], taken[l.sku])
 			}
 		}
 	}
@@ -115,7 +115,7 @@ func (p *prepared) exact(part []porcupine.Operation, stock map[int]int) string {
 			continue
 		}
 		if why := soldOutWrong(st, avail); why != "" {
-			return fmt.Sprintf("%s (called %s, answered %s): %s", st.what, p.at(e.op.Call), p.at(e.op.Return), p.unitsLeft(why, st, avail))
+			return fmt.Sprintf("%s (called %s, answered %s): %s", st.name(), p.at(e.op.Call+p.base), p.at(e.op.Return+p.base), p.unitsLeft(why, st, avail))
 		}
 	}
 	for _, op := range part {

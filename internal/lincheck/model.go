@@ -60,7 +60,8 @@ type line struct{ sku, qty int }
 // the decision of one key, which may stand for several.
 type step struct {
 	op    int    // the index in the history of the operation it names
-	what  string // in words, for the visualization and the verdict
+	who   string // who asked, in words: a client, or the shop
+	what  string // what it asked and was told, in words, for the page
 	kind  kind
 	lines []line
 	short []int // a sold-out's SKUs named short

@@ -82,7 +82,7 @@ func (p *prepared) place(op int, id int64, items []history.Item, call, ret int64
 			st.to = pending
 		}
 	}
-	st.what = p.describeStep(op, "placed", id)
+	st.who, st.what = p.describeStep(op, "placed", id)
 	p.add(st, call, ret)
 }
 
@@ -93,7 +93,7 @@ func (p *prepared) refuse(d decision) {
 	for _, sku := range op.Short {
 		st.short = append(st.short, p.sku(sku))
 	}
-	st.what = p.describeStep(d.first, "sold out", 0)
+	st.who, st.what = p.describeStep(d.first, "sold out", 0)
 	p.add(st, d.call, d.ret)
 }
 

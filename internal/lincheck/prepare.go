@@ -14,18 +14,21 @@ import (
 // decision, read, stock change or final state, and what the per-key
 // checks already found.
 type prepared struct {
-	src        []history.Op
-	skus       []string
-	skuIdx     map[string]int
-	parent     []int // union-find over SKU indexes: a cart joins its SKUs
-	orders     []int64
-	orderIdx   map[int64]int
-	window     map[int64]bool           // orders placed with a payment window
-	linesOf    map[int64][]history.Item // each order's lines, as the final state or an answer has them
-	byKey      map[string][]history.FinalOrder
-	final      *history.Op
-	finalOp    int   // its index
-	end        int64 // when the final state was read: unknown answers took effect before it
+	src      []history.Op
+	skus     []string
+	skuIdx   map[string]int
+	parent   []int // union-find over SKU indexes: a cart joins its SKUs
+	orders   []int64
+	orderIdx map[int64]int
+	window   map[int64]bool           // orders placed with a payment window
+	linesOf  map[int64][]history.Item // each order's lines, as the final state or an answer has them
+	byKey    map[string][]history.FinalOrder
+	final    *history.Op
+	finalOp  int   // its index
+	end      int64 // when the final state was read: unknown answers took effect before it
+	// base is the history's first call: the search's times count from it,
+	// small enough for the page's JavaScript numbers to hold exactly.
+	base       int64
 	steps      []porcupine.Operation
 	violations []violation
 }
@@ -40,7 +43,11 @@ type violation struct {
 func prepare(ops []history.Op) *prepared {
 	p := &prepared{src: ops, skuIdx: make(map[string]int), orderIdx: make(map[int64]int), window: make(map[int64]bool),
 		linesOf: make(map[int64][]history.Item), byKey: make(map[string][]history.FinalOrder)}
+	if len(ops) > 0 {
+		p.base = ops[0].Call
+	}
 	for i := range ops {
+		p.base = min(p.base, ops[i].Call)
 		if ops[i].Kind == history.State && ops[i].Final != nil {
 			p.final, p.finalOp = &ops[i], i
 		}
@@ -134,7 +141,7 @@ func (p *prepared) add(st *step, call, ret int64) {
 	if len(st.lines) > 1 {
 		p.join(st.lines)
 	}
-	p.steps = append(p.steps, porcupine.Operation{ClientId: p.src[st.op].Client, Input: st, Call: call, Return: ret})
+	p.steps = append(p.steps, porcupine.Operation{ClientId: p.src[st.op].Client, Input: st, Call: call - p.base, Return: ret - p.base})
 }
 
 func (p *prepared) violate(op int, at int64, format string, args ...any) {
@@ -229,8 +236,5 @@ func (p *prepared) told(op int) string {
 
 // at is t in seconds since the history began.
 func (p *prepared) at(t int64) string {
-	if len(p.src) == 0 {
-		return "0s"
-	}
-	return fmt.Sprintf("+%.3fs", time.Duration(t-p.src[0].Call).Seconds())
+	return fmt.Sprintf("+%.3fs", time.Duration(t-p.base).Seconds())
 }

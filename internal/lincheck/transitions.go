@@ -63,7 +63,7 @@ func (p *prepared) transitions(kind history.Kind) {
 		if d.first >= 0 {
 			st.op = d.first
 		}
-		st.what = p.describeStep(st.op, string(p.src[st.op].Answer), op.Order)
+		st.who, st.what = p.describeStep(st.op, string(p.src[st.op].Answer), op.Order)
 		p.add(st, d.call, d.ret)
 	}
 }
@@ -119,7 +119,7 @@ func (p *prepared) shopSteps() {
 			if c.by != 0 && call == c.by {
 				what = fmt.Sprintf("order %d: expired by the shop", o.ID)
 			}
-			st := &step{op: len(p.src) - 1, what: what, kind: m.kind, from: m.from, to: m.to, order: p.order(o.ID), lines: p.lines(o.Items)}
+			st := &step{op: len(p.src) - 1, who: "the shop", what: what, kind: m.kind, from: m.from, to: m.to, order: p.order(o.ID), lines: p.lines(o.Items)}
 			p.add(st, call, p.end-1)
 		}
 	}
@@ -138,7 +138,7 @@ func (p *prepared) adjustments() {
 		if d.first >= 0 && p.src[d.first].Answer != history.OK {
 			st.kind = noRoom
 		}
-		st.what = p.describeStep(op, string(p.src[op].Answer), 0)
+		st.who, st.what = p.describeStep(op, string(p.src[op].Answer), 0)
 		p.add(st, d.call, d.ret)
 	}
 }
@@ -167,7 +167,7 @@ func (p *prepared) stock() {
 		default:
 			continue
 		}
-		st.what = p.describeStep(i, string(op.Answer), op.Order)
+		st.who, st.what = p.describeStep(i, string(op.Answer), op.Order)
 		p.add(st, op.Call, ret)
 	}
 }
@@ -183,7 +183,7 @@ func (p *prepared) finalSteps() {
 	of := func(sku int) *step {
 		r := p.root(sku)
 		if parts[r] == nil {
-			parts[r] = &step{op: p.finalOp, what: "the final state", kind: final, order: -1, lines: []line{{sku: sku}}}
+			parts[r] = &step{op: p.finalOp, who: "the database", what: "the final state", kind: final, order: -1, lines: []line{{sku: sku}}}
 			roots = append(roots, r)
 		}
 		return parts[r]
@@ -204,6 +204,6 @@ func (p *prepared) finalSteps() {
 		}{p.order(o.ID), s})
 	}
 	for _, r := range roots {
-		p.steps = append(p.steps, porcupine.Operation{ClientId: p.final.Client, Input: parts[r], Call: p.final.Call, Return: p.final.Return})
+		p.steps = append(p.steps, porcupine.Operation{ClientId: p.final.Client, Input: parts[r], Call: p.final.Call - p.base, Return: p.final.Return - p.base})
 	}
 }

@@ -44,7 +44,7 @@ func TestDemo(t *testing.T) {
 	for _, instances := range []int{3, 1} {
 		t.Run(fmt.Sprint(instances, " instances"), func(t *testing.T) {
 			t.Parallel()
-			checkDemo(t, sale.Demo{Plan: loadtest.Plan{Instances: instances, Stock: 20, Burst: loadtest.Burst{Buyers: 200}},
+			checkDemo(t, sale.Demo{Plan: loadtest.Plan{Instances: instances, Stock: 20, Burst: loadtest.Burst{Buyers: 200}, Check: true},
 				Config: demoConfig(t, nil)}, false)
 		})
 	}
@@ -58,7 +58,7 @@ func TestDemoOnRealServers(t *testing.T) {
 	t.Parallel()
 	redis, etcd := testinfra.Redis(t), testinfra.Etcd(t)
 	checkDemo(t, sale.Demo{
-		Plan: loadtest.Plan{Instances: 3, Stock: 20, Burst: loadtest.Burst{Buyers: 200}},
+		Plan: loadtest.Plan{Instances: 3, Stock: 20, Burst: loadtest.Burst{Buyers: 200}, Check: true},
 		Config: demoConfig(t, map[string]string{"SHOP_MYSQL_DSN": testinfra.MySQL(t), "SHOP_REDIS_ADDR": redis.Addr,
 			"SHOP_REDIS_PREFIX": redis.Prefix, "SHOP_ZK_ADDRS": strings.Join(testinfra.ZooKeeper(t).Addrs, ","),
 			"SHOP_ETCD_ADDRS": strings.Join(etcd.Endpoints, ","), "SHOP_ETCD_PREFIX": etcd.Prefix,
@@ -115,19 +115,24 @@ func checkDemo(t *testing.T, d sale.Demo, servers bool) {
 				t.Errorf("%s on %d instances: oversold %d, undersold %d, verdict %s, problems %q; want 0, 0, PASS",
 					r.Strategy, d.Plan.Instances, a.Oversold, a.Undersold, r.Verdict(), r.Burst.Problems)
 			}
+			if h := r.Burst.History; h == nil || !h.Linearizable {
+				t.Errorf("%s on %d instances: the history's verdict is %v, want linearizable", r.Strategy, d.Plan.Instances, h)
+			}
 		}
 	}
 }
 
 // oversold reports whether r, or one of the bursts of its strategy run
 // again, of raceStock units each, up to rounds in all, oversold and failed
-// for it.
+// for it, its history rejected by the checker.
 func oversold(t *testing.T, d sale.Demo, r loadtest.Result) bool {
 	t.Helper()
 	d.Plan.Strategies = []string{r.Strategy}
 	d.Plan.Stock, d.Plan.Burst.Buyers = raceStock, 2*raceStock
 	for round := 1; ; round++ {
-		if r.Burst != nil && r.Burst.Audit.Oversold > 0 && r.Verdict() == "FAIL" {
+		// The checker must catch in the answers what the audit finds in
+		// the database.
+		if b := r.Burst; b != nil && b.Audit.Oversold > 0 && r.Verdict() == "FAIL" && b.History != nil && !b.History.Linearizable {
 			if round > 1 {
 				t.Logf("%s oversold in burst %d", r.Strategy, round)
 			}
