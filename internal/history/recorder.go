@@ -2,6 +2,7 @@ package history
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -61,18 +62,8 @@ func (r *Recorder) Ops() []Op {
 	r.mu.Lock()
 	ops := slices.Clone(r.ops)
 	r.mu.Unlock()
-	slices.SortStableFunc(ops, func(a, b Op) int { return compare(a.Call, b.Call) })
+	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.Call, b.Call) })
 	return ops
-}
-
-func compare(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Write writes ops as JSON lines.

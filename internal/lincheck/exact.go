@@ -1,6 +1,7 @@
 package lincheck
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -77,7 +78,7 @@ func (p *prepared) exact(part []porcupine.Operation, stock map[int]int) string {
 	}
 	// An oversell: the order that took the first unit too many, taking
 	// them by answer.
-	slices.SortFunc(placed, func(a, b porcupine.Operation) int { return compare(a.Return, b.Return) })
+	slices.SortFunc(placed, func(a, b porcupine.Operation) int { return cmp.Compare(a.Return, b.Return) })
 	taken := make(map[int]int)
 	for _, op := range placed {
 		st := op.Input.(*step)
@@ -91,7 +92,7 @@ func (p *prepared) exact(part []porcupine.Operation, stock map[int]int) string {
 	// Orders at their calls, sold-outs at their answers; at one moment,
 	// the orders first (intervals are closed).
 	slices.SortStableFunc(events, func(a, b event) int {
-		if c := compare(a.at, b.at); c != 0 {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
 			return c
 		}
 		if a.taken == b.taken {

@@ -1,6 +1,7 @@
 package lincheck
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -79,21 +80,11 @@ func prepare(ops []history.Op) *prepared {
 	p.adjustments()
 	p.stock()
 	p.finalSteps()
-	slices.SortFunc(p.violations, func(a, b violation) int { return compare(a.at, b.at) })
+	slices.SortFunc(p.violations, func(a, b violation) int { return cmp.Compare(a.at, b.at) })
 	return p
 }
 
 func keyOf(user, key string) string { return user + "\x00" + key }
-
-func compare(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
 
 func (p *prepared) sku(name string) int {
 	if i, ok := p.skuIdx[name]; ok {
