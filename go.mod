@@ -3,6 +3,7 @@ module github.com/stockguard/shop
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/bsm/redislock v0.10.0
@@ -35,8 +36,6 @@ require (
 	gorm.io/driver/mysql v1.6.0
 	gorm.io/gorm v1.31.2
 )
-
-require github.com/anishathalye/porcupine v1.3.1
 
 require (
 	dario.cat/mergo v1.0.2 // indirect
