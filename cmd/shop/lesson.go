@@ -42,6 +42,7 @@ func lessonCmd(ctx context.Context, args []string, getenv config.Getenv, stdout,
 		fs.PrintDefaults()
 	}
 	asJSON := fs.Bool("json", false, "print the results as JSON")
+	dir := fs.String("dir", "", "where a lesson writes files to open afterwards (linearizability's history and its page); default a new temporary directory")
 	configOf := config.Flags(fs, getenv, strategy.Names(), config.ForLoad)
 	var name string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -78,6 +79,7 @@ func lessonCmd(ctx context.Context, args []string, getenv config.Getenv, stdout,
 		return err
 	}
 	defer closeEnv()
+	env.Dir = *dir
 	var results []lesson.Result
 	failed := 0
 	for _, l := range lessons {

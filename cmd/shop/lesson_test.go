@@ -10,11 +10,12 @@ import (
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
-// runLessons runs `shop lesson all --json` with env as its variables.
+// runLessons runs `shop lesson all --json` with env as its variables, and
+// the files lessons write in a directory of the test's own.
 func runLessons(t *testing.T, env map[string]string) []lesson.Result {
 	t.Helper()
 	var out, errs strings.Builder
-	err := run(t.Context(), []string{"lesson", "all", "--json"}, func(k string) string { return env[k] }, &out, &errs)
+	err := run(t.Context(), []string{"lesson", "all", "--json", "--dir", t.TempDir()}, func(k string) string { return env[k] }, &out, &errs)
 	var results []lesson.Result
 	if jerr := json.Unmarshal([]byte(out.String()), &results); jerr != nil {
 		t.Fatalf("shop lesson all: %v, %v\n%s%s", err, jerr, out.String(), errs.String())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -65,6 +66,21 @@ type Env struct {
 	// Prefix starts every Redis key, znode name and SKU that a lesson
 	// makes, so that lessons on shared servers never meet other data.
 	Prefix string
+	// Dir is where a lesson writes what a reader opens afterwards (the
+	// histories of linearizability's sales, and their pages); empty, a new
+	// temporary directory, made by the first lesson that writes there.
+	Dir string
+}
+
+// dir returns Dir, made if it does not exist, or a new temporary
+// directory if it is empty.
+func (e *Env) dir() (string, error) {
+	if e.Dir != "" {
+		return e.Dir, os.MkdirAll(e.Dir, 0o755)
+	}
+	d, err := os.MkdirTemp("", "stockguard-lesson-")
+	e.Dir = d
+	return d, err
 }
 
 // Master is one of Redlock's masters.
