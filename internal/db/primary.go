@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,15 +32,21 @@ const checkEvery = time.Second
 // whose server refuses a write, or answers that it is read-only when
 // asked (at most once a second, as it is taken from the pool), leaves the
 // pool; so does every connection opened before it, which may reach the
-// same server. Each is closed as it is next taken from the pool or
-// returned to it, and never serves another statement.
+// same server. So does every connection opened before a new one that
+// reaches another server (@@server_id) than they do: the endpoint has
+// moved. Each is closed as it is next taken from the pool or returned to
+// it, and never serves another statement.
 // See docs/operations.md#a-read-only-database.
 //
 // A statement whose caller gives up is ended on the server (kill.go).
 type primaryOnly struct {
 	driver.Connector
 	killer *killer
-	gen    atomic.Uint64 // the connections opened before the last read-only answer have an older one
+	gen    atomic.Uint64 // the connections opened before the pool last left a server have an older one
+
+	mu     sync.Mutex
+	server uint64 // the @@server_id of the last connection opened
+	known  bool   // whether one was
 }
 
 func newPrimaryOnly(c driver.Connector) *primaryOnly {
@@ -87,10 +94,30 @@ func (p *primaryOnly) Connect(ctx context.Context) (driver.Conn, error) {
 		return nil, err
 	}
 	c.id, c.server = ids[0], ids[1]
-	c.gen = p.gen.Load()
+	c.gen = p.join(c.server)
 	c.live, c.abort = context.WithCancel(context.Background())
 	c.back, c.done = make(chan struct{}, 1), make(chan struct{}, 1)
 	return c, nil
+}
+
+// join notes a new connection to server, and returns its generation. A
+// server other than the last connection's means that the endpoint moved:
+// the connections opened before may reach the old primary, and leave the
+// pool.
+func (p *primaryOnly) join(server uint64) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.known && p.server != server {
+		p.retire(p.gen.Load())
+	}
+	p.server, p.known = server, true
+	return p.gen.Load()
+}
+
+// retire takes the connections of generation gen, and every older one,
+// out of the pool.
+func (p *primaryOnly) retire(gen uint64) {
+	p.gen.CompareAndSwap(gen, gen+1) // once per move: a stale connection does not drop newer ones
 }
 
 // conn is one connection of a primaryOnly pool. database/sql uses it from
@@ -119,7 +146,7 @@ type conn struct {
 func (c *conn) saw(err error) {
 	if err != nil && IsReadOnly(err) {
 		c.refused.Store(true)
-		c.p.gen.CompareAndSwap(c.gen, c.gen+1) // once per switchover: a stale connection does not drop newer ones
+		c.p.retire(c.gen)
 	}
 }
 
