@@ -1,7 +1,8 @@
 // Package db opens the shop's database, migrates its schema (versioned SQL
 // files, see migrate.go), and classifies driver errors so that the stores
 // above can translate them. A MySQL pool keeps connections to the primary
-// only: a server that turns read-only leaves it (primary.go).
+// only: a server that turns read-only leaves it (primary.go). A statement
+// whose caller gives up is ended on the server (kill.go).
 //
 // Two dialects are supported. MySQL (or MariaDB) is the real one. SQLite,
 // named by a DSN that starts with "sqlite:", is embedded and needs no

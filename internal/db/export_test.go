@@ -14,6 +14,10 @@ var (
 	ReadTables = readTables
 )
 
+// KillConns is the most connections the pool's killer keeps, besides the
+// pool's own.
+const KillConns = killConns
+
 // MigrateFrom is Migrate with the migrations of src, in the dialect of
 // gdb, in place of the shop's; Sources is the shop's, for a test to add to.
 func MigrateFrom(ctx context.Context, gdb *gorm.DB, src fs.FS) error { return migrateUp(ctx, gdb, src) }

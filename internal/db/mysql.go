@@ -34,13 +34,13 @@ func openMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
 		cfg.InterpolateParams = true
 	}
 	// A statement waits for a row lock at most rowLockWait, unless the DSN
-	// says otherwise. The driver closes the connection of a request whose
-	// deadline passed, but the server notices only once the statement
-	// ends: under a storm of retries, each abandoned lock wait (50 s by
-	// default) holds a server thread while the retry opens another, until
-	// the server refuses connections ("Too many connections") or stalls
-	// on its own latches. A wait cut short is error 1205, which a request
-	// retries within its deadline and a job on its next run.
+	// says otherwise. A request whose deadline passed ends its statement
+	// on the server (kill.go), but a KILL that cannot be sent leaves it
+	// there: under a storm of retries, each abandoned lock wait (50 s by
+	// default) would hold a server thread while the retry opens another,
+	// until the server refuses connections ("Too many connections") or
+	// stalls on its own latches. A wait cut short is error 1205, which a
+	// request retries within its deadline and a job on its next run.
 	if _, set := cfg.Params[rowLockWaitParam]; !set {
 		if cfg.Params == nil {
 			cfg.Params = map[string]string{}
@@ -53,7 +53,7 @@ func openMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("db: %w", err)
 	}
-	gdb, _, err := open(gormmysql.New(gormmysql.Config{DSNConfig: cfg, Conn: sql.OpenDB(&primaryOnly{Connector: connector})}), 64)
+	gdb, _, err := open(gormmysql.New(gormmysql.Config{DSNConfig: cfg, Conn: sql.OpenDB(newPrimaryOnly(connector))}), 64)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,13 +32,29 @@ const checkEvery = time.Second
 // whose server refuses a write, or answers that it is read-only when
 // asked (at most once a second, as it is taken from the pool), leaves the
 // pool; so does every connection opened before it, which may reach the
-// same server. Each is closed as it is next taken from the pool or
-// returned to it, and never serves another statement.
+// same server. So does every connection opened before a new one that
+// reaches another server (@@server_id) than they do: the endpoint has
+// moved. Each is closed as it is next taken from the pool or returned to
+// it, and never serves another statement.
 // See docs/operations.md#a-read-only-database.
+//
+// A statement whose caller gives up is ended on the server (kill.go).
 type primaryOnly struct {
 	driver.Connector
-	gen atomic.Uint64 // the connections opened before the last read-only answer have an older one
+	killer *killer
+	gen    atomic.Uint64 // the connections opened before the pool last left a server have an older one
+
+	mu     sync.Mutex
+	server uint64 // the @@server_id of the last connection opened
+	known  bool   // whether one was
 }
+
+func newPrimaryOnly(c driver.Connector) *primaryOnly {
+	return &primaryOnly{Connector: c, killer: newKiller(c)}
+}
+
+// Close is called as the pool closes.
+func (p *primaryOnly) Close() error { return p.killer.Close() }
 
 // mysqlConn is what database/sql uses of the driver's connection.
 type mysqlConn interface {
@@ -69,7 +87,37 @@ func (p *primaryOnly) Connect(ctx context.Context) (driver.Conn, error) {
 		dc.Close()
 		return nil, fmt.Errorf("db: the MySQL driver's connection %T lacks a method the pool needs", dc)
 	}
-	return &conn{mysqlConn: mc, p: p, gen: p.gen.Load(), checked: time.Now()}, nil
+	c := &conn{mysqlConn: mc, p: p, checked: time.Now()}
+	ids, err := c.numbers(ctx, "SELECT CONNECTION_ID(), @@server_id")
+	if err != nil {
+		mc.Close()
+		return nil, err
+	}
+	c.id, c.server = ids[0], ids[1]
+	c.gen = p.join(c.server)
+	c.live, c.abort = context.WithCancel(context.Background())
+	c.back, c.done = make(chan struct{}, 1), make(chan struct{}, 1)
+	return c, nil
+}
+
+// join notes a new connection to server, and returns its generation. A
+// server other than the last connection's means that the endpoint moved:
+// the connections opened before may reach the old primary, and leave the
+// pool.
+func (p *primaryOnly) join(server uint64) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.known && p.server != server {
+		p.retire(p.gen.Load())
+	}
+	p.server, p.known = server, true
+	return p.gen.Load()
+}
+
+// retire takes the connections of generation gen, and every older one,
+// out of the pool.
+func (p *primaryOnly) retire(gen uint64) {
+	p.gen.CompareAndSwap(gen, gen+1) // once per move: a stale connection does not drop newer ones
 }
 
 // conn is one connection of a primaryOnly pool. database/sql uses it from
@@ -78,9 +126,19 @@ type conn struct {
 	mysqlConn
 	p       *primaryOnly
 	gen     uint64
+	id      uint64    // CONNECTION_ID() on its server
+	server  uint64    // its server's @@server_id
 	checked time.Time // when its server last said it takes writes, or when it was opened
 	refused atomic.Bool
 	tx      driver.Tx // the transaction under way, if any
+
+	// What ends a statement whose caller gave up (kill.go). live is the
+	// connection's own lifetime, not a caller's: the driver is given it
+	// for the statements it watches, and closes the connection once abort
+	// ends it.
+	live       context.Context
+	abort      context.CancelFunc
+	back, done chan struct{}
 }
 
 // saw notes err: a read-only refusal takes the connection, and every one
@@ -88,13 +146,14 @@ type conn struct {
 func (c *conn) saw(err error) {
 	if err != nil && IsReadOnly(err) {
 		c.refused.Store(true)
-		c.p.gen.CompareAndSwap(c.gen, c.gen+1) // once per switchover: a stale connection does not drop newer ones
+		c.p.retire(c.gen)
 	}
 }
 
-// IsValid is asked as the connection returns to the pool.
+// IsValid is asked as the connection returns to the pool. One whose cut
+// statement did not end in time (kill.go) is not.
 func (c *conn) IsValid() bool {
-	return !c.refused.Load() && c.gen == c.p.gen.Load() && c.mysqlConn.IsValid()
+	return !c.refused.Load() && c.gen == c.p.gen.Load() && c.live.Err() == nil && c.mysqlConn.IsValid()
 }
 
 // ResetSession is called as the connection is taken from the pool again.
@@ -108,47 +167,58 @@ func (c *conn) ResetSession(ctx context.Context) error {
 	if time.Since(c.checked) < checkEvery {
 		return nil
 	}
-	readOnly, err := c.readOnly(ctx)
-	if readOnly {
-		c.saw(ErrReadOnly)
-	}
-	if err != nil || readOnly {
+	readOnly, err := c.numbers(ctx, "SELECT @@global.read_only")
+	if err != nil {
 		return driver.ErrBadConn // with any other error, database/sql would use the connection
+	}
+	if readOnly[0] != 0 {
+		c.saw(ErrReadOnly)
+		return driver.ErrBadConn
 	}
 	c.checked = time.Now()
 	return nil
 }
 
-// readOnly asks the server whether it refuses writes.
-func (c *conn) readOnly(ctx context.Context) (bool, error) {
-	rows, err := c.mysqlConn.QueryContext(ctx, "SELECT @@global.read_only", nil)
+// numbers reads the one row of query, made of whole numbers not below 0.
+func (c *conn) numbers(ctx context.Context, query string) ([]uint64, error) {
+	rows, err := c.mysqlConn.QueryContext(ctx, query, nil)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	defer rows.Close()
-	v := make([]driver.Value, 1)
+	v := make([]driver.Value, len(rows.Columns()))
 	if err := rows.Next(v); err != nil {
-		return false, err
+		return nil, err
 	}
-	switch x := v[0].(type) {
-	case int64:
-		return x != 0, nil
-	case []byte:
-		return string(x) != "0", nil
+	n := make([]uint64, len(v))
+	for i, x := range v {
+		switch x := x.(type) {
+		case int64:
+			n[i] = uint64(x)
+		case uint64:
+			n[i] = x
+		case []byte:
+			n[i], err = strconv.ParseUint(string(x), 10, 64)
+		default:
+			err = fmt.Errorf("%T", x)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("db: %s: column %d: %w", query, i+1, err)
+		}
 	}
-	return false, fmt.Errorf("db: @@global.read_only is %T", v[0])
+	return n, nil
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	r, err := c.mysqlConn.ExecContext(ctx, query, args)
-	c.saw(err)
-	return r, err
+	return c.exec(ctx, func(live context.Context) (driver.Result, error) {
+		return c.mysqlConn.ExecContext(live, query, args)
+	})
 }
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	r, err := c.mysqlConn.QueryContext(ctx, query, args)
-	c.saw(err)
-	return r, err
+	return c.query(ctx, func(live context.Context) (driver.Rows, error) {
+		return c.mysqlConn.QueryContext(live, query, args)
+	})
 }
 
 func (c *conn) Prepare(query string) (driver.Stmt, error) {
@@ -189,15 +259,15 @@ type stmt struct {
 }
 
 func (s stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	r, err := s.mysqlStmt.ExecContext(ctx, args)
-	s.c.saw(err)
-	return r, err
+	return s.c.exec(ctx, func(live context.Context) (driver.Result, error) {
+		return s.mysqlStmt.ExecContext(live, args)
+	})
 }
 
 func (s stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	r, err := s.mysqlStmt.QueryContext(ctx, args)
-	s.c.saw(err)
-	return r, err
+	return s.c.query(ctx, func(live context.Context) (driver.Rows, error) {
+		return s.mysqlStmt.QueryContext(live, args)
+	})
 }
 
 // tx is a connection's transaction: a server made read-only while it ran

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,6 +41,7 @@ func startPair(t *testing.T) *pair {
 			"CREATE TABLE "+cfg.DBName+".server (name VARCHAR(8) NOT NULL)",
 			"INSERT INTO "+cfg.DBName+".server VALUES ('"+name+"')")
 	}
+	mustExec(t, p.servers["b"], "SET GLOBAL server_id = 2") // a's is 1, as in a replicated pair
 	p.endpoint = testinfra.StartProxy(t, a.Addr())
 	cfg.Addr = p.endpoint.Addr()
 	p.dsn = cfg.FormatDSN()
@@ -66,25 +68,27 @@ func mustExec(t *testing.T, sdb *sql.DB, statements ...string) {
 	}
 }
 
-// fill opens n connections in the shop's pool at once, which then wait
-// idle in it.
-func (p *pair) fill(t *testing.T, n int) {
+// fill takes n connections of the shop's pool at once, idle ones first,
+// opening what it lacks, and reads on each the name in the row of its
+// server; then they wait idle in the pool.
+func (p *pair) fill(t *testing.T, n int) []string {
 	t.Helper()
 	sqlDB, err := p.shop.DB()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var conns []*sql.Conn
-	for range n {
+	names := make([]string, n)
+	for i := range n {
 		c, err := sqlDB.Conn(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
-		conns = append(conns, c)
+		defer c.Close()
+		if err := c.QueryRowContext(t.Context(), "SELECT name FROM server").Scan(&names[i]); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, c := range conns {
-		c.Close()
-	}
+	return names
 }
 
 // reads reads, n at once, the name in the row of the server each read
@@ -170,6 +174,30 @@ func TestSwitchover(t *testing.T) {
 	p.endpoint.Retarget(p.addrs["b"])
 	if err := db.Ready(t.Context(), testinfra.OpenDB(t, p.dsn)); !errors.Is(err, db.ErrReadOnly) {
 		t.Errorf("Ready on a read-only server: %v, want ErrReadOnly", err)
+	}
+}
+
+// TestServerMoved: once a new connection of the shop's pool reaches
+// another server (@@server_id) than the connections before it, none of
+// those serves again. The old primary here takes writes still, as one
+// that a failover could not fence does, so that the check of read_only
+// never finds its connections: only the server's id does. (Had it been
+// made read-only, as in a switchover, each would serve until its next
+// check, up to a second later: what a buyer told sold out whose order
+// exists was suspected to have read.)
+func TestServerMoved(t *testing.T) {
+	t.Parallel()
+	p := startPair(t)
+	p.fill(t, 8)
+	p.endpoint.Retarget(p.addrs["b"])
+	// The 8 idle connections, on a, and one that the pool opens, on b.
+	if names := p.fill(t, 9); !slices.Contains(names, "b") {
+		t.Fatalf("9 connections at once, 8 of them idle on a: %q, want a new one on b", names)
+	}
+	for i, name := range p.fill(t, 9) {
+		if name != "b" {
+			t.Errorf("read %d after a connection reached b: %q, the old primary", i, name)
+		}
 	}
 }
 
