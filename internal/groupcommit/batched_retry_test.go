@@ -65,6 +65,55 @@ func TestBatchedRetryDuringItsBatch(t *testing.T) {
 	}
 }
 
+// TestBatchedBusyBuyerTakesNothingLater: a buyer answered busy while its
+// request waited for a batch asks again on another instance, and is told
+// sold out, which that instance keeps as the key's answer. A unit then
+// comes back, before the first request's batch decides. That batch must
+// not give the unit to the buyer who left: the key would have an order
+// and be answered sold out. It goes to the buyer behind, who still waits.
+func TestBatchedBusyBuyerTakesNothingLater(t *testing.T) {
+	t.Parallel()
+	r := newRetrySale(t, 3)
+	first := order.PlaceRequest{SKU: r.sku, UserID: "ann", Quantity: 1, IdempotencyKey: "ann-1"}
+	annCtx, annGone := context.WithCancel(t.Context())
+	ann, bob := r.queueBehind(t, call{annCtx, first}, call{t.Context(), r.buyer("bob")})
+	annGone()
+	if a := <-ann; !errors.Is(a.Err, stock.ErrBusy) {
+		t.Fatalf("ann, gone while she waits for a batch: %+v, want busy", a)
+	}
+	r.pause.armed.Store(true) // the batch of ann and bob waits before its first statement
+	r.pause.release <- struct{}{}
+	<-r.pause.at
+
+	ctx := t.Context()
+	var cat order.Order
+	for _, user := range []string{"cat", "dan"} {
+		if a := <-r.place(r.b, ctx, r.buyer(user)); a.Err != nil {
+			t.Fatalf("%s, on the other instance: %v", user, a.Err)
+		} else if user == "cat" {
+			cat = a.Order
+		}
+	}
+	if a := <-r.place(r.b, ctx, first); !errors.Is(a.Err, stock.ErrSoldOut) {
+		t.Fatalf("ann's retry, every unit sold: %+v, want sold out", a)
+	}
+	if _, _, err := r.b.Refund(ctx, cat.ID, "cat", "cat-refund"); err != nil {
+		t.Fatal(err)
+	}
+	r.pause.release <- struct{}{}
+	if a := <-bob; a.Err != nil {
+		t.Errorf("bob, who waited while the unit came back: %v, want the unit", a.Err)
+	}
+	a := <-r.place(r.b, ctx, first)
+	var orders int64
+	if err := r.gdb.Model(&order.Order{}).Where("user_id = ? AND idempotency_key = ?", first.UserID, first.IdempotencyKey).Count(&orders).Error; err != nil {
+		t.Fatal(err)
+	}
+	if orders != 0 || !errors.Is(a.Err, stock.ErrSoldOut) {
+		t.Errorf("ann's key: %d orders, and asked again she is told %v; want no order, and sold out again", orders, a.Err)
+	}
+}
+
 // retrySale is a SKU on sale on two instances of batched, a and b, each
 // with connections of its own, on one database, with their buyers' keys
 // in one Redis. The statements of a's batches that write a stock row can
