@@ -39,7 +39,9 @@ type cartGrants struct {
 //
 // A cart whose units are held elsewhere (Mode.Held), each line's in its
 // SKU's sale of an epoch, is refused, busy, when any line's epoch is not
-// its SKU's any more, as grant refuses an order of one SKU.
+// its SKU's any more, as grant refuses an order of one SKU. A cart whose
+// buyer stopped waiting is refused, busy, as grant refuses such an order
+// (left).
 func grantCarts[M any](m Mode, batch []*Request[M], known map[order.UserKey]order.Order, st cartState, now time.Time) cartGrants {
 	g := cartGrants{decisions: make([]decision, len(batch)), taken: map[string]int{}, holdings: map[string]map[string]int{}}
 	first := map[order.UserKey]int{}
@@ -51,6 +53,10 @@ func grantCarts[M any](m Mode, batch []*Request[M], known map[order.UserKey]orde
 			continue
 		}
 		if err := lostEpochs(m.Held, p, st); err != nil {
+			d.verdict, d.err = refused, err
+			continue
+		}
+		if err := left(m, p); err != nil {
 			d.verdict, d.err = refused, err
 			continue
 		}

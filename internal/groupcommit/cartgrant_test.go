@@ -14,8 +14,8 @@ import (
 // TestGrantCarts decides batches of carts from a state read beforehand,
 // with no database: each cart gets all its lines or none, in arrival
 // order; a short line refuses its cart alone, sold out naming every short
-// SKU; the per-user limit holds per SKU; replays, repeated keys and carts
-// held in a lost epoch.
+// SKU; the per-user limit holds per SKU; replays, repeated keys, carts
+// held in a lost epoch, and buyers who left.
 func TestGrantCarts(t *testing.T) {
 	t.Parallel()
 	cart := func(user, key string, lines ...order.Line) *Request[struct{}] {
@@ -54,6 +54,8 @@ func TestGrantCarts(t *testing.T) {
 			cartState{skus: map[string]skuState{"a": {found: true, available: 1}, "b": {found: true, available: 1}, "gone": {}}}, []verdict{refused, granted}, nil, []error{stock.ErrNotFound}, map[string]int{"a": 1, "b": 1}},
 		{"lost epoch", Mode{Held: true}, []*Request[struct{}]{held("a", []int64{1, 1}, a1, b1), held("b", []int64{1, 0}, a1, b1), held("c", []int64{1, 1}, b1, c1)},
 			cartState{skus: on(9, 9, 9)}, []verdict{granted, refused, granted}, nil, []error{stock.ErrBusy}, map[string]int{"a": 1, "b": 2, "c": 1}},
+		{"a buyer who left takes nothing", Mode{}, []*Request[struct{}]{abandoned(cart("ann", "1", a1, b1)), cart("bob", "1", a1, b1)},
+			cartState{skus: on(1, 1, 1)}, []verdict{refused, granted}, nil, []error{stock.ErrBusy}, map[string]int{"a": 1, "b": 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

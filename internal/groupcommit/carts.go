@@ -36,7 +36,7 @@ func (w *Writer[M]) SubmitCart(r *Request[M]) (order.Order, bool, error) {
 	case a := <-r.done:
 		return a.Order, a.Replayed, a.Err
 	case <-r.Ctx.Done():
-		return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, context.Cause(r.Ctx))
+		return order.Order{}, false, stopped(r.Ctx)
 	}
 }
 

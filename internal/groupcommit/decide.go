@@ -168,7 +168,8 @@ func askedUnits[M any](batch []*Request[M], known map[order.UserKey]order.Order)
 }
 
 // grant decides a batch from what readBatch read: buyers in arrival order,
-// as far as the stock and the per-user limit go. It touches no database.
+// as far as the stock and the per-user limit go, but none who stopped
+// waiting (left). It touches no database.
 //
 // A request whose units are held elsewhere (Mode.Held) was granted them
 // in the SKU's sale of its epoch. One of an epoch before the SKU's
@@ -190,6 +191,10 @@ func grant[M any](m Mode, sku string, batch []*Request[M], known map[order.UserK
 		}
 		if m.Held && p.Epoch != st.epoch {
 			d.verdict, d.err = refused, lostEpoch(sku, p.Epoch, st.epoch)
+			continue
+		}
+		if err := left(m, p); err != nil {
+			d.verdict, d.err = refused, err
 			continue
 		}
 		if j, ok := first[k]; ok {
@@ -221,6 +226,21 @@ func grant[M any](m Mode, sku string, batch []*Request[M], known map[order.UserK
 	return g
 }
 
+// left refuses, busy, a request whose buyer stopped waiting before its
+// batch decided it, unless its units are held elsewhere (Mode.Held): the
+// buyer has been answered busy, and may since have asked again, here or
+// on another instance, and been told sold out, which an order made now
+// would contradict. A request decided while its buyer waits is in a batch
+// that holds the stock row until it commits, so a retry's refusal waits
+// for that commit, or reads the stock from before it, which had the
+// request's units.
+func left[M any](m Mode, p *Request[M]) error {
+	if m.Held || p.Ctx.Err() == nil {
+		return nil
+	}
+	return stopped(p.Ctx)
+}
+
 // lostEpoch refuses, busy, an order whose units of sku were held in the
 // sale of epoch held, now that the SKU is in epoch now.
 func lostEpoch(sku string, held, now int64) error {
@@ -232,7 +252,7 @@ func lostEpoch(sku string, held, now int64) error {
 // requests' traceparents.
 func writeBatch[M any](tx *gorm.DB, sku string, st batchState, g *grants, ids order.IDSource, batch []*Request[M]) error {
 	switch {
-	case st.took > g.taken: // refused reservations of a lost epoch
+	case st.took > g.taken: // refused: reservations of a lost epoch, or buyers who left
 		if err := stock.Give(tx, sku, st.took-g.taken); err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ import (
 
 // TestGrant decides batches from a state read beforehand, with no
 // database: the stock and the per-user limit in arrival order, replays,
-// repeated keys and reservations of a lost epoch.
+// repeated keys, reservations of a lost epoch, and buyers who left.
 func TestGrant(t *testing.T) {
 	t.Parallel()
 	buyer := func(user, key string, quantity int) *Request[struct{}] {
@@ -42,6 +42,10 @@ func TestGrant(t *testing.T) {
 			batchState{available: 9, held: map[string]int{"ann": 1}}, []verdict{granted, refused, granted}, []error{order.ErrLimitReached}, 3},
 		{"lost epoch", Mode{Held: true}, []*Request[struct{}]{reservation("a", 2), reservation("b", 1), reservation("c", 2)},
 			batchState{available: 9, epoch: 2}, []verdict{granted, refused, granted}, []error{stock.ErrBusy}, 2},
+		{"a buyer who left takes nothing; its key's next request does", Mode{}, []*Request[struct{}]{abandoned(buyer("ann", "x", 1)), buyer("ann", "x", 1), buyer("bob", "1", 1)},
+			batchState{available: 1}, []verdict{refused, granted, refused}, []error{stock.ErrBusy, stock.ErrSoldOut}, 1},
+		{"held units are settled, waited for or not", Mode{Held: true}, []*Request[struct{}]{abandoned(reservation("a", 1))},
+			batchState{available: 9, epoch: 1}, []verdict{granted}, nil, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,4 +81,12 @@ func TestGrant(t *testing.T) {
 	if g := grant(limit(3), "s", []*Request[struct{}]{buyer("ann", "1", 1), buyer("ann", "2", 1)}, nil, batchState{available: 9, held: map[string]int{"ann": 1}}, time.Now()); g.holdings["ann"] != 3 {
 		t.Errorf("ann holds %d after two units more than 1, want 3", g.holdings["ann"])
 	}
+}
+
+// abandoned is p once its buyer has stopped waiting.
+func abandoned[M any](p *Request[M]) *Request[M] {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p.Ctx = ctx
+	return p
 }

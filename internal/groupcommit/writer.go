@@ -64,9 +64,10 @@ type Mode struct {
 	// Held says that its requests' units are held already, elsewhere (by
 	// the caller, before the database), each taken from
 	// the SKU's sale of its Request.Epoch (stock.Epoch): a batch decides
-	// every request even once the SKU sold out, and refuses one, busy,
-	// when the SKU's sale is of another epoch by then. Batched's requests
-	// hold nothing: its batches take their units.
+	// every request even once the SKU sold out or its buyer stopped
+	// waiting, and refuses one, busy, when the SKU's sale is of another
+	// epoch by then. Batched's requests hold nothing: its batches take
+	// their units, and only for buyers who still wait (decide.go, left).
 	Held bool
 }
 
@@ -125,8 +126,14 @@ func (w *Writer[M]) Submit(r *Request[M]) (order.Order, bool, error) {
 	case a := <-r.done:
 		return a.Order, a.Replayed, a.Err
 	case <-r.Ctx.Done():
-		return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, context.Cause(r.Ctx))
+		return order.Order{}, false, stopped(r.Ctx)
 	}
+}
+
+// stopped is the answer of a buyer who stopped waiting, its ctx done:
+// busy.
+func stopped(ctx context.Context) error {
+	return fmt.Errorf("order: place: %w: %w", stock.ErrBusy, context.Cause(ctx))
 }
 
 // Close waits for every SKU's writer, and the carts', to answer its
@@ -273,7 +280,7 @@ func (w *Writer[M]) answer(ctx context.Context, reqs []*Request[M], answers []or
 func busy[M any](reqs []*Request[M]) []order.Answer {
 	answers := make([]order.Answer, len(reqs))
 	for i, p := range reqs {
-		answers[i].Err = fmt.Errorf("order: place: %w: %w", stock.ErrBusy, context.Cause(p.Ctx))
+		answers[i].Err = stopped(p.Ctx)
 	}
 	return answers
 }
