@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/history"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
@@ -28,9 +29,7 @@ func TestFaultCartsOnRedisCluster(t *testing.T) {
 	seeds := testinfra.StartRedisCluster(t)
 	s := newSale(t, "lua", strings.Join(seeds, ","))
 	skus := testinfra.SKUsOnMasters(t, s.rdb.(*redis.ClusterClient), "cart-line", 3)
-	for _, sku := range skus {
-		s.putStock(t, sku)
-	}
+	s.onSale(t, skus...)
 	lines := func(i int) []string { // 2 or 3 of the SKUs, in an order of i's
 		ls := []string{skus[i%3], skus[(i+1+i/3%2)%3]}
 		if i%5 == 0 {
@@ -39,12 +38,12 @@ func TestFaultCartsOnRedisCluster(t *testing.T) {
 		return ls
 	}
 	victim := s.shops[1]
-	res := s.buy(t, func(i int) (string, string) {
-		var items []string
+	res := s.buy(t, func(i int) history.Op {
+		op := history.Op{Kind: history.Order, User: fmt.Sprint("u", i), Key: fmt.Sprint("cart-k", i)}
 		for _, sku := range lines(i) {
-			items = append(items, fmt.Sprintf(`{"sku":%q,"quantity":1}`, sku))
+			op.Items = append(op.Items, history.Item{SKU: sku, Quantity: 1})
 		}
-		return fmt.Sprint("cart-k", i), fmt.Sprintf(`{"user_id":"u%d","items":[%s]}`, i, strings.Join(items, ","))
+		return op
 	}, func() {
 		if err := victim.cmd.Process.Kill(); err != nil {
 			t.Error(err)
@@ -80,4 +79,5 @@ func TestFaultCartsOnRedisCluster(t *testing.T) {
 	if len(res.acked) == 0 {
 		t.Error("no cart was sold")
 	}
+	s.checkHistory(t, skus...)
 }

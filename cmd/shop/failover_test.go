@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -190,18 +191,19 @@ func (s *faultSale) replayBy(t *testing.T, sku string, res told, deadline time.T
 	var wg sync.WaitGroup
 	for n, id := range res.acked {
 		wg.Go(func() {
-			key, body := buyerRequest(sku, res.buyers[id])
+			op := buyerRequest(sku, res.buyers[id])
+			op.Client = s.rec.Client()
 			var last reply
 			var err error
 			for attempt := 0; attempt == 0 || ctx.Err() == nil; attempt++ {
-				last, err = post(ctx, client, s.shops[(n+attempt)%len(s.shops)].base+"/api/v1/orders", key, body)
+				last, err = s.order(ctx, client, s.shops[(n+attempt)%len(s.shops)].base, op)
 				if err == nil && last.code == http.StatusCreated {
 					if last.ID != id || !last.replayed {
 						t.Errorf("replay of order %d: %+v; want the same order, replayed", id, last)
 					}
 					return
 				}
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(cmp.Or(last.wait, 100*time.Millisecond))
 			}
 			t.Errorf("replay of order %d not answered by %v: last %d %s %q (%v)", id, deadline.Format(time.StampMilli), last.code, last.Type, last.Detail, err)
 		})
@@ -228,6 +230,7 @@ func (s *faultSale) recovered(t *testing.T, sku string, res told) audit.Audit {
 		t.Errorf("not recovered within 10s: %s", why)
 	}
 	t.Logf("audit: %+v", a)
+	s.checkHistory(t, sku)
 	return a
 }
 

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +30,7 @@ import (
 
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/backend"
+	"github.com/stockguard/shop/internal/history"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
@@ -41,9 +44,11 @@ import (
 // for stopping it, and the shop sees what a stopped server shows, its
 // connections reset and new ones refused. Buyers
 // retry with their key until they get an answer that is not busy, as a
-// client should. Each test audits the database afterwards: 0 oversold, a
-// row for every 201, no duplicate, and, after one reconcile, 0 undersold
-// and Redis's available equal to the database's.
+// client should, after the answer's Retry-After. Each test audits the
+// database afterwards: 0 oversold, a row for every 201, no duplicate,
+// and, after one reconcile, 0 undersold and Redis's available equal to
+// the database's; and it checks the sale's history, every request and
+// its answer, against the shop's model (history_test.go).
 
 const (
 	faultStock  = 150
@@ -70,6 +75,8 @@ type faultSale struct {
 	// shape, when set, is the burst's instead of faultStock units for
 	// faultBuyers buyers.
 	shape *burstShape
+	// rec is the history of the sale of the SKUs last put on sale.
+	rec *history.Recorder
 }
 
 // burstShape is a burst's size, and when its fault runs.
@@ -152,9 +159,10 @@ func faultsNeedServers(t *testing.T) {
 	testinfra.NeedsRealServers(t, "it stops, pauses, kills or restarts server processes of its own")
 }
 
-// buyerRequest is buyer i's key and body in a burst of sku.
-func buyerRequest(sku string, i int) (key, body string) {
-	return fmt.Sprint(sku, "-k", i), fmt.Sprintf(`{"sku":%q,"user_id":"u%d","quantity":1}`, sku, i)
+// buyerRequest is buyer i's order in a burst of sku: one unit, under its
+// key.
+func buyerRequest(sku string, i int) history.Op {
+	return history.Op{Kind: history.Order, User: fmt.Sprint("u", i), Key: fmt.Sprint(sku, "-k", i), Items: []history.Item{{SKU: sku, Quantity: 1}}}
 }
 
 // told is what the buyers of one burst were told.
@@ -198,24 +206,41 @@ func (r told) finalAfter(t time.Time) (time.Time, bool) {
 // shop, until it is answered 201 or sold-out.
 func (s *faultSale) burst(t *testing.T, sku string, fault func()) told {
 	t.Helper()
-	s.putStock(t, sku)
-	return s.buy(t, func(i int) (string, string) { return buyerRequest(sku, i) }, fault)
+	s.onSale(t, sku)
+	return s.buy(t, func(i int) history.Op { return buyerRequest(sku, i) }, fault)
 }
 
-// putStock puts faultStock units of sku on sale.
+// putStock puts the burst's units of sku on sale.
 func (s *faultSale) putStock(t *testing.T, sku string) {
 	t.Helper()
+	op := history.Op{Client: s.rec.Client(), Kind: history.StockSet, Items: []history.Item{{SKU: sku, Quantity: s.burstShape().units}}}
 	// Busy, as right after a failover, is an answer to retry.
-	code, body := http.StatusServiceUnavailable, ""
-	for try := 0; code == http.StatusServiceUnavailable && try < 10; try++ {
+	r := reply{code: http.StatusServiceUnavailable}
+	for try := 0; r.code == http.StatusServiceUnavailable && try < 10; try++ {
 		if try > 0 {
 			time.Sleep(200 * time.Millisecond)
 		}
-		code, body = send(t, "PUT", s.shops[try%len(s.shops)].base+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, s.burstShape().units), "Authorization", "Bearer secret")
+		r = s.sendStock(t, s.shops[try%len(s.shops)].base, op)
 	}
-	if code != http.StatusOK {
-		t.Fatalf("put stock %s: %d %s", sku, code, body)
+	if r.code != http.StatusOK {
+		t.Fatalf("put stock %s: %d %s", sku, r.code, r.body)
 	}
+}
+
+// sendStock sends op, a stock set or a stock read of its SKU, to the shop
+// at base, and records it.
+func (s *faultSale) sendStock(t *testing.T, base string, op history.Op) reply {
+	t.Helper()
+	method, body, header := "GET", "", []string(nil)
+	if op.Kind == history.StockSet {
+		method, body, header = "PUT", fmt.Sprintf(`{"quantity":%d}`, op.Items[0].Quantity), []string{"Authorization", "Bearer secret"}
+	}
+	r, _ := recorded(s.rec, op, func() (reply, error) {
+		code, b := send(t, method, base+"/api/v1/stock/"+op.Items[0].SKU, body, header...)
+		r := reply{code: code, body: b}
+		return r, json.Unmarshal([]byte(b), &r)
+	})
+	return r
 }
 
 // burstShape is the shape of s's bursts.
@@ -226,8 +251,10 @@ func (s *faultSale) burstShape() burstShape {
 	return burstShape{units: faultStock, buyers: faultBuyers, arrival: faultArrival, faultAt: faultStock / 3}
 }
 
-// buy is burst's buyers, buyer i with request i's key and body.
-func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fault func()) told {
+// buy is burst's buyers, buyer i sending request i's order, each attempt
+// recorded in the sale's history. A buyer answered busy or in progress
+// asks again after the answer's Retry-After.
+func (s *faultSale) buy(t *testing.T, request func(i int) history.Op, fault func()) told {
 	t.Helper()
 	shape := s.burstShape()
 	var created atomic.Int64
@@ -243,12 +270,12 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 	for i := range shape.buyers {
 		wg.Go(func() {
 			time.Sleep(time.Duration(i) * shape.arrival)
-			key, body := request(i)
+			op := request(i)
+			op.Client = s.rec.Client()
 			var answered reply // the last answer
 			busy := false
 			for attempt := 0; ; attempt++ {
-				shop := s.shops[(i+attempt)%len(s.shops)]
-				r, err := post(ctx, client, shop.base+"/api/v1/orders", key, body)
+				r, err := s.order(ctx, client, s.shops[(i+attempt)%len(s.shops)].base, op)
 				if err == nil {
 					answered = r
 				}
@@ -294,7 +321,7 @@ func (s *faultSale) buy(t *testing.T, request func(i int) (key, body string), fa
 					t.Errorf("buyer %d got no final answer in time: last %+v", i, answered)
 					return
 				}
-				time.Sleep(100 * time.Millisecond) // busy, in progress, or the shop is gone
+				time.Sleep(cmp.Or(r.wait, 100*time.Millisecond)) // busy, in progress, or the shop is gone
 			}
 		})
 	}
@@ -330,6 +357,7 @@ func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 	if why := s.redisDiffers(t, sku, a.Available); why != "" {
 		t.Error(why)
 	}
+	s.checkHistory(t, sku)
 	return a
 }
 
@@ -847,6 +875,7 @@ func TestFaultMySQLCrashes(t *testing.T) {
 			res := sale.sellThrough(t, sku, func() { crash(t, m) })
 			t.Logf("%d answers 502-504 while the database was away", res.unavailable)
 			sale.replayAll(t, sku, res)
+			sale.checkHistory(t, sku) // again, with the replays
 
 			after := "f-after-crash-" + s.Name
 			res = sale.burst(t, after, nil)
@@ -861,6 +890,7 @@ func TestFaultMySQLCrashes(t *testing.T) {
 			if v := a.Violations(); len(v) > 0 || a.Available != 0 {
 				t.Errorf("after the database came back: %v, %d left", v, a.Available)
 			}
+			sale.checkHistory(t, after)
 		})
 	}
 }
@@ -887,9 +917,11 @@ func crash(t *testing.T, m *testinfra.PrivateMySQL) {
 func (s *faultSale) replayAll(t *testing.T, sku string, res told) {
 	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Second}
+	replayer := s.rec.Client()
 	for n, id := range res.acked {
-		key, body := buyerRequest(sku, res.buyers[id])
-		r, err := post(t.Context(), client, s.shops[n%len(s.shops)].base+"/api/v1/orders", key, body)
+		op := buyerRequest(sku, res.buyers[id])
+		op.Client = replayer
+		r, err := s.order(t.Context(), client, s.shops[n%len(s.shops)].base, op)
 		if err != nil || r.code != http.StatusCreated || r.ID != id || !r.replayed {
 			t.Errorf("replay of order %d: %+v, %v; want 201 with the same order, replayed", id, r, err)
 		}

@@ -58,14 +58,16 @@ func (s *shop) putStock(t *testing.T, sku string, quantity int) {
 
 // reply is one response, decoded enough to classify it.
 type reply struct {
-	code     int
-	replayed bool
-	body     string
-	ID       int64    `json:"id"`
-	Status   any      `json:"status"` // an order's status, or a problem's HTTP status
-	Type     string   `json:"type"`
-	Detail   string   `json:"detail"`
-	SKUs     []string `json:"skus"` // a sold-out problem's short SKUs
+	code      int
+	replayed  bool
+	wait      time.Duration // as its Retry-After asks, bounded; 0 without one
+	body      string
+	ID        int64    `json:"id"`
+	Status    any      `json:"status"` // an order's status, or a problem's HTTP status
+	Type      string   `json:"type"`
+	Detail    string   `json:"detail"`
+	SKUs      []string `json:"skus"`      // a sold-out problem's short SKUs
+	Available *int     `json:"available"` // a stock's
 }
 
 // post sends a JSON POST with an Idempotency-Key, on a fresh connection so
@@ -85,7 +87,7 @@ func post(ctx context.Context, client *http.Client, url, key, body string) (repl
 	if err != nil {
 		return reply{}, err
 	}
-	r := reply{code: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", body: string(data)}
+	r := reply{code: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", wait: retryAfter(resp.Header), body: string(data)}
 	return r, json.Unmarshal(data, &r)
 }
 

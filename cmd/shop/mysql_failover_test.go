@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/internal/history"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
@@ -85,16 +86,20 @@ func (s *faultSale) mysqlFailover(t *testing.T, pair *testinfra.MySQLPair, sku s
 func (s *faultSale) awayFrom(t *testing.T, pair *testinfra.MySQLPair, old, sku string, ok time.Time) {
 	t.Helper()
 	time.Sleep(time.Until(ok.Add(5 * time.Second)))
+	client := s.rec.Client()
+	set := history.Op{Client: client, Kind: history.StockSet, Items: []history.Item{{SKU: sku, Quantity: 0}}}
+	read := history.Op{Client: client, Kind: history.StockRead, Items: []history.Item{{SKU: sku}}}
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		for _, shop := range s.shops {
-			if code, body := send(t, "PUT", shop.base+"/api/v1/stock/"+sku, `{"quantity":0}`, "Authorization", "Bearer secret"); code != http.StatusOK {
-				t.Errorf("put stock %s after the switchover: %d %s", sku, code, body)
+			if r := s.sendStock(t, shop.base, set); r.code != http.StatusOK {
+				t.Errorf("put stock %s after the switchover: %d %s", sku, r.code, r.body)
 			}
-			if code, body := send(t, "GET", shop.base+"/api/v1/stock/"+sku, ""); code != http.StatusOK {
-				t.Errorf("get stock %s after the switchover: %d %s", sku, code, body)
+			if r := s.sendStock(t, shop.base, read); r.code != http.StatusOK {
+				t.Errorf("get stock %s after the switchover: %d %s", sku, r.code, r.body)
 			}
 		}
 	}
+	s.checkHistory(t, sku) // again, with the stock's sets and reads
 	// The process list counts whole seconds: a connection that served
 	// in the last 2 seconds shows less than 2.
 	for _, c := range pair.ShopConnections(old) {

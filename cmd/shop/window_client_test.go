@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/db"
+	"github.com/stockguard/shop/internal/history"
 	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/payment"
 	"github.com/stockguard/shop/internal/strategy"
@@ -118,12 +120,18 @@ func (w *windowSale) setDown(o *faultShop, down bool) {
 type windowReply struct {
 	code      int
 	replayed  bool
-	ID        int64      `json:"id"`
-	Status    any        `json:"status"` // an order's, or a problem's HTTP status
-	ExpiresAt *time.Time `json:"expires_at"`
-	PaymentID *string    `json:"payment_id"`
-	Type      string     `json:"type"`
-	Detail    string     `json:"detail"`
+	wait      time.Duration // as its Retry-After asks, bounded; 0 without one
+	ID        int64         `json:"id"`
+	Status    any           `json:"status"` // an order's, or a problem's HTTP status
+	ExpiresAt *time.Time    `json:"expires_at"`
+	PaymentID *string       `json:"payment_id"`
+	Type      string        `json:"type"`
+	Detail    string        `json:"detail"`
+	SKUs      []string      `json:"skus"` // a sold-out problem's short SKUs
+}
+
+func (r windowReply) heard() heard {
+	return heard{code: r.code, typ: r.Type, order: r.ID, short: r.SKUs}
 }
 
 // send sends a request to base and decodes the answer.
@@ -140,7 +148,7 @@ func (w *windowSale) send(ctx context.Context, base, method, path string, body [
 		return windowReply{}, err
 	}
 	defer resp.Body.Close()
-	r := windowReply{code: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true"}
+	r := windowReply{code: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", wait: retryAfter(resp.Header)}
 	return r, json.NewDecoder(resp.Body).Decode(&r)
 }
 
@@ -150,16 +158,19 @@ const answerWithin = time.Minute
 
 // retried sends a request to the shops that are up, one after another,
 // until one answers it below 500 and not request-in-progress, as a client
-// retries. The request is made afresh for each attempt.
-func (w *windowSale) retried(ctx context.Context, i int, method, path string, request func() ([]byte, []string)) (windowReply, error) {
+// retries, after the answer's Retry-After if it has one. The request is
+// made afresh for each attempt, and each is recorded as op, of a client
+// of its own.
+func (w *windowSale) retried(ctx context.Context, i int, op history.Op, method, path string, request func() ([]byte, []string)) (windowReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, answerWithin)
 	defer cancel()
+	op.Client = w.rec.Client()
 	var last windowReply
 	var lastErr error
 	for attempt := i; ; attempt++ {
 		if up := w.up(); len(up) > 0 {
 			body, header := request()
-			r, err := w.send(ctx, up[attempt%len(up)].base, method, path, body, header...)
+			r, err := w.sendOp(ctx, op, up[attempt%len(up)].base, method, path, body, header...)
 			if err == nil && r.code < 500 && r.Type != "request-in-progress" {
 				return r, nil
 			}
@@ -168,21 +179,28 @@ func (w *windowSale) retried(ctx context.Context, i int, method, path string, re
 		select {
 		case <-ctx.Done():
 			return last, fmt.Errorf("no answer but %d %s (%v) before %w", last.code, last.Type, lastErr, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(cmp.Or(last.wait, 50*time.Millisecond)):
 		}
 	}
 }
 
+// sendOp sends a request to base, and records it as op.
+func (w *windowSale) sendOp(ctx context.Context, op history.Op, base, method, path string, body []byte, header ...string) (windowReply, error) {
+	return recorded(w.rec, op, func() (windowReply, error) { return w.send(ctx, base, method, path, body, header...) })
+}
+
 // place orders one unit of sku for user, under key.
 func (w *windowSale) place(ctx context.Context, i int, sku, user, key string) (windowReply, error) {
-	body := []byte(fmt.Sprintf(`{"sku":%q,"user_id":%q,"quantity":1}`, sku, user))
-	return w.retried(ctx, i, "POST", "/api/v1/orders", func() ([]byte, []string) { return body, []string{"Idempotency-Key", key} })
+	op := history.Op{Kind: history.Order, User: user, Key: key, Items: []history.Item{{SKU: sku, Quantity: 1}}}
+	body := []byte(orderBody(op))
+	return w.retried(ctx, i, op, "POST", "/api/v1/orders", func() ([]byte, []string) { return body, []string{"Idempotency-Key", key} })
 }
 
 // pay sends the payment provider's callback: order id paid by paymentID.
 func (w *windowSale) pay(ctx context.Context, i int, id int64, paymentID string) (windowReply, error) {
 	body := []byte(fmt.Sprintf(`{"payment_id":%q}`, paymentID))
-	return w.retried(ctx, i, "POST", fmt.Sprintf("/api/v1/orders/%d/pay", id), func() ([]byte, []string) {
+	op := history.Op{Kind: history.Pay, Key: paymentID, Order: id}
+	return w.retried(ctx, i, op, "POST", fmt.Sprintf("/api/v1/orders/%d/pay", id), func() ([]byte, []string) {
 		return body, []string{payment.Header, payment.Sign([]byte(windowSecret), time.Now(), body)}
 	})
 }
@@ -209,7 +227,8 @@ func (w *windowSale) warm(t *testing.T, n int) {
 func (w *windowSale) cancel(ctx context.Context, i int, id int64, user string) (windowReply, error) {
 	body := []byte(fmt.Sprintf(`{"user_id":%q}`, user))
 	key := fmt.Sprint("cancel-", id)
-	return w.retried(ctx, i, "POST", fmt.Sprintf("/api/v1/orders/%d/cancel", id), func() ([]byte, []string) {
+	op := history.Op{Kind: history.Cancel, User: user, Key: key, Order: id}
+	return w.retried(ctx, i, op, "POST", fmt.Sprintf("/api/v1/orders/%d/cancel", id), func() ([]byte, []string) {
 		return body, []string{"Idempotency-Key", key}
 	})
 }
@@ -217,7 +236,8 @@ func (w *windowSale) cancel(ctx context.Context, i int, id int64, user string) (
 // putStock puts n units of sku on sale.
 func (w *windowSale) putStock(t *testing.T, sku string, n int) {
 	t.Helper()
-	r, err := w.retried(t.Context(), 0, "PUT", "/api/v1/stock/"+sku, func() ([]byte, []string) {
+	op := history.Op{Kind: history.StockSet, Items: []history.Item{{SKU: sku, Quantity: n}}}
+	r, err := w.retried(t.Context(), 0, op, "PUT", "/api/v1/stock/"+sku, func() ([]byte, []string) {
 		return []byte(fmt.Sprintf(`{"quantity":%d}`, n)), []string{"Authorization", "Bearer secret"}
 	})
 	if err != nil || r.code != http.StatusOK {

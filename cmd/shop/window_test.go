@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"github.com/stockguard/shop/internal/lua/redisstock"
 
 	"github.com/stockguard/shop/internal/audit"
+	"github.com/stockguard/shop/internal/history"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/payment"
 	"github.com/stockguard/shop/internal/strategy"
@@ -26,6 +28,8 @@ import (
 // events stream what the window promises. Orders are paid by signed
 // callbacks, or cancelled by the expiry job; never both, with the stock
 // back exactly once; under faults of the job's runner and of the relay.
+// Each phase's history, every order, payment, cancel and stock change
+// with its answer, is checked against the shop's model.
 
 const (
 	windowOrders = 1000
@@ -69,6 +73,7 @@ func TestWindow(t *testing.T) {
 // other 199 are kept as orphaned, answered already-paid.
 func (w *windowSale) onePayment(t *testing.T) {
 	const sku = "once"
+	w.rec = history.NewRecorder()
 	w.putStock(t, sku, 2)
 	w.warm(t, 50)
 	one, err1 := w.place(t.Context(), 0, sku, "ann", "once-ann")
@@ -130,6 +135,7 @@ func (w *windowSale) onePayment(t *testing.T) {
 		}
 	}
 	w.audited(t, sku, 2, 2)
+	w.checkHistory(t, sku)
 }
 
 // raced is one buyer of deadlines: its order, whether it cancels it
@@ -156,8 +162,11 @@ const cancelEvery = 10
 // cancelled; the audit holds.
 func (w *windowSale) deadlines(t *testing.T) {
 	const skus = "deadline-%"
+	w.rec = history.NewRecorder()
+	var names []string
 	for i := range windowSKUs {
-		w.putStock(t, fmt.Sprint("deadline-", i), windowOrders/windowSKUs)
+		names = append(names, fmt.Sprint("deadline-", i))
+		w.putStock(t, names[i], windowOrders/windowSKUs)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -202,6 +211,7 @@ func (w *windowSale) deadlines(t *testing.T) {
 	w.gdb.Raw(`SELECT MAX(cancelled_at) FROM orders WHERE sku LIKE ?`, skus).Scan(&last)
 	t.Logf("the last order was cancelled %v after the faults were over", last.Sub(healed).Round(time.Millisecond))
 	w.checkRaced(t, skus, buyers)
+	w.checkHistory(t, names...)
 }
 
 // awaitCancelled waits until the expiry job has cancelled an order of the
@@ -339,12 +349,24 @@ func raceOutcome(b raced, paymentID string) (string, []string) {
 }
 
 // shopPay runs `shop pay` for order id, again while the shop answers 5xx,
-// as a script would, and returns what it printed.
-func shopPay(t *testing.T, base string, id int64, paymentID string) (string, error) {
+// as a script would, and returns what it printed. Each run is recorded in
+// rec.
+func shopPay(t *testing.T, rec *history.Recorder, base string, id int64, paymentID string) (string, error) {
 	env := func(k string) string { return map[string]string{"SHOP_PAYMENT_SECRET": windowSecret}[k] }
+	op := history.Op{Client: rec.Client(), Kind: history.Pay, Key: paymentID, Order: id}
 	for end := time.Now().Add(answerWithin); ; time.Sleep(50 * time.Millisecond) {
 		var out strings.Builder
-		err := run(t.Context(), []string{"pay", fmt.Sprint(id), paymentID, "--url", base}, env, &out, io.Discard)
+		var err error
+		recorded(rec, op, func() (windowReply, error) {
+			err = run(t.Context(), []string{"pay", fmt.Sprint(id), paymentID, "--url", base}, env, &out, io.Discard)
+			// The status line, then the answer's body after an empty line.
+			var r windowReply
+			if _, scan := fmt.Sscanf(out.String(), "HTTP/1.1 %d", &r.code); scan != nil {
+				return r, err
+			}
+			_, body, _ := strings.Cut(out.String(), "\n\n")
+			return r, json.Unmarshal([]byte(body), &r)
+		})
 		status, _, _ := strings.Cut(out.String(), "\n")
 		if !strings.HasPrefix(strings.TrimPrefix(status, "HTTP/1.1 "), "5") || time.Now().After(end) {
 			return out.String(), err
@@ -392,6 +414,7 @@ func (w *windowSale) audited(t *testing.T, sku string, initial, paid int) {
 // and their units come back.
 func (w *windowSale) lateAndRefused(t *testing.T) {
 	const sku, late = "late", 5
+	w.rec = history.NewRecorder()
 	w.putStock(t, sku, late+1)
 	held := w.hold(t, "expiry")
 	ctx := t.Context()
@@ -404,6 +427,7 @@ func (w *windowSale) lateAndRefused(t *testing.T) {
 		orders = append(orders, o)
 	}
 	refused := orders[late]
+	pay := history.Op{Client: w.rec.Client(), Kind: history.Pay, Key: "refused", Order: refused.ID}
 	body := []byte(`{"payment_id":"refused"}`)
 	path := fmt.Sprintf("/api/v1/orders/%d/pay", refused.ID)
 	base := w.up()[0].base
@@ -416,11 +440,12 @@ func (w *windowSale) lateAndRefused(t *testing.T) {
 		{"another body", payment.Sign([]byte(windowSecret), time.Now(), []byte(`{"payment_id":"other"}`)), http.StatusUnauthorized},
 		{"six minutes old", payment.Sign([]byte(windowSecret), time.Now().Add(-6*time.Minute), body), http.StatusUnauthorized},
 	} {
-		if r, err := w.send(ctx, base, "POST", path, body, payment.Header, c.signature); err != nil || r.code != c.want || r.Type != "unauthorized" {
+		if r, err := w.sendOp(ctx, pay, base, "POST", path, body, payment.Header, c.signature); err != nil || r.code != c.want || r.Type != "unauthorized" {
 			t.Errorf("%s: %+v, %v; want %d unauthorized", c.name, r, err, c.want)
 		}
 	}
-	r, err := w.send(ctx, base, "POST", fmt.Sprintf("/api/v1/orders/%d/cancel", refused.ID), []byte(`{"user_id":"mallory"}`), "Idempotency-Key", "mallory")
+	mallory := history.Op{Client: w.rec.Client(), Kind: history.Cancel, User: "mallory", Key: "mallory", Order: refused.ID}
+	r, err := w.sendOp(ctx, mallory, base, "POST", fmt.Sprintf("/api/v1/orders/%d/cancel", refused.ID), []byte(`{"user_id":"mallory"}`), "Idempotency-Key", "mallory")
 	if err != nil || r.code != http.StatusNotFound {
 		t.Errorf("another buyer's cancel: %+v, %v; want 404", r, err)
 	}
@@ -431,7 +456,7 @@ func (w *windowSale) lateAndRefused(t *testing.T) {
 	for deadline := *orders[late].ExpiresAt; !dbNow(t, w.gdb).After(deadline); time.Sleep(10 * time.Millisecond) {
 	}
 	for i, o := range orders[:late] {
-		if out, err := shopPay(t, base, o.ID, fmt.Sprint("late-pay-", i)); err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(out, `"type":"order-expired"`) {
+		if out, err := shopPay(t, w.rec, base, o.ID, fmt.Sprint("late-pay-", i)); err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(out, `"type":"order-expired"`) {
 			t.Errorf("shop pay past the deadline: %v\n%s", err, out)
 		}
 	}
@@ -453,4 +478,5 @@ func (w *windowSale) lateAndRefused(t *testing.T) {
 		}
 	}
 	w.audited(t, sku, late+1, 0)
+	w.checkHistory(t, sku)
 }
