@@ -14,9 +14,9 @@ import (
 )
 
 // Final reads the final state of a sale of skus for its history: each
-// SKU's available stock, and every order with a line of skus, with when
-// the shop cancelled it at its deadline (a cancellation without a buyer's
-// key) in the recording clock of now. The database's clock is read
+// SKU's available stock, and every order with a line of skus, with its
+// payment deadline and when the shop cancelled it after that (a
+// cancellation without a buyer's key), in the recording clock of now. The database's clock is read
 // between two readings of now, and its stamps are moved by the difference.
 func Final(ctx context.Context, gdb *gorm.DB, skus []string, now func() int64) (history.Final, error) {
 	r := newReader(ctx, gdb)
@@ -57,6 +57,9 @@ func Final(ctx context.Context, gdb *gorm.DB, skus []string, now func() int64) (
 			o := history.FinalOrder{ID: row.Order, User: row.UserID, Status: row.Status, Window: row.ExpiresAt != nil}
 			if row.Key != nil {
 				o.Key = *row.Key
+			}
+			if row.ExpiresAt != nil {
+				o.Deadline = row.ExpiresAt.UnixNano() - offset
 			}
 			if row.CancelledAt != nil && row.CancelKey == nil && row.Status == "cancelled" {
 				o.Expired = row.CancelledAt.UnixNano() - offset

@@ -124,7 +124,9 @@ type FinalOrder struct {
 	// Window is whether the order was placed with a payment window: it
 	// was pending until paid, cancelled or expired.
 	Window bool `json:"window,omitempty"`
-	// Expired is when the shop cancelled the order at its deadline, in the
-	// recording clock: a step the shop took by itself.
-	Expired int64 `json:"expired,omitempty"`
+	// Deadline is when the order's payment window ended, and Expired when
+	// the shop cancelled it after that: a step the shop took by itself.
+	// Both are in the recording clock.
+	Deadline int64 `json:"deadline,omitempty"`
+	Expired  int64 `json:"expired,omitempty"`
 }

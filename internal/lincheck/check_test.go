@@ -48,6 +48,9 @@ func (s *sale) check(t *testing.T, available int) lincheck.Result {
 	for _, op := range s.ops {
 		end = max(end, op.Return)
 	}
+	for _, o := range s.orders {
+		end = max(end, o.Deadline+int64(100*time.Millisecond), o.Expired)
+	}
 	ops := append(s.ops, history.Op{Client: len(s.ops), Kind: history.State, Call: end + int64(time.Millisecond), Return: end + 2*int64(time.Millisecond),
 		Answer: history.OK, Final: &history.Final{Stock: []history.Stock{{SKU: "A", Available: available}}, Orders: s.orders}})
 	r := lincheck.Check(ops, 10*time.Second)
@@ -198,3 +201,43 @@ func burst(buyers, units int, oversell bool) *sale {
 }
 
 func ptr(n int) *int { return &n }
+
+// A payment is refused order-expired once the order's deadline has
+// passed, though the shop has not cancelled it yet; before the deadline a
+// pending order takes its payment.
+func TestPaymentDeadline(t *testing.T) {
+	ms := int64(time.Millisecond)
+	build := func(payAt int64, answer history.Answer, status string) *sale {
+		s := newSale(1).order("u1", 10, 20, history.Ordered, 1).
+			op(history.Op{Kind: history.Pay, Key: "pay-1", Order: 1, Answer: answer}, payAt, payAt+10)
+		o := history.FinalOrder{ID: 1, User: "u1", Key: "u1-k", Items: []history.Item{{SKU: "A", Quantity: 1}},
+			Status: status, Window: true, Deadline: 500 * ms}
+		if status == "cancelled" {
+			o.Expired = 900 * ms
+		}
+		s.orders = append(s.orders, o)
+		return s
+	}
+	for _, tc := range []struct {
+		name   string
+		payAt  int64
+		answer history.Answer
+		status string
+		want   bool
+	}{
+		{"paid before the deadline", 100, history.OK, "paid", true},
+		{"refused after the deadline, before the expiry", 700, "order-expired", "cancelled", true},
+		{"refused before the deadline", 100, "order-expired", "cancelled", false},
+		{"paid after the deadline", 700, history.OK, "paid", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			available := 0
+			if tc.status == "cancelled" {
+				available = 1
+			}
+			if r := build(tc.payAt, tc.answer, tc.status).check(t, available); r.Linearizable != tc.want {
+				t.Errorf("linearizable %v, want %v: %s", r.Linearizable, tc.want, r.FirstViolation)
+			}
+		})
+	}
+}

@@ -19,15 +19,24 @@ const (
 	paid
 	cancelled
 	refunded
+	lapsed // pending past its payment deadline: it can no longer be paid
 )
 
-var statusNames = [...]string{"none", "pending", "created", "paid", "cancelled", "refunded"}
+var statusNames = [...]string{"none", "pending", "created", "paid", "cancelled", "refunded", "pending, past its deadline"}
 
 func (s status) String() string { return statusNames[s] }
 
-func statusOf(name string) (status, bool) {
-	i := slices.Index(statusNames[:], name)
-	return status(i), i > 0
+// statusesOf is the model's statuses that a status the shop reports
+// stands for: a pending order may be past its deadline.
+func statusesOf(name string) ([]status, bool) {
+	i := slices.Index(statusNames[:lapsed], name)
+	switch {
+	case i <= 0:
+		return nil, false
+	case status(i) == pending:
+		return []status{pending, lapsed}, true
+	}
+	return []status{status(i)}, true
 }
 
 // state is the shop as the model sees it: available units by SKU, and
@@ -50,6 +59,7 @@ const (
 	adjust                // an adjustment
 	noRoom                // insufficient-stock: the adjustment would go below 0
 	readStock             // a stock read
+	lapse                 // an order's payment deadline passes
 	final                 // the final state
 )
 
@@ -74,7 +84,7 @@ type step struct {
 	stock []line
 	sts   []struct {
 		order int
-		st    status
+		st    []status
 	}
 }
 
@@ -151,6 +161,13 @@ func (st *step) take(s state) (state, bool) {
 		return s, s.avail[st.lines[0].sku]+st.lines[0].qty < 0
 	case readStock:
 		return s, s.avail[st.lines[0].sku] == st.value
+	case lapse:
+		if s.st[st.order] != pending {
+			return s, true
+		}
+		n := s.clone(false, true)
+		n.st[st.order] = lapsed
+		return n, true
 	case final:
 		for _, l := range st.stock {
 			if s.avail[l.sku] != l.qty {
@@ -158,7 +175,7 @@ func (st *step) take(s state) (state, bool) {
 			}
 		}
 		for _, o := range st.sts {
-			if s.st[o.order] != o.st {
+			if !slices.Contains(o.st, s.st[o.order]) {
 				return s, false
 			}
 		}

@@ -77,6 +77,7 @@ func prepare(ops []history.Op) *prepared {
 	p.transitions(history.Cancel)
 	p.transitions(history.Pay)
 	p.shopSteps()
+	p.deadlines()
 	p.adjustments()
 	p.stock()
 	p.finalSteps()

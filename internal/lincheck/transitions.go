@@ -2,6 +2,7 @@ package lincheck
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -18,7 +19,7 @@ type move struct {
 
 var moves = map[history.Kind]move{
 	history.Refund: {giveBack, []status{created, paid}, refunded},
-	history.Cancel: {giveBack, []status{pending}, cancelled},
+	history.Cancel: {giveBack, []status{pending, lapsed}, cancelled},
 	history.Pay:    {pay, []status{pending}, paid},
 }
 
@@ -28,7 +29,7 @@ var moves = map[history.Kind]move{
 var refusals = map[history.Kind]map[history.Answer][]status{
 	history.Refund: {"already-refunded": {refunded}, "order-expired": {cancelled}},
 	history.Cancel: {"already-refunded": {refunded}, "order-expired": {cancelled}, "already-paid": {paid, created}},
-	history.Pay:    {"already-refunded": {refunded}, "order-expired": {cancelled}, "already-paid": {paid, refunded, created}},
+	history.Pay:    {"already-refunded": {refunded}, "order-expired": {cancelled, lapsed}, "already-paid": {paid, refunded, created}},
 }
 
 // transitions makes each key of kind one step, as placements does for
@@ -125,6 +126,28 @@ func (p *prepared) shopSteps() {
 	}
 }
 
+// deadlineSlack is how far from the database's stamp an order's deadline
+// may pass in the recording clock: the two clocks are compared once, at
+// the final state, across one round trip.
+const deadlineSlack = 50 * time.Millisecond
+
+// deadlines makes each order's payment deadline a step: from then on a
+// pending order can no longer be paid (order-expired), though it holds
+// its units until the shop or its buyer cancels it.
+func (p *prepared) deadlines() {
+	if p.final == nil {
+		return
+	}
+	for _, o := range p.final.Final.Orders {
+		if o.Deadline == 0 || len(o.Items) == 0 || o.Deadline-int64(deadlineSlack) >= p.end-1 {
+			continue // no deadline, or one still to come at the final state
+		}
+		st := &step{op: p.finalOp, who: "the clock", what: fmt.Sprintf("order %d: its payment deadline", o.ID), kind: lapse,
+			order: p.order(o.ID), lines: p.lines(o.Items)}
+		p.add(st, o.Deadline-int64(deadlineSlack), min(o.Deadline+int64(deadlineSlack), p.end-1))
+	}
+}
+
 // adjustments makes each adjustment key one step.
 func (p *prepared) adjustments() {
 	final := func(op history.Op) bool { return op.Answer == history.OK || op.Answer == "insufficient-stock" }
@@ -157,13 +180,13 @@ func (p *prepared) stock() {
 		case op.Kind == history.StockRead && op.Answer == history.OK && op.Value != nil:
 			st.kind, st.lines, st.value = readStock, p.lines(op.Items), *op.Value
 		case op.Kind == history.OrderRead && op.Answer == history.OK:
-			s, ok := statusOf(op.Status)
+			s, ok := statusesOf(op.Status)
 			o, known := p.orderIdx[op.Order]
 			if !ok || !known {
 				p.violate(i, op.Return, "%s read order %d as %q, an order or a status this history does not have", p.who(i), op.Order, op.Status)
 				continue
 			}
-			st.kind, st.from, st.order, st.lines = mustBe, []status{s}, o, p.lines(p.linesOf[op.Order])
+			st.kind, st.from, st.order, st.lines = mustBe, s, o, p.lines(p.linesOf[op.Order])
 		default:
 			continue
 		}
@@ -193,14 +216,14 @@ func (p *prepared) finalSteps() {
 		st.stock = append(st.stock, line{sku: p.sku(s.SKU), qty: s.Available})
 	}
 	for _, o := range p.final.Final.Orders {
-		s, ok := statusOf(o.Status)
+		s, ok := statusesOf(o.Status)
 		if !ok || len(o.Items) == 0 {
 			continue
 		}
 		st := of(p.sku(o.Items[0].SKU))
 		st.sts = append(st.sts, struct {
 			order int
-			st    status
+			st    []status
 		}{p.order(o.ID), s})
 	}
 	for _, r := range roots {
