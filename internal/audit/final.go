@@ -21,12 +21,11 @@ import (
 func Final(ctx context.Context, gdb *gorm.DB, skus []string, now func() int64) (history.Final, error) {
 	r := newReader(ctx, gdb)
 	var final history.Final
-	before := now()
-	dbNow, err := db.Now(r.db)
+	offset, err := clockOffset(r.db, now)
 	if err != nil {
-		return final, fmt.Errorf("audit: the database's clock: %w", err)
+		return final, err
 	}
-	offset := dbNow.UnixNano() - (before+now())/2
+	final.ClockError = offset.err
 	for _, sku := range skus {
 		s := history.Stock{SKU: sku}
 		if err := r.row(`SELECT available FROM stock_items WHERE sku = ?`, sku).Scan(&s.Available); err != nil {
@@ -59,10 +58,10 @@ func Final(ctx context.Context, gdb *gorm.DB, skus []string, now func() int64) (
 				o.Key = *row.Key
 			}
 			if row.ExpiresAt != nil {
-				o.Deadline = row.ExpiresAt.UnixNano() - offset
+				o.Deadline = row.ExpiresAt.UnixNano() - offset.ns
 			}
 			if row.CancelledAt != nil && row.CancelKey == nil && row.Status == "cancelled" {
-				o.Expired = row.CancelledAt.UnixNano() - offset
+				o.Expired = row.CancelledAt.UnixNano() - offset.ns
 			}
 			final.Orders = append(final.Orders, o)
 			n++
@@ -71,4 +70,31 @@ func Final(ctx context.Context, gdb *gorm.DB, skus []string, now func() int64) (
 	}
 	slices.SortFunc(final.Orders, func(a, b history.FinalOrder) int { return cmp.Compare(a.ID, b.ID) })
 	return final, nil
+}
+
+// offset is how far the database's clock is ahead of the recording
+// clock, give or take err nanoseconds.
+type offset struct{ ns, err int64 }
+
+// clockOffset reads the database's clock between two readings of now, a
+// few times, and keeps the reading of the shortest round trip: the
+// database read its clock within it, so half of it bounds the error. A
+// stamp of a millisecond (SQLite's) adds one.
+func clockOffset(gdb *gorm.DB, now func() int64) (offset, error) {
+	best := offset{err: -1}
+	for range 5 {
+		before := now()
+		t, err := db.Now(gdb)
+		if err != nil {
+			return offset{}, fmt.Errorf("audit: the database's clock: %w", err)
+		}
+		after := now()
+		if e := (after - before + 1) / 2; best.err < 0 || e < best.err {
+			best = offset{ns: t.UnixNano() - (before+after)/2, err: e}
+		}
+	}
+	if db.IsSQLite(gdb) {
+		best.err += int64(time.Millisecond)
+	}
+	return best, nil
 }

@@ -106,6 +106,10 @@ func (op Op) SKUs() []string {
 type Final struct {
 	Stock  []Stock      `json:"stock"`
 	Orders []FinalOrder `json:"orders"`
+	// ClockError bounds, in nanoseconds, how far an order's Deadline and
+	// Expired may be from the moments the database stamped, in the
+	// recording clock.
+	ClockError int64 `json:"clock_error,omitempty"`
 }
 
 // Stock is a SKU's available stock.

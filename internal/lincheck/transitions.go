@@ -2,7 +2,6 @@ package lincheck
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -126,25 +125,22 @@ func (p *prepared) shopSteps() {
 	}
 }
 
-// deadlineSlack is how far from the database's stamp an order's deadline
-// may pass in the recording clock: the two clocks are compared once, at
-// the final state, across one round trip.
-const deadlineSlack = 50 * time.Millisecond
-
-// deadlines makes each order's payment deadline a step: from then on a
-// pending order can no longer be paid (order-expired), though it holds
-// its units until the shop or its buyer cancels it.
+// deadlines makes each order's payment deadline a step, within the final
+// state's clock error of the database's stamp: from then on a pending
+// order can no longer be paid (order-expired), though it holds its units
+// until the shop or its buyer cancels it.
 func (p *prepared) deadlines() {
 	if p.final == nil {
 		return
 	}
+	slack := p.final.Final.ClockError
 	for _, o := range p.final.Final.Orders {
-		if o.Deadline == 0 || len(o.Items) == 0 || o.Deadline-int64(deadlineSlack) >= p.end-1 {
+		if o.Deadline == 0 || len(o.Items) == 0 || o.Deadline-slack >= p.end-1 {
 			continue // no deadline, or one still to come at the final state
 		}
 		st := &step{op: p.finalOp, who: "the clock", what: fmt.Sprintf("order %d: its payment deadline", o.ID), kind: lapse,
 			order: p.order(o.ID), lines: p.lines(o.Items)}
-		p.add(st, o.Deadline-int64(deadlineSlack), min(o.Deadline+int64(deadlineSlack), p.end-1))
+		p.add(st, o.Deadline-slack, min(o.Deadline+slack, p.end-1))
 	}
 }
 
