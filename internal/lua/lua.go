@@ -58,6 +58,10 @@ type Lua struct {
 	fixing     map[string]bool
 	closed     bool           // by Close: no fix starts again
 	fixes      sync.WaitGroup // the fixes under way
+	// flights are the reservations it holds and persists (flights.go),
+	// under flying.
+	flying  sync.Mutex
+	flights map[flight]*groupcommit.Request[reservation]
 	// failures counts the Redis failures this process has seen, and
 	// checked, by SKU, the count when its state was last checked against
 	// the database (behind.go); server is the Redis server it last dialled.
@@ -133,7 +137,8 @@ func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
 	o.Buckets = max(o.Buckets, 1)
 	l := &Lua{db: gdb, redis: redisstock.New(rdb, o.Prefix), single: stock.NewAtomic(gdb), reads: order.NewFirstReads(gdb),
 		rules: o.Rules, idle: o.ClaimIdle, answerTTL: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), redisFailed: &logrepeat.Suppressor{Logger: cmp.Or(o.Log, slog.Default())}, rebuilding: make(chan struct{}, 1),
-		epochs: make(map[string]int64), reading: make(map[string]chan struct{}), fixing: make(map[string]bool), checked: make(map[string]uint64)}
+		epochs: make(map[string]int64), reading: make(map[string]chan struct{}), fixing: make(map[string]bool), checked: make(map[string]uint64),
+		flights: make(map[flight]*groupcommit.Request[reservation])}
 	l.w = groupcommit.NewWriter(gdb, "lua", groupcommit.Mode{Rules: o.Rules, Held: true}, l.settle, l.settleCarts)
 	rdb.AddHook(watch{l})
 	for _, result := range []string{"persisted", "released"} {
@@ -184,7 +189,7 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest) (order.Order, boo
 			a := order.ReplayStored(answer, r)
 			return a.Order, a.Replayed, a.Err
 		case err == nil:
-			o, replayed, err := l.w.Submit(&groupcommit.Request[reservation]{Ctx: ctx, Order: r, Epoch: epoch,
+			o, replayed, err := l.send(&groupcommit.Request[reservation]{Ctx: ctx, Order: r, Epoch: epoch,
 				Meta: reservation{entry: id, bucket: route[0]}})
 			o, replayed, err = l.reads.CheckRefusal(ctx, r, o, replayed, err)
 			return o, replayed, l.storeRefusal(ctx, r, err)
@@ -255,6 +260,7 @@ func (l *Lua) storeRefusal(ctx context.Context, r order.PlaceRequest, err error)
 // settle runs once a batch has committed: its reservations are in the
 // database now, or were refused, and leave the stream.
 func (l *Lua) settle(ctx context.Context, sku string, batch []*groupcommit.Request[reservation], answers []order.Answer) {
+	l.landed(batch)
 	ss := make([]redisstock.Settlement, len(batch))
 	refused := false
 	for i, p := range batch {
@@ -344,7 +350,8 @@ func (l *Lua) Placement() order.Placement {
 }
 
 // Close answers the buyers its writer holds and waits for the work it
-// runs in the background: the writers, the first reads and the fixes. A
+// runs in the background: the writers, the first reads and the fixes. The
+// reservations its writer was trying again stay pending, for the claim. A
 // buyer who comes after it is answered busy.
 func (l *Lua) Close() {
 	l.w.Close()
