@@ -116,9 +116,11 @@ func OptionsOf(cfg config.Config, rules order.Rules) *Options {
 // group-commit writer: the reservation's id in its SKU's stream, and the
 // Redis stock it was taken from, the SKU or one of its buckets
 // (redisstock.BucketOf); of a cart, its saga and the buckets that hold its
-// lines (luacart.go).
+// lines (luacart.go). foreign says that another process holds it in the
+// log, and a buyer's retry persists it here (flights.go).
 type reservation struct {
 	entry, bucket string
+	foreign       bool
 	saga          string
 	held          []string
 }
@@ -162,6 +164,7 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest) (order.Order, boo
 	res := redisstock.Reservation{UserID: r.UserID, Key: r.IdempotencyKey, Quantity: r.Quantity}
 	lookedUp := false
 	var over *redisstock.OverLimitError
+	var pending *redisstock.InProgressError
 	doubts := 0
 	route := l.route(r.SKU, r.UserID)
 	for attempt := 0; ; attempt++ {
@@ -188,9 +191,15 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest) (order.Order, boo
 		case err == nil && id == "":
 			a := order.ReplayStored(answer, r)
 			return a.Order, a.Replayed, a.Err
-		case err == nil:
-			o, replayed, err := l.send(&groupcommit.Request[reservation]{Ctx: ctx, Order: r, Epoch: epoch,
-				Meta: reservation{entry: id, bucket: route[0]}})
+		case err == nil, errors.As(err, &pending):
+			// Its reservation, or its key's earlier one, which another
+			// process holds, or this one persists already: a retry
+			// commits it, or waits for it (flights.go).
+			meta := reservation{entry: id, bucket: route[0]}
+			if pending != nil {
+				meta = reservation{entry: pending.ID, bucket: route[0], foreign: true}
+			}
+			o, replayed, err := l.send(&groupcommit.Request[reservation]{Ctx: ctx, Order: r, Epoch: epoch, Meta: meta})
 			o, replayed, err = l.reads.CheckRefusal(ctx, r, o, replayed, err)
 			return o, replayed, l.storeRefusal(ctx, r, err)
 		case errors.Is(err, redisstock.ErrLookup) && !lookedUp:
@@ -261,10 +270,15 @@ func (l *Lua) storeRefusal(ctx context.Context, r order.PlaceRequest, err error)
 // database now, or were refused, and leave the stream.
 func (l *Lua) settle(ctx context.Context, sku string, batch []*groupcommit.Request[reservation], answers []order.Answer) {
 	l.landed(batch)
-	ss := make([]redisstock.Settlement, len(batch))
+	ss := make([]redisstock.Settlement, 0, len(batch))
 	refused := false
+	settles := settlers(batch, answers)
 	for i, p := range batch {
-		s := &ss[i]
+		if !settles[i] {
+			continue
+		}
+		ss = append(ss, redisstock.Settlement{})
+		s := &ss[len(ss)-1]
 		s.Bucket = p.Meta.bucket
 		s.Reservation = redisstock.Reservation{ID: p.Meta.entry, UserID: p.Order.UserID, Key: p.Order.IdempotencyKey, Quantity: p.Order.Quantity}
 		// An order is its buyer's answer, kept with its XACK. A refusal

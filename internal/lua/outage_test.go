@@ -31,10 +31,11 @@ const (
 	// settledWithin bounds the time from the database taking writes again
 	// to each winner's 201. It holds because nothing but the database
 	// keeps a winner's order back: the shop that reserved it tries it
-	// again with a backoff of at most a quarter of a second, in one batch,
-	// and the buyers ask every 100 ms. Before, a reservation whose commit
-	// had failed waited for the claim timeout (30 s) and its buyer heard
-	// in progress meanwhile.
+	// again with a backoff of at most a quarter of a second, and a retry
+	// at another shop commits it itself, in one batch, and the buyers ask
+	// every 100 ms. Before, a reservation whose commit had failed waited
+	// for the claim timeout (30 s) and its buyer heard in progress
+	// meanwhile.
 	settledWithin = 2 * time.Second
 )
 
@@ -97,6 +98,51 @@ func TestLuaWinnersAfterDatabaseStall(t *testing.T) {
 				t.Errorf("%d orders, want %d", a.Orders, want)
 			}
 		})
+	}
+}
+
+// TestLuaWinnersOfDeadShop: the winners of TestLuaWinnersAfterDatabaseStall
+// reserved on one shop, which dies while MySQL is out: it never persists
+// their reservations. A retry on another shop persists its reservation
+// itself, within settledWithin of MySQL taking writes again, and the
+// reservations of buyers who never ask again are claimed once idle for the
+// claim timeout and persisted by the reconciler.
+func TestLuaWinnersOfDeadShop(t *testing.T) {
+	t.Parallel()
+	testinfra.NeedsRealServers(t, "it cuts the shops' connections to MySQL")
+	var proxy, own *testinfra.Proxy
+	f := newLuaFleet(t, func(cfg *config.Config) { proxy = proxied(t, cfg) })
+	live := []luaShop{f.new(), f.new()}
+	dead := f.newWith(func(cfg *config.Config) { own = proxied(t, cfg) })
+	const sku = "dead-shop"
+	warm := openSale(t, sku, append(live, dead)...)
+	proxy.Cut()
+	own.Cut()
+	winners := reserveBusy(t, sku, "winner", dead)
+	quitters := reserveBusy(t, sku, "quitter", dead)
+	dead.stop() // its reservations stay pending in the log, as a killed shop's
+	acked, _ := retryUntilOrdered(t, winners, live, proxy.Mend)
+	if n := ordersOf(t, f, sku, "quitter-%"); n != 0 {
+		t.Errorf("%d orders of the buyers who never asked again before the claim, want none: their shop is dead", n)
+	}
+
+	claimer := f.newWith(func(cfg *config.Config) { cfg.ClaimIdle = 100 * time.Millisecond })
+	time.Sleep(200 * time.Millisecond)
+	rep, err := claimer.lua.Reconcile(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Claimed != len(quitters) || rep.Persisted != len(quitters) {
+		t.Errorf("claimed %d, persisted %d; want the %d reservations of the buyers who never asked again", rep.Claimed, rep.Persisted, len(quitters))
+	}
+	for _, q := range quitters {
+		if _, replayed, err := live[0].Place(t.Context(), q); err != nil || !replayed {
+			t.Errorf("%s, asking at last: replayed %v, %v; want its claimed order", q.UserID, replayed, err)
+		}
+	}
+	a := f.settled(t, live[0], sku, 0, append(warm, ids(acked)...))
+	if want := len(warm) + len(winners) + len(quitters); a.Orders != want {
+		t.Errorf("%d orders, want %d", a.Orders, want)
 	}
 }
 
