@@ -852,8 +852,8 @@ func (o *faultShop) pause(t *testing.T) bool {
 // directly. Orders in flight lose their connections, and new ones are
 // refused until it is back. No buyer is answered 500: each is answered
 // 503 until the shops can tell, and its retry with the same key gets the
-// order its first attempt made, 409 while a reservation of that key is
-// still being persisted, or a fresh attempt. Every 201 has its row and
+// order its first attempt made, 503 again while its reservation cannot
+// be persisted yet, or a fresh attempt. Every 201 has its row and
 // replays; nothing is oversold, nor undersold once the reservations left
 // pending are claimed; and the same shops then sell a second SKU exactly,
 // with no 5xx but 503: a buyer that waited on a lock past its deadline, on

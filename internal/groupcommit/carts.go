@@ -24,7 +24,7 @@ const cartsKey = "carts"
 // ascending SKU order), for the next batch of carts and waits for its
 // answer. Whatever comes of it, AfterCarts runs once for r.
 func (w *Writer[M]) SubmitCart(r *Request[M]) (order.Order, bool, error) {
-	r.done = make(chan order.Answer, 1)
+	ctx := r.Ctx
 	if err := w.carts.Add(cartsKey, r); err != nil {
 		a := order.Answer{Err: fmt.Errorf("order: place: %w: %w", stock.ErrBusy, order.ErrClosed)}
 		if w.afterCarts != nil {
@@ -32,12 +32,7 @@ func (w *Writer[M]) SubmitCart(r *Request[M]) (order.Order, bool, error) {
 		}
 		return order.Order{}, false, a.Err
 	}
-	select {
-	case a := <-r.done:
-		return a.Order, a.Replayed, a.Err
-	case <-r.Ctx.Done():
-		return order.Order{}, false, stopped(r.Ctx)
-	}
+	return r.Wait(ctx)
 }
 
 // writeCarts commits one batch of carts.

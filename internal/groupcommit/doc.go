@@ -4,5 +4,7 @@
 // committed (writer.go, decide.go). Carts share batches of their own
 // (carts.go). Batched is the strategy batched built on it. A caller that
 // holds its buyers' units elsewhere before the database persists them
-// through the same writer, in a Mode of its own. See docs/strategies.md.
+// through the same writer, in a Mode of its own, and the writer tries
+// such a request again until a batch commits it (retry.go). See
+// docs/strategies.md.
 package groupcommit

@@ -2,6 +2,7 @@ package groupcommit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/backend"
+	"github.com/stockguard/shop/internal/background"
 	"github.com/stockguard/shop/internal/backoff"
 	"github.com/stockguard/shop/internal/batch"
 	"github.com/stockguard/shop/internal/db"
@@ -40,6 +42,8 @@ type Writer[M any] struct {
 
 	idsOnce sync.Once
 	ids     order.IDSource
+
+	retries *background.Group // held requests whose batch did not commit, waiting to be tried again (retry.go)
 }
 
 // AfterCommit runs once a batch of sku has committed, with each request's
@@ -74,7 +78,7 @@ type Mode struct {
 // NewWriter returns a writer on gdb whose batches decide in mode, named in
 // the metrics as the strategy name; after and afterCarts may be nil.
 func NewWriter[M any](gdb *gorm.DB, name string, mode Mode, after AfterCommit[M], afterCarts AfterCarts[M]) *Writer[M] {
-	w := &Writer[M]{db: gdb, name: name, mode: mode, after: after, afterCarts: afterCarts, last: make(map[string]lastBatch)}
+	w := &Writer[M]{db: gdb, name: name, mode: mode, after: after, afterCarts: afterCarts, last: make(map[string]lastBatch), retries: background.New()}
 	w.skus = batch.New(maxBatch, w.write, w.forget)
 	w.carts = batch.New(maxBatch, w.writeCarts, nil)
 	return w
@@ -112,22 +116,58 @@ type Request[M any] struct {
 	Epochs []int64
 	// Meta is the caller's, handed back to its AfterCommit.
 	Meta M
+	// Retry, in a writer of Mode.Held, says that the request's units are
+	// held for this process alone: should its batch not commit before its
+	// buyer stops waiting, the writer tries it again in later batches
+	// until one commits it, or the writer closes (retry.go). Of Submit
+	// only.
+	Retry bool
 
-	done chan order.Answer // buffered: the writer never waits for the buyer
+	made   sync.Once
+	done   chan struct{} // closed once answer is set
+	ended  sync.Once
+	answer order.Answer
+	retry  retryState // of a request tried again
 }
 
 // Submit queues r for its SKU's next batch and waits for its answer.
 func (w *Writer[M]) Submit(r *Request[M]) (order.Order, bool, error) {
-	r.done = make(chan order.Answer, 1)
+	ctx := r.Ctx // a retry's batches run on a ctx of their own
 	if err := w.skus.Add(r.Order.SKU, r); err != nil {
-		return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, order.ErrClosed)
+		closing([]*Request[M]{r})
 	}
+	return r.Wait(ctx)
+}
+
+// Wait waits, as long as ctx lasts, for the answer of r, once Submit has
+// queued it: another buyer of the same request waits for it too, with a
+// ctx of its own. A request of Retry is answered once a batch commits it,
+// or the writer closes.
+func (r *Request[M]) Wait(ctx context.Context) (order.Order, bool, error) {
 	select {
-	case a := <-r.done:
-		return a.Order, a.Replayed, a.Err
-	case <-r.Ctx.Done():
-		return order.Order{}, false, stopped(r.Ctx)
+	case <-r.Done():
+		return r.answer.Order, r.answer.Replayed, r.answer.Err
+	case <-ctx.Done():
+		return order.Order{}, false, stopped(ctx)
 	}
+}
+
+// Done is closed once r has its answer.
+func (r *Request[M]) Done() <-chan struct{} { return r.finished() }
+
+func (r *Request[M]) finished() chan struct{} {
+	r.made.Do(func() { r.done = make(chan struct{}) })
+	return r.done
+}
+
+// end gives r its answer, once.
+func (r *Request[M]) end(a order.Answer) {
+	done := r.finished()
+	r.ended.Do(func() {
+		r.retry.stop()
+		r.answer = a
+		close(done)
+	})
 }
 
 // stopped is the answer of a buyer who stopped waiting, its ctx done:
@@ -137,8 +177,10 @@ func stopped(ctx context.Context) error {
 }
 
 // Close waits for every SKU's writer, and the carts', to answer its
-// buyers, once no new writer may start.
+// buyers, once no new writer may start; the requests it was trying again
+// are answered busy.
 func (w *Writer[M]) Close() {
+	w.retries.End()
 	w.skus.Close()
 	w.carts.Close()
 }
@@ -167,7 +209,7 @@ func (w *Writer[M]) write(sku string, queued []*Request[M]) {
 	w.mu.Unlock()
 	if last == leftNone && !w.mode.Held {
 		for _, p := range queued {
-			p.done <- order.Answer{Err: order.SoldOut(sku)}
+			p.end(order.Answer{Err: order.SoldOut(sku)})
 		}
 		return
 	}
@@ -217,7 +259,7 @@ func (w *Writer[M]) commit(sku string, reqs []*Request[M], run decider[M], after
 		ctx = trace.ContextWithSpan(ctx, span)
 		if ctx.Err() != nil {
 			cancel()
-			w.answer(traced, reqs, busy(reqs), false, after)
+			w.answer(traced, sku, reqs, busy(reqs), false, after)
 			return 0, false // every buyer has been answered busy
 		}
 		var answers []order.Answer
@@ -232,13 +274,14 @@ func (w *Writer[M]) commit(sku string, reqs []*Request[M], run decider[M], after
 				return err
 			})
 		}
+		ended := ctx.Err() != nil // its buyers stopped waiting mid-attempt
 		cancel()
 		if db.IsDuplicate(err) && !lookedUp {
 			lookedUp = true
 			continue
 		}
 		if err == nil {
-			w.answer(traced, reqs, answers, true, after)
+			w.answer(traced, sku, reqs, answers, true, after)
 			return left, true
 		}
 		// A duplicate key now means another SKU's batch inserted one of
@@ -246,32 +289,43 @@ func (w *Writer[M]) commit(sku string, reqs []*Request[M], run decider[M], after
 		// and its answer was lost with the connection: the next attempt
 		// finds it. A lost connection is tried again too, while buyers
 		// wait: under Mode.Held, the units are held already, and the
-		// buyer would otherwise wait for the caller to recover them.
-		if !db.IsRetryable(err) && !db.IsDuplicate(err) && !backend.Unavailable(err) {
+		// buyer would otherwise wait for the caller to recover them. A
+		// statement cut by the end of the batch's ctx is busy.
+		if !ended && !db.IsRetryable(err) && !db.IsDuplicate(err) && !backend.Unavailable(err) {
 			tracing.End(span, err)
 			answers := make([]order.Answer, len(reqs))
 			for i := range answers {
 				answers[i].Err = fmt.Errorf("order: place: %w", err)
 			}
-			w.answer(traced, reqs, answers, false, after)
+			w.answer(traced, sku, reqs, answers, false, after)
 			return 0, false
 		}
 		wait, stop := batch.Waiting(ctxsOf(reqs))
 		err = backoff.Wait(wait, attempt)
 		stop()
 		if err != nil {
-			w.answer(traced, reqs, busy(reqs), false, after)
+			w.answer(traced, sku, reqs, busy(reqs), false, after)
 			return 0, false // every buyer has been answered busy
 		}
 	}
 }
 
 // answer runs after with the batch's answers, then gives each buyer its
-// own. A buyer who has stopped waiting has heard busy already.
-func (w *Writer[M]) answer(ctx context.Context, reqs []*Request[M], answers []order.Answer, committed bool, after func(context.Context, []order.Answer, bool)) {
+// own. A buyer who has stopped waiting has heard busy already. A request
+// of Retry (of sku: never a cart) whose batch did not commit, busy, is
+// tried again instead.
+func (w *Writer[M]) answer(ctx context.Context, sku string, reqs []*Request[M], answers []order.Answer, committed bool, after func(context.Context, []order.Answer, bool)) {
 	after(ctx, answers, committed)
+	var again []*Request[M]
 	for i, p := range reqs {
-		p.done <- answers[i]
+		if !committed && p.Retry && sku != "" && errors.Is(answers[i].Err, stock.ErrBusy) {
+			again = append(again, p)
+			continue
+		}
+		p.end(answers[i])
+	}
+	if len(again) > 0 {
+		w.again(sku, again)
 	}
 }
 
@@ -280,7 +334,7 @@ func (w *Writer[M]) answer(ctx context.Context, reqs []*Request[M], answers []or
 func busy[M any](reqs []*Request[M]) []order.Answer {
 	answers := make([]order.Answer, len(reqs))
 	for i, p := range reqs {
-		answers[i].Err = stopped(p.Ctx)
+		answers[i].Err = stopped(p.waiting())
 	}
 	return answers
 }
@@ -288,7 +342,7 @@ func busy[M any](reqs []*Request[M]) []order.Answer {
 func ctxsOf[M any](reqs []*Request[M]) []context.Context {
 	ctxs := make([]context.Context, len(reqs))
 	for i, r := range reqs {
-		ctxs[i] = r.Ctx
+		ctxs[i] = r.waiting()
 	}
 	return ctxs
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/stockguard/shop/internal/background"
 )
 
 // refusedLimit is how many reconnects in a row ZooKeeper may refuse at
@@ -28,11 +30,11 @@ type ZKConn struct {
 
 	mu        sync.Mutex
 	conn      *zk.Conn
-	session   *session // the work of conn's session, ended with it
-	gen       int      // how many times conn was replaced
-	refused   int      // handshakes refused in a row
-	shaking   bool     // a handshake is under way: the TCP connection is up
-	replacing bool     // a replacement is under way
+	session   *background.Group // the work of conn's session, ended with it
+	gen       int               // how many times conn was replaced
+	refused   int               // handshakes refused in a row
+	shaking   bool              // a handshake is under way: the TCP connection is up
+	replacing bool              // a replacement is under way
 	closed    bool
 	replaces  sync.WaitGroup // the replacement under way
 }
@@ -40,7 +42,7 @@ type ZKConn struct {
 // NewZKConn dials the first connection with dial, which must pass the
 // event callback it is given to zk.Connect, and replaces it when needed.
 func NewZKConn(dial func(onEvent func(zk.Event)) (*zk.Conn, error), log *slog.Logger) (*ZKConn, error) {
-	c := &ZKConn{dial: dial, log: log, session: newSession()}
+	c := &ZKConn{dial: dial, log: log, session: background.New()}
 	conn, err := dial(c.watch(0))
 	if err != nil {
 		return nil, err
@@ -56,7 +58,7 @@ func (c *ZKConn) Conn() (*zk.Conn, int) {
 	return conn, gen
 }
 
-func (c *ZKConn) current() (*zk.Conn, int, *session) {
+func (c *ZKConn) current() (*zk.Conn, int, *background.Group) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.conn, c.gen, c.session
@@ -77,7 +79,7 @@ func (c *ZKConn) Close() error {
 	c.mu.Unlock()
 	c.replaces.Wait()
 	conn, _, s := c.current()
-	s.end()
+	s.End()
 	conn.Close()
 	return nil
 }
@@ -133,46 +135,11 @@ func (c *ZKConn) replace(gen int) {
 		return
 	}
 	old, ended := c.conn, c.session
-	c.conn, c.session, c.gen, c.refused, c.shaking = conn, newSession(), gen+1, 0, false
+	c.conn, c.session, c.gen, c.refused, c.shaking = conn, background.New(), gen+1, 0, false
 	c.mu.Unlock()
-	ended.end()
+	ended.End()
 	old.Close()
 	c.log.Warn("zookeeper: refused the session at every reconnect, as an ensemble restarted without its data does; connected anew")
-}
-
-// session is the background work of one ZooKeeper session, which ends,
-// and is waited for, with the session's connection.
-type session struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-
-	mu    sync.Mutex
-	ended bool
-	work  sync.WaitGroup
-}
-
-func newSession() *session {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &session{ctx: ctx, cancel: cancel}
-}
-
-// Go runs fn in the background with a ctx that ends with the session;
-// once the session has ended, it runs nothing.
-func (s *session) Go(fn func(ctx context.Context)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.ended {
-		s.work.Go(func() { fn(s.ctx) })
-	}
-}
-
-// end ends the session's ctx and waits for its work.
-func (s *session) end() {
-	s.mu.Lock()
-	s.ended = true
-	s.mu.Unlock()
-	s.cancel()
-	s.work.Wait()
 }
 
 // ZooKeeperOn is ZooKeeper on a ZKConn's current connection: it makes a

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/stockguard/shop/internal/background"
 )
 
 // ZooKeeperOptions configures ZooKeeper. A nil *ZooKeeperOptions is valid.
@@ -39,7 +41,7 @@ type ZooKeeper struct {
 	locker
 	conn    *zk.Conn
 	root    string
-	session *session // the releases it sends again in the background
+	session *background.Group // the releases it sends again in the background
 }
 
 var _ Locker = (*ZooKeeper)(nil)
@@ -50,14 +52,14 @@ var zkACL = zk.WorldACL(zk.PermAll)
 // connection's session timeout is the lease: how long the lock outlives a
 // holder that stops answering. Close it before the connection.
 func NewZooKeeper(conn *zk.Conn, opts *ZooKeeperOptions) (*ZooKeeper, error) {
-	return newZooKeeper(conn, opts, newSession())
+	return newZooKeeper(conn, opts, background.New())
 }
 
 // Close stops sending again the releases that a lost connection cut short,
 // and waits for them: after it, the connection may be closed.
-func (z *ZooKeeper) Close() { z.session.end() }
+func (z *ZooKeeper) Close() { z.session.End() }
 
-func newZooKeeper(conn *zk.Conn, opts *ZooKeeperOptions, s *session) (*ZooKeeper, error) {
+func newZooKeeper(conn *zk.Conn, opts *ZooKeeperOptions, s *background.Group) (*ZooKeeper, error) {
 	root := "/stockguard/locks"
 	if opts != nil && opts.Root != "" {
 		root = opts.Root

@@ -58,6 +58,10 @@ type Lua struct {
 	fixing     map[string]bool
 	closed     bool           // by Close: no fix starts again
 	fixes      sync.WaitGroup // the fixes under way
+	// flights are the reservations it holds and persists (flights.go),
+	// under flying.
+	flying  sync.Mutex
+	flights map[flight]*groupcommit.Request[reservation]
 	// failures counts the Redis failures this process has seen, and
 	// checked, by SKU, the count when its state was last checked against
 	// the database (behind.go); server is the Redis server it last dialled.
@@ -112,9 +116,11 @@ func OptionsOf(cfg config.Config, rules order.Rules) *Options {
 // group-commit writer: the reservation's id in its SKU's stream, and the
 // Redis stock it was taken from, the SKU or one of its buckets
 // (redisstock.BucketOf); of a cart, its saga and the buckets that hold its
-// lines (luacart.go).
+// lines (luacart.go). foreign says that another process holds it in the
+// log, and a buyer's retry persists it here (flights.go).
 type reservation struct {
 	entry, bucket string
+	foreign       bool
 	saga          string
 	held          []string
 }
@@ -133,7 +139,8 @@ func New(gdb *gorm.DB, rdb redis.UniversalClient, opts *Options) *Lua {
 	o.Buckets = max(o.Buckets, 1)
 	l := &Lua{db: gdb, redis: redisstock.New(rdb, o.Prefix), single: stock.NewAtomic(gdb), reads: order.NewFirstReads(gdb),
 		rules: o.Rules, idle: o.ClaimIdle, answerTTL: o.AnswerTTL, buckets: o.Buckets, log: cmp.Or(o.Log, slog.Default()), redisFailed: &logrepeat.Suppressor{Logger: cmp.Or(o.Log, slog.Default())}, rebuilding: make(chan struct{}, 1),
-		epochs: make(map[string]int64), reading: make(map[string]chan struct{}), fixing: make(map[string]bool), checked: make(map[string]uint64)}
+		epochs: make(map[string]int64), reading: make(map[string]chan struct{}), fixing: make(map[string]bool), checked: make(map[string]uint64),
+		flights: make(map[flight]*groupcommit.Request[reservation])}
 	l.w = groupcommit.NewWriter(gdb, "lua", groupcommit.Mode{Rules: o.Rules, Held: true}, l.settle, l.settleCarts)
 	rdb.AddHook(watch{l})
 	for _, result := range []string{"persisted", "released"} {
@@ -157,6 +164,7 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest) (order.Order, boo
 	res := redisstock.Reservation{UserID: r.UserID, Key: r.IdempotencyKey, Quantity: r.Quantity}
 	lookedUp := false
 	var over *redisstock.OverLimitError
+	var pending *redisstock.InProgressError
 	doubts := 0
 	route := l.route(r.SKU, r.UserID)
 	for attempt := 0; ; attempt++ {
@@ -183,9 +191,15 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest) (order.Order, boo
 		case err == nil && id == "":
 			a := order.ReplayStored(answer, r)
 			return a.Order, a.Replayed, a.Err
-		case err == nil:
-			o, replayed, err := l.w.Submit(&groupcommit.Request[reservation]{Ctx: ctx, Order: r, Epoch: epoch,
-				Meta: reservation{entry: id, bucket: route[0]}})
+		case err == nil, errors.As(err, &pending):
+			// Its reservation, or its key's earlier one, which another
+			// process holds, or this one persists already: a retry
+			// commits it, or waits for it (flights.go).
+			meta := reservation{entry: id, bucket: route[0]}
+			if pending != nil {
+				meta = reservation{entry: pending.ID, bucket: route[0], foreign: true}
+			}
+			o, replayed, err := l.send(&groupcommit.Request[reservation]{Ctx: ctx, Order: r, Epoch: epoch, Meta: meta})
 			o, replayed, err = l.reads.CheckRefusal(ctx, r, o, replayed, err)
 			return o, replayed, l.storeRefusal(ctx, r, err)
 		case errors.Is(err, redisstock.ErrLookup) && !lookedUp:
@@ -255,10 +269,16 @@ func (l *Lua) storeRefusal(ctx context.Context, r order.PlaceRequest, err error)
 // settle runs once a batch has committed: its reservations are in the
 // database now, or were refused, and leave the stream.
 func (l *Lua) settle(ctx context.Context, sku string, batch []*groupcommit.Request[reservation], answers []order.Answer) {
-	ss := make([]redisstock.Settlement, len(batch))
+	l.landed(batch)
+	ss := make([]redisstock.Settlement, 0, len(batch))
 	refused := false
+	settles := settlers(batch, answers)
 	for i, p := range batch {
-		s := &ss[i]
+		if !settles[i] {
+			continue
+		}
+		ss = append(ss, redisstock.Settlement{})
+		s := &ss[len(ss)-1]
 		s.Bucket = p.Meta.bucket
 		s.Reservation = redisstock.Reservation{ID: p.Meta.entry, UserID: p.Order.UserID, Key: p.Order.IdempotencyKey, Quantity: p.Order.Quantity}
 		// An order is its buyer's answer, kept with its XACK. A refusal
@@ -344,7 +364,8 @@ func (l *Lua) Placement() order.Placement {
 }
 
 // Close answers the buyers its writer holds and waits for the work it
-// runs in the background: the writers, the first reads and the fixes. A
+// runs in the background: the writers, the first reads and the fixes. The
+// reservations its writer was trying again stay pending, for the claim. A
 // buyer who comes after it is answered busy.
 func (l *Lua) Close() {
 	l.w.Close()

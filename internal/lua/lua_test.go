@@ -32,6 +32,9 @@ import (
 type luaShop struct {
 	*order.Service
 	lua *lua.Lua
+	// stop closes the shop, once: at cleanup, or when a test stops it
+	// first, as a process that dies.
+	stop func()
 }
 
 // luaFleet is instances of the lua strategy on one database and Redis
@@ -42,6 +45,8 @@ type luaFleet struct {
 	prefix string
 	stock  *redisstock.Stock // the Redis half of lua, read directly
 	new    func() luaShop
+	// newWith is new with the configuration changed by set first.
+	newWith func(set func(*config.Config)) luaShop
 }
 
 // newLuaFleet opens a fresh database and Redis namespace for lua; set,
@@ -60,11 +65,19 @@ func newLuaFleet(t *testing.T, set func(*config.Config)) luaFleet {
 	rdb := backend.NewRedis(backend.RedisOptions(cfg))
 	t.Cleanup(func() { rdb.Close() })
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
-	return luaFleet{gdb: gdb, rdb: rdb, prefix: cfg.RedisPrefix, stock: redisstock.New(rdb, cfg.RedisPrefix), new: func() luaShop {
+	f := luaFleet{gdb: gdb, rdb: rdb, prefix: cfg.RedisPrefix, stock: redisstock.New(rdb, cfg.RedisPrefix)}
+	f.newWith = func(set func(*config.Config)) luaShop {
+		cfg := cfg
+		set(&cfg)
 		b := strategytest.Backends(t, s, cfg)
 		l := lua.New(b.DB, b.Redis, lua.OptionsOf(cfg, order.Rules{Limit: cfg.PerUserLimit}))
-		return luaShop{order.NewService(b.DB, l.Placement(), nil), l}
-	}}
+		svc := order.NewService(b.DB, l.Placement(), nil)
+		stop := sync.OnceFunc(svc.Close)
+		t.Cleanup(stop) // before the backends close
+		return luaShop{svc, l, stop}
+	}
+	f.new = func() luaShop { return f.newWith(func(*config.Config) {}) }
+	return f
 }
 
 // redisAvailable reads the SKU's available from Redis; -1 with no state.

@@ -277,8 +277,8 @@ func (l *Lua) Reconcile(ctx context.Context, token int64) (Report, error) {
 }
 
 // persist puts reservations claimed from bucket, a SKU or a bucket of one,
-// through the writer, as their buyers' own would have been, and counts
-// those now in the database.
+// through the writer, as their buyers' own would have been, tried again
+// until the database takes them, and counts those now in the database.
 func (l *Lua) persist(ctx context.Context, bucket string, epoch int64, claimed []redisstock.Reservation) int {
 	sku, _ := redisstock.SplitBucket(bucket)
 	var wg sync.WaitGroup
@@ -286,7 +286,7 @@ func (l *Lua) persist(ctx context.Context, bucket string, epoch int64, claimed [
 	n := 0
 	for _, r := range claimed {
 		wg.Go(func() {
-			_, replayed, err := l.w.Submit(&groupcommit.Request[reservation]{Ctx: ctx, Epoch: epoch,
+			_, replayed, err := l.send(&groupcommit.Request[reservation]{Ctx: ctx, Epoch: epoch,
 				Meta:  reservation{entry: r.ID, bucket: bucket},
 				Order: order.PlaceRequest{SKU: sku, UserID: r.UserID, Quantity: r.Quantity, IdempotencyKey: r.Key}})
 			if err == nil && !replayed {

@@ -97,9 +97,9 @@ type Terms struct {
 	// database.
 	LookedUp bool
 	// TakeOver is how long the key's earlier reservation, still in the
-	// log, must have been pending before this request takes it over: until
-	// then its process may still be persisting it
-	// (idempotency.ErrInProgress).
+	// log, must have been pending before this request takes it over, as
+	// the claim would: until then its process may still be persisting it
+	// (*InProgressError).
 	TakeOver time.Duration
 	// Refusals is what a refusal keeps as the key's answer.
 	Refusals Refusals
@@ -122,7 +122,7 @@ type Refusals struct {
 // returns its id. Its refusals, ErrSoldOut and ErrOverLimit (with what the
 // user holds, as *OverLimitError), are kept as the key's answer, as
 // t.Keep says. It returns ErrStale, idempotency.ErrKeyReused,
-// idempotency.ErrInProgress, ErrLookup and ErrInDoubt too.
+// *InProgressError, ErrLookup and ErrInDoubt too.
 //
 // A refusal is final: the key has no order that Redis does not know of.
 func (s *Stock) Reserve(ctx context.Context, sku string, r Reservation, t Terms) (id, answer string, err error) {
@@ -148,7 +148,7 @@ func (s *Stock) Reserve(ctx context.Context, sku string, r Reservation, t Terms)
 	case "reused":
 		return "", "", fmt.Errorf("stock: reserve: %w: %s's key %q has a reservation or answer for another quantity %s", idempotency.ErrKeyReused, r.UserID, r.Key, v[1])
 	case "in-progress":
-		return "", "", fmt.Errorf("stock: reserve: %w: %s's key %q has a reservation being persisted: %s", idempotency.ErrInProgress, r.UserID, r.Key, v[1])
+		return "", "", fmt.Errorf("stock: reserve: %s's key %q: %w", r.UserID, r.Key, &InProgressError{ID: v[1]})
 	case "lookup":
 		return "", "", fmt.Errorf("%w: %s's key %q", ErrLookup, r.UserID, r.Key)
 	case "in-doubt":
@@ -163,6 +163,18 @@ func (s *Stock) Reserve(ctx context.Context, sku string, r Reservation, t Terms)
 		return "", "", fmt.Errorf("%w: reserve: %q", ErrUnknownReply, v)
 	}
 }
+
+// InProgressError is idempotency.ErrInProgress from Reserve: the key's
+// reservation, ID in the log, is pending for a process that took it less
+// than Terms.TakeOver ago, and may be persisting it.
+type InProgressError struct{ ID string }
+
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("%v: its reservation %s is being persisted", idempotency.ErrInProgress, e.ID)
+}
+
+// Is makes it idempotency.ErrInProgress.
+func (e *InProgressError) Is(target error) bool { return target == idempotency.ErrInProgress }
 
 // OverLimitError is ErrOverLimit, with what the user held.
 type OverLimitError struct{ Held int }
