@@ -71,7 +71,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		rate = buyer.NewLimiter(b.Redis, cfg.BuyerRate.N, cfg.BuyerRate.Period, cfg.RedisPrefix, log)
 	}
 	orders := order.NewService(b.DB, placement, &order.Options{
-		Keys: &order.KeyOptions{Redis: b.Redis, Prefix: cfg.RedisPrefix, TTL: cfg.IdempotencyTTL}})
+		Keys:         &order.KeyOptions{Redis: b.Redis, Prefix: cfg.RedisPrefix, TTL: cfg.IdempotencyTTL},
+		SoldOutLease: cfg.Lease()})
 	a.orders = orders
 	a.startJobs(ctx, b, cfg, log, orders, placement)
 	a.keys = idempotency.NewStore(b.Redis, &idempotency.Options{

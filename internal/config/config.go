@@ -43,6 +43,7 @@ type Config struct {
 	LockTTL        time.Duration // SHOP_LOCK_TTL
 	RequestTimeout time.Duration // SHOP_REQUEST_TIMEOUT
 	IdempotencyTTL time.Duration // SHOP_IDEMPOTENCY_TTL
+	SoldOutLease   time.Duration // SHOP_SOLD_OUT_LEASE; 0 takes none; see Lease
 	PerUserLimit   int           // SHOP_PER_USER_LIMIT; 0 means none
 	SKUBuckets     int           // SHOP_SKU_BUCKETS: lua's Redis stock of each SKU, split
 	ClaimIdle      time.Duration // SHOP_CLAIM_IDLE
@@ -362,3 +363,8 @@ func List(s string) []string {
 	}
 	return items
 }
+
+// Lease is the length of the sold-out leases the shop takes: at most
+// SHOP_SOLD_OUT_LEASE, and at most a quarter of SHOP_REQUEST_TIMEOUT,
+// since a refund waits for the leases to end within its request.
+func (c Config) Lease() time.Duration { return min(c.SoldOutLease, c.RequestTimeout/4) }

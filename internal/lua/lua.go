@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -236,6 +237,21 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest) (order.Order, boo
 	}
 }
 
+// KeepFirst implements order.KeepFirst, in the buyer's home bucket, where
+// its answers are kept. Should Redis fail, nothing is kept.
+func (l *Lua) KeepFirst(ctx context.Context, r order.PlaceRequest, answer string) (order.Answer, bool) {
+	record, found, err := l.redis.KeepFirst(ctx, l.route(r.SKU, r.UserID)[0], r.UserID, r.IdempotencyKey, r.Quantity, answer, l.answerTTL)
+	l.dropped(ctx, "keep", err)
+	if !found {
+		return order.Answer{}, false
+	}
+	first, kept, ok := idempotency.Decode(record)
+	if ok && first != strconv.Itoa(r.Quantity) {
+		return order.Answer{Err: fmt.Errorf("order: place: %w: its first request was for %s units", idempotency.ErrKeyReused, first)}, true
+	}
+	return order.ReplayStored(kept, r), true
+}
+
 // route is the order in which a buyer tries sku's buckets: its home
 // bucket, a hash of the buyer, where its answers are kept too, then every
 // other, from a random one on. So a buyer hears sold out only once every
@@ -359,7 +375,7 @@ func (l *Lua) fix(sku string) {
 // the key, and the writer keeps the answer with its XACK. Its
 // reconciliation is the app's to run.
 func (l *Lua) Placement() order.Placement {
-	return order.Placement{Guard: l, Rules: l.rules, Placer: l, Carts: l, StoresKeys: true, Refunder: l, Restocker: l, Sale: l, Close: l.Close,
+	return order.Placement{Guard: l, Rules: l.rules, Placer: l, Carts: l, StoresKeys: true, KeepFirst: l.KeepFirst, Refunder: l, Restocker: l, Sale: l, Close: l.Close,
 		Reconcile: func(ctx context.Context, token int64) (order.Reconciliation, error) { return l.Reconcile(ctx, token) }}
 }
 

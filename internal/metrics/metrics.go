@@ -58,6 +58,14 @@ var (
 	// guards alone).
 	Idempotency = counter("shop_idempotency_total", "Idempotency-Key store answers other than a new request.", "result")
 
+	// SoldOutLeases counts the sold-out leases this instance took, and
+	// SoldOutLeaseAnswers the buyers it told sold out under one, without
+	// asking the strategy (internal/order/soldout.go).
+	SoldOutLeases = register(prometheus.NewCounter(prometheus.CounterOpts{Name: "shop_sold_out_leases_total",
+		Help: "Sold-out leases this instance took on SKUs' rows."}))
+	SoldOutLeaseAnswers = register(prometheus.NewCounter(prometheus.CounterOpts{Name: "shop_sold_out_lease_answers_total",
+		Help: "Buyers told sold out under a sold-out lease, without asking the strategy."}))
+
 	// RateFailedOpen counts requests let through the per-buyer rate limit
 	// unchecked because Redis did not answer it.
 	RateFailedOpen = register(prometheus.NewCounter(prometheus.CounterOpts{Name: "shop_buyer_rate_failed_open_total",

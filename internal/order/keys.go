@@ -136,12 +136,27 @@ func (k *keys) find(ctx context.Context, r PlaceRequest) (a Answer, found bool) 
 		}
 		return Answer{}, false
 	}
+	return replayRecord(v, r), true
+}
+
+// keepFirst implements KeepFirst: one SET NX GET.
+func (k *keys) keepFirst(ctx context.Context, r PlaceRequest, answer string) (Answer, bool) {
+	v, err := k.pipe.Do(ctx, "SET", k.key(r), idempotency.Record(fingerprint(r), answer), "NX", "GET", "PX", k.ttl.Milliseconds()).Text()
+	if err != nil { // redis.Nil: kept now
+		return Answer{}, false
+	}
+	return replayRecord(v, r), true
+}
+
+// replayRecord is the record v, kept under r's key, replayed to r; a
+// record of another request refuses r as a reused key.
+func replayRecord(v string, r PlaceRequest) Answer {
 	first, answer, ok := idempotency.Decode(v)
 	if ok && first != fingerprint(r) {
 		sku, quantity := asked(first)
-		return Answer{Err: fmt.Errorf("order: place: %w: its first request was for %s of %s", idempotency.ErrKeyReused, quantity, sku)}, true
+		return Answer{Err: fmt.Errorf("order: place: %w: its first request was for %s of %s", idempotency.ErrKeyReused, quantity, sku)}
 	}
-	return ReplayStored(answer, r), true
+	return ReplayStored(answer, r)
 }
 
 // store keeps err as r's answer if it is a final refusal. Should Redis fail,

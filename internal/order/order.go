@@ -77,6 +77,10 @@ type Options struct {
 	// Keys, when set, has the service keep its buyers' Idempotency-Keys
 	// for orders (StoresKeys, keys.go).
 	Keys *KeyOptions
+	// SoldOutLease is the length of the sold-out leases the service takes
+	// to answer sold out from memory (soldout.go), on MySQL, where its
+	// buyers' keys are kept; 0 takes none.
+	SoldOutLease time.Duration
 }
 
 // Service places, refunds and reads orders.
@@ -86,7 +90,8 @@ type Service struct {
 	// (complete), by the strategy or by the service, under its one Rules.
 	strategy Placement
 	reads    *FirstReads
-	keys     *keys // nil: the caller keeps them
+	keys     *keys    // nil: the caller keeps them
+	soldOut  *soldOut // nil: every buyer asks the strategy
 }
 
 // NewService returns a Service that places orders through p, which the
@@ -95,6 +100,15 @@ func NewService(gdb *gorm.DB, p Placement, opts *Options) *Service {
 	s := &Service{db: gdb, reads: NewFirstReads(gdb)}
 	if opts != nil && opts.Keys != nil {
 		s.keys = newKeys(opts.Keys)
+	}
+	if opts != nil && opts.SoldOutLease > 0 && !db.IsSQLite(gdb) {
+		keep := p.KeepFirst
+		if !p.StoresKeys && s.keys != nil {
+			keep = s.keys.keepFirst
+		}
+		if keep != nil {
+			s.soldOut = newSoldOut(gdb, opts.SoldOutLease, keep)
+		}
 	}
 	s.strategy = s.complete(p)
 	return s

@@ -39,6 +39,11 @@ type Placement struct {
 	// Idempotency-Keys themselves, in the step that decides them (lua, in
 	// Redis); their answers are those of the service's own keys (keys.go).
 	StoresKeys bool
+	// KeepFirst keeps a sold-out answer under its key, or returns the
+	// key's earlier one, where StoresKeys says the placement keeps the
+	// keys: lua's, in Redis. With it, the service answers sold out from
+	// its leases (soldout.go).
+	KeepFirst KeepFirst
 	// Refunder gives an order's units back: lua, which also takes them
 	// off what the user holds in Redis.
 	Refunder Refunder
@@ -90,6 +95,9 @@ func (s *Service) complete(p Placement) Placement {
 	}
 	if s.keys != nil && !p.StoresKeys {
 		p.Placer, p.Carts = s.keys.around(p.Placer.Place), s.keys.around(p.Carts.PlaceCart)
+	}
+	if s.soldOut != nil {
+		p.Placer = s.soldOut.around(p.Placer.Place)
 	}
 	if s.keys != nil || p.StoresKeys {
 		p.Placer, p.Carts = counted(p.Placer.Place), counted(p.Carts.PlaceCart)
@@ -191,6 +199,9 @@ type Reconciliation interface {
 // answered busy.
 func (s *Service) Close() {
 	s.reads.Close()
+	if s.soldOut != nil {
+		s.soldOut.close()
+	}
 	s.strategy.Close()
 	if s.keys != nil {
 		s.keys.pipe.Close()

@@ -36,6 +36,9 @@ func giveBack(ctx context.Context, gdb *gorm.DB, lines []Line, fn Fn) error {
 				return fmt.Errorf("%w: %s", ErrNotFound, l.SKU)
 			}
 		}
+		if err := awaitLeases(tx, lines); err != nil {
+			return err
+		}
 		return fn(Tx{tx})
 	})
 }

@@ -292,6 +292,13 @@ func fencedOnce(ctx context.Context, gdb *gorm.DB, lines []fencedLine, fn Fn) er
 		if err := sh.err(); err != nil {
 			return err
 		}
+		plain := make([]Line, len(lines))
+		for i, l := range lines {
+			plain[i] = l.Line
+		}
+		if err := awaitLeases(tx, plain); err != nil {
+			return err
+		}
 		return fn(Tx{tx})
 	})
 }

@@ -39,6 +39,9 @@ func (s *None) AdjustLines(ctx context.Context, lines []Line, fn Fn) error {
 				return err
 			}
 		}
+		if err := awaitLeases(tx, lines); err != nil {
+			return err
+		}
 		return fn(Tx{tx})
 	})
 }

@@ -51,6 +51,9 @@ func (s *Optimistic) AdjustLines(ctx context.Context, lines []Line, fn Fn) error
 					return errConflict
 				}
 			}
+			if err := awaitLeases(tx, lines); err != nil {
+				return err
+			}
 			return fn(Tx{tx})
 		})
 		if err != errConflict {

@@ -44,6 +44,9 @@ func (s *Pessimistic) AdjustLines(ctx context.Context, lines []Line, fn Fn) erro
 		if err := sh.err(); err != nil {
 			return err
 		}
+		if err := awaitLeases(tx, lines); err != nil {
+			return err
+		}
 		return fn(Tx{tx})
 	})
 }

@@ -16,7 +16,10 @@ import (
 func change(tx *gorm.DB, sku string, delta int) (bool, error) {
 	res := tx.Exec(`UPDATE stock_items SET available = available + ?, version = version + 1, updated_at = ?
 		WHERE sku = ? AND available + ? >= 0`, delta, now(), sku, delta)
-	return res.RowsAffected == 1, res.Error
+	if res.Error != nil || res.RowsAffected != 1 {
+		return false, res.Error
+	}
+	return true, awaitLeases(tx, []Line{{SKU: sku, Delta: delta}})
 }
 
 // Take takes n units of sku, in tx, if it has them, and reports whether
@@ -59,6 +62,10 @@ func AvailableOf(gdb *gorm.DB, sku string) *gorm.DB {
 
 // Delete deletes sku's row, in tx, or fails with ErrNotFound.
 func Delete(tx *gorm.DB, sku string) error {
+	// Once deleted, sku may be set up again: its leases end first.
+	if err := awaitLeases(tx, []Line{{SKU: sku, Delta: 1}}); err != nil {
+		return err
+	}
 	res := tx.Where("sku = ?", sku).Delete(&Item{})
 	if res.Error == nil && res.RowsAffected == 0 {
 		return fmt.Errorf("%w: %s", ErrNotFound, sku)

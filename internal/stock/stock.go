@@ -74,6 +74,10 @@ func Get(ctx context.Context, tx *gorm.DB, sku string) (Item, error) {
 func Reset(ctx context.Context, tx *gorm.DB, sku string, quantity int) error {
 	it := Item{SKU: sku, Initial: quantity, Available: quantity, UpdatedAt: now()}
 	return tx.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// A SKU sold out under a lease sells again only once it ended.
+		if err := awaitLeases(tx, []Line{{SKU: sku, Delta: 1}}); err != nil {
+			return err
+		}
 		err := tx.Clauses(clause.OnConflict{
 			Columns:   []clause.Column{{Name: "sku"}},
 			DoUpdates: clause.AssignmentColumns([]string{"initial", "available", "version", "fence", "updated_at"}),
@@ -117,6 +121,9 @@ func Set(tx *gorm.DB, sku string, n int, expected *int) (delta int, err error) {
 	}
 	delta = n - available
 	if err := tx.Exec(`UPDATE stock_items SET available = ?, version = version + 1, updated_at = ? WHERE sku = ?`, n, now(), sku).Error; err != nil {
+		return 0, err
+	}
+	if err := awaitLeases(tx, []Line{{SKU: sku, Delta: delta}}); err != nil {
 		return 0, err
 	}
 	return delta, Record(tx, Movement{SKU: sku, Delta: delta, Reason: ReasonSet, Actor: ActorAdmin})

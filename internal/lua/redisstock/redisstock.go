@@ -196,6 +196,21 @@ func (s *Stock) Store(ctx context.Context, sku, user, key string, quantity int, 
 	return nil
 }
 
+// KeepFirst keeps answer as the final answer to user's request for
+// quantity under key, as Store does, unless the key has an answer kept
+// already: it then returns that one's record, with found. One SET NX GET,
+// in the next pipeline.
+func (s *Stock) KeepFirst(ctx context.Context, sku, user, key string, quantity int, answer string, ttl time.Duration) (record string, found bool, err error) {
+	v, err := s.pipe.Do(ctx, "SET", s.answerKey(sku, user, key), Reservation{Quantity: quantity}.record(answer), "NX", "GET", "PX", ttl.Milliseconds()).Text()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("stock: keep: %w", err)
+	}
+	return v, true, nil
+}
+
 // Unkeep forgets the answer kept for user's key, as Reserve kept a
 // refusal that came from a state it no longer trusts.
 func (s *Stock) Unkeep(ctx context.Context, sku, user, key string) error {

@@ -1,0 +1,1 @@
+ALTER TABLE stock_items DROP COLUMN sold_out_until;
