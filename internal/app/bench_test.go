@@ -10,8 +10,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/stockguard/shop/internal/app"
 	"github.com/stockguard/shop/internal/httpapi"
+	"github.com/stockguard/shop/internal/metrics"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -30,10 +33,27 @@ const benchBuyers = 32
 // what the shop's own code costs an order, the servers' share aside.
 func BenchmarkOrder(b *testing.B) {
 	testinfra.NeedsRealServers(b, "it measures the strategies on MySQL and Redis")
-	b.Run("http-echo", func(b *testing.B) { orders(b, httpapi.Echo(), one("echo")) })
+	b.Run("http-echo", func(b *testing.B) { orders(b, httpapi.Echo(), one("echo"), http.StatusCreated) })
 	for _, s := range strategy.All() {
 		b.Run(s.Name, func(b *testing.B) {
-			orders(b, shopOf(b, s, "bench-"+s.Name), one("bench-"+s.Name))
+			orders(b, shopOf(b, s, 1000000000, "bench-"+s.Name), one("bench-"+s.Name), http.StatusCreated)
+		})
+	}
+}
+
+// BenchmarkRefusal is BenchmarkOrder on a SKU that is sold out: every
+// buyer is refused, as nearly every buyer of a flash sale is. Each
+// strategy's first refusals ask it; the next are answered from the
+// instance's sold-out lease (internal/order/soldout.go).
+func BenchmarkRefusal(b *testing.B) {
+	testinfra.NeedsRealServers(b, "it measures the strategies on MySQL and Redis")
+	b.Run("http-echo", func(b *testing.B) { orders(b, httpapi.Echo(), one("echo"), http.StatusCreated) })
+	for _, s := range strategy.All() {
+		b.Run(s.Name, func(b *testing.B) {
+			h := shopOf(b, s, 0, "refused-"+s.Name)
+			leased := testutil.ToFloat64(metrics.SoldOutLeaseAnswers)
+			orders(b, h, one("refused-"+s.Name), http.StatusConflict)
+			b.ReportMetric((testutil.ToFloat64(metrics.SoldOutLeaseAnswers)-leased)/float64(b.N), "leased/op")
 		})
 	}
 }
@@ -50,18 +70,18 @@ func BenchmarkCart(b *testing.B) {
 				b.Fatal(err)
 			}
 			skus := []string{"cart-" + name + "-a", "cart-" + name + "-b", "cart-" + name + "-c"}
-			h := shopOf(b, s, skus...)
+			h := shopOf(b, s, 1000000000, skus...)
 			orders(b, h, func(user string) string {
 				return fmt.Sprintf(`{"user_id":%q,"items":[{"sku":%q,"quantity":1},{"sku":%q,"quantity":1},{"sku":%q,"quantity":1}]}`,
 					user, skus[2], skus[0], skus[1])
-			})
+			}, http.StatusCreated)
 		})
 	}
 }
 
-// shopOf starts a shop of strategy s, in process, with a billion units of
-// each of skus, and returns its handler.
-func shopOf(b *testing.B, s strategy.Strategy, skus ...string) http.Handler {
+// shopOf starts a shop of strategy s, in process, with units of each of
+// skus, and returns its handler.
+func shopOf(b *testing.B, s strategy.Strategy, units int, skus ...string) http.Handler {
 	env := strategytest.Env(b, s)
 	env["SHOP_ADMIN_TOKEN"] = "bench"
 	shop, err := app.New(b.Context(), strategytest.Load(b, env), slog.New(slog.DiscardHandler))
@@ -70,7 +90,7 @@ func shopOf(b *testing.B, s strategy.Strategy, skus ...string) http.Handler {
 	}
 	b.Cleanup(func() { shop.Close() })
 	for _, sku := range skus {
-		serve(b, shop.Handler, "PUT", "/api/v1/stock/"+sku, `{"quantity":1000000000}`, http.StatusOK, "Authorization", "Bearer bench")
+		serve(b, shop.Handler, "PUT", "/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, units), http.StatusOK, "Authorization", "Bearer bench")
 	}
 	return shop.Handler
 }
@@ -81,8 +101,8 @@ func one(sku string) func(user string) string {
 }
 
 // orders places b.N orders through h, each with the body that body gives
-// its user, benchBuyers per core at once.
-func orders(b *testing.B, h http.Handler, body func(user string) string) {
+// its user, benchBuyers per core at once, each answered want.
+func orders(b *testing.B, h http.Handler, body func(user string) string, want int) {
 	run := rand.Text()[:8] // users and keys are new in every round
 	var n atomic.Int64
 	b.ReportAllocs()
@@ -92,7 +112,7 @@ func orders(b *testing.B, h http.Handler, body func(user string) string) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			user := fmt.Sprint(run, "-", n.Add(1))
-			serve(b, h, "POST", "/api/v1/orders", body(user), http.StatusCreated, "Idempotency-Key", user)
+			serve(b, h, "POST", "/api/v1/orders", body(user), want, "Idempotency-Key", user)
 		}
 	})
 	b.ReportMetric(float64((processCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")

@@ -15,6 +15,7 @@ import (
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/buyer"
 	"github.com/stockguard/shop/internal/idempotency"
+	"github.com/stockguard/shop/internal/jsonenc"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/payment"
 	"github.com/stockguard/shop/internal/stock"
@@ -92,13 +93,50 @@ func problemOf(c *gin.Context, slug, detail string, with func(*Problem)) {
 	if slug == "unauthorized" && c.Writer.Header().Get("WWW-Authenticate") == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="stockguard"`)
 	}
-	c.Header("Content-Type", "application/problem+json")
 	c.Set(problemKey, slug)
 	pr := Problem{Type: slug, Title: p.title, Status: p.status, Detail: detail, Instance: c.Request.URL.Path}
 	if with != nil {
 		with(&pr)
 	}
-	c.AbortWithStatusJSON(p.status, pr)
+	buf := answers.Get().(*[]byte)
+	defer answers.Put(buf)
+	*buf = pr.appendJSON((*buf)[:0])
+	c.Abort()
+	c.Data(p.status, "application/problem+json", *buf)
+}
+
+// appendJSON appends p as JSON, byte for byte as encoding/json writes it:
+// a refusal, the most common answer of a sale, costs no reflection.
+func (p Problem) appendJSON(b []byte) []byte {
+	b = append(b, `{"type":`...)
+	b = jsonenc.AppendString(b, p.Type)
+	b = append(b, `,"title":`...)
+	b = jsonenc.AppendString(b, p.Title)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(p.Status), 10)
+	if p.Detail != "" {
+		b = append(b, `,"detail":`...)
+		b = jsonenc.AppendString(b, p.Detail)
+	}
+	if p.Instance != "" {
+		b = append(b, `,"instance":`...)
+		b = jsonenc.AppendString(b, p.Instance)
+	}
+	if len(p.SKUs) > 0 {
+		b = append(b, `,"skus":[`...)
+		for i, s := range p.SKUs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonenc.AppendString(b, s)
+		}
+		b = append(b, ']')
+	}
+	if p.Available != nil {
+		b = append(b, `,"available":`...)
+		b = strconv.AppendInt(b, int64(*p.Available), 10)
+	}
+	return append(b, '}')
 }
 
 // fail maps an error from the layers below to its problem: the one place
@@ -106,7 +144,13 @@ func problemOf(c *gin.Context, slug, detail string, with func(*Problem)) {
 func (a *api) fail(c *gin.Context, err error) {
 	var limited *buyer.LimitedError
 	var notExpected *stock.NotExpectedError
+	var short interface{ Short() []string }
 	switch {
+	case errors.As(err, &short) && errors.Is(err, stock.ErrSoldOut):
+		// First: nearly every answer of a sale. The SKUs that were short,
+		// a cart's too.
+		skus := short.Short()
+		problemOf(c, "sold-out", "not enough stock of "+quoted(skus), func(p *Problem) { p.SKUs = skus })
 	case errors.Is(err, buyer.ErrUnauthorized):
 		problem(c, "unauthorized", reason("missing or bad token", err, buyer.ErrUnauthorized))
 	case errors.Is(err, payment.ErrSignature):
@@ -131,12 +175,7 @@ func (a *api) fail(c *gin.Context, err error) {
 	case errors.Is(err, order.ErrNotFound):
 		problem(c, "not-found", fmt.Sprintf("order %s does not exist", subject(err, order.ErrNotFound)))
 	case errors.Is(err, stock.ErrSoldOut):
-		var short interface{ Short() []string }
-		errors.As(err, &short)
 		skus := []string{subject(err, stock.ErrSoldOut)}
-		if short != nil {
-			skus = short.Short()
-		}
 		problemOf(c, "sold-out", "not enough stock of "+quoted(skus), func(p *Problem) { p.SKUs = skus })
 	case errors.As(err, &notExpected):
 		problemOf(c, "stale", fmt.Sprintf("expected_available is not the current available of %q, which is %d", notExpected.SKU, notExpected.Available),

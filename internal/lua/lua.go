@@ -225,6 +225,8 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest) (order.Order, boo
 		case errors.Is(err, stock.ErrSoldOut) && len(route) > 1:
 			route = route[1:] // the next bucket
 			attempt--
+		case errors.Is(err, stock.ErrSoldOut) && refusals.SoldOut != "":
+			return order.Order{}, false, order.SoldOut(r.SKU) // the script kept it
 		case errors.Is(err, stock.ErrSoldOut):
 			return order.Order{}, false, l.storeRefusal(ctx, r, order.SoldOut(r.SKU))
 		case errors.As(err, &over):
