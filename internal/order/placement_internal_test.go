@@ -11,11 +11,11 @@ import (
 // NewService with every step the service calls filled in, so that the
 // service never asks whether one is there. A step added to Placement
 // without the service's own in complete fails here, not on a buyer's
-// request. FirstRead and Reconcile are read at wiring only, and may stay
-// nil.
+// request. FirstRead, Reconcile and KeepFirst are read at wiring only,
+// and may stay nil.
 func TestCompleteFillsEveryStep(t *testing.T) {
 	t.Parallel()
-	optional := map[string]bool{"FirstRead": true, "Reconcile": true}
+	optional := map[string]bool{"FirstRead": true, "Reconcile": true, "KeepFirst": true}
 	s := NewService(nil, Guarded(stock.NewAtomic(nil), Rules{}), nil)
 	v := reflect.ValueOf(s.strategy)
 	for i := range v.NumField() {
