@@ -149,8 +149,13 @@ func startSale(t *testing.T, strategy, dsn string, gdb *gorm.DB, redisAddr strin
 	env = append([]string{"SHOP_MYSQL_DSN=" + s.dsn, "SHOP_REDIS_ADDR=" + redisAddr, "SHOP_REDIS_PREFIX=" + s.prefix,
 		"SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=" + strategy, "SHOP_REQUEST_TIMEOUT=2s", "SHOP_CLAIM_IDLE=3s",
 		"SHOP_RECONCILE_INTERVAL=300ms", "SHOP_LOCK_TTL=1s"}, env...)
-	for range 3 {
-		addrs, cmd := runShop(t, "--debug=127.0.0.1:0", env)
+	// The three start at once, and each is waited for in turn.
+	cmds, listen := make([]*exec.Cmd, 3), make([]<-chan string, 3)
+	for i := range cmds {
+		cmds[i], listen[i] = spawnShop(t, "--debug=127.0.0.1:0", env)
+	}
+	for i, cmd := range cmds {
+		addrs := listening(t, listen[i], 2)
 		s.shops = append(s.shops, &faultShop{base: "http://" + addrs[0], debug: "http://" + addrs[1], cmd: cmd})
 	}
 	return s
