@@ -858,8 +858,8 @@ func (o *faultShop) pause(t *testing.T) bool {
 
 // TestFaultMySQLCrashes: the database server is killed (SIGKILL) mid-burst
 // and started again with the same command line, under every guarded
-// strategy: a MariaDB of the test's own, which the three shops reach
-// directly. Orders in flight lose their connections, and new ones are
+// strategy in turn: a MariaDB of the test's own, which the three shops
+// reach directly, each strategy's sale on a database of its own there. Orders in flight lose their connections, and new ones are
 // refused until it is back. No buyer is answered 500: each is answered
 // 503 until the shops can tell, and its retry with the same key gets the
 // order its first attempt made, 503 again while its reservation cannot
@@ -871,13 +871,14 @@ func (o *faultShop) pause(t *testing.T) bool {
 func TestFaultMySQLCrashes(t *testing.T) {
 	t.Parallel()
 	faultsNeedServers(t)
+	// One server, installed once, crashed once under each strategy: the
+	// sales run one after another, so that each crash hits one.
+	m := testinfra.StartMariaDB(t)
 	for _, s := range strategy.All() {
 		if s.Name == "none" || s.Name == "local" { // unguarded across three shops
 			continue
 		}
 		t.Run(s.Name, func(t *testing.T) {
-			t.Parallel()
-			m := testinfra.StartMariaDB(t)
 			dsn := m.DSN(t)
 			sale := startSale(t, s.Name, dsn, testinfra.ShopDB(t, dsn), testinfra.StartRedis(t).Addr(),
 				strategytest.Environ(strategytest.NeedsEnv(t, s)))
