@@ -741,21 +741,36 @@ func TestFaultReconcilerPaused(t *testing.T) {
 	faultsNeedServers(t)
 	s := newFaultSale(t, "lua")
 	// Many SKUs sold through lua make each reconcile run long enough to
-	// be caught running.
-	for i := range 200 {
-		sku := fmt.Sprint("f-pause-extra-", i)
-		if code, body := send(t, "PUT", s.shops[0].base+"/api/v1/stock/"+sku, `{"quantity":5}`, "Authorization", "Bearer secret"); code != http.StatusOK {
-			t.Fatalf("put stock %s: %d %s", sku, code, body)
+	// be caught running. They are put on sale and sold a unit each by
+	// reconcileWorkers clients at a time, each SKU through one shop.
+	const extras, reconcileWorkers = 200, 8
+	eachExtra(t, extras, reconcileWorkers, func(i int, sku string) error {
+		base := s.shops[i%len(s.shops)].base
+		req, err := http.NewRequestWithContext(t.Context(), "PUT", base+"/api/v1/stock/"+sku, strings.NewReader(`{"quantity":5}`))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer secret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("put stock %s: %d", sku, resp.StatusCode)
 		}
 		// Busy, on a loaded machine, is an answer to retry, as a client does.
-		code, body := http.StatusServiceUnavailable, ""
-		for try := 0; code == http.StatusServiceUnavailable && try < 10; try++ {
-			code, body = send(t, "POST", s.shops[0].base+"/api/v1/orders", fmt.Sprintf(`{"sku":%q,"user_id":"u","quantity":1}`, sku), "Idempotency-Key", sku)
+		r := reply{code: http.StatusServiceUnavailable}
+		for try := 0; r.code == http.StatusServiceUnavailable && try < 10; try++ {
+			if r, err = post(t.Context(), http.DefaultClient, base+"/api/v1/orders", sku, fmt.Sprintf(`{"sku":%q,"user_id":"u","quantity":1}`, sku)); err != nil {
+				return err
+			}
 		}
-		if code != http.StatusCreated {
-			t.Fatalf("order %s: %d %s", sku, code, body)
+		if r.code != http.StatusCreated {
+			return fmt.Errorf("order %s: %d %s", sku, r.code, r.body)
 		}
-	}
+		return nil
+	})
 	var paused *faultShop
 	resumed := make(chan struct{})
 	res := s.burst(t, "f-pause", func() {
@@ -796,19 +811,46 @@ func TestFaultReconcilerPaused(t *testing.T) {
 		t.Fatal("no shop was caught mid-run of the reconcile job")
 	}
 	s.settle(t, "f-pause", res)
-	for i := range 200 {
-		sku := fmt.Sprint("f-pause-extra-", i)
+	eachExtra(t, extras, reconcileWorkers, func(_ int, sku string) error {
 		a, err := audit.SKU(t.Context(), s.gdb, sku, 0, nil)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		st, err := redisstock.New(s.rdb, s.prefix).State(t.Context(), sku)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if len(a.Violations()) > 0 || st.Available != a.Available {
 			t.Errorf("%s: %v; Redis %+v, the database %d", sku, a.Violations(), st, a.Available)
 		}
+		return nil
+	})
+}
+
+// eachExtra runs do for each of TestFaultReconcilerPaused's n extra SKUs,
+// workers at a time, and ends the test if any failed.
+func eachExtra(t *testing.T, n, workers int, do func(i int, sku string) error) {
+	t.Helper()
+	next := make(chan int)
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				if err := do(i, fmt.Sprint("f-pause-extra-", i)); err != nil {
+					t.Error(err)
+					failed.Store(true)
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if failed.Load() {
+		t.FailNow()
 	}
 }
 
