@@ -58,6 +58,14 @@ const (
 	faultArrival = 4 * time.Millisecond
 )
 
+// shortShape is the burst of the tests that kill or pause a shop, or pause
+// a server, under every strategy they run: 60 units for 180 buyers,
+// arriving as densely as faultBuyers, the fault once 20 are sold. Under a
+// lock the sales queue one at a time, and a burst lasts about as long as
+// its units take; a third sold before the fault and the rest after it, as
+// in faultStock's burst.
+var shortShape = burstShape{units: 60, buyers: 180, arrival: faultArrival, faultAt: 20}
+
 // faultSale is a strategy, lua unless a test says, on three shop
 // processes.
 type faultSale struct {
@@ -437,7 +445,9 @@ func TestFaultKillShop(t *testing.T) {
 	for _, strategy := range []string{"lua", "batched", "pessimistic", "redis", "zookeeper", "etcd", "dbtable"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
-			newFaultSale(t, strategy).killOneDuring(t, "f-kill-"+strategy)
+			s := newFaultSale(t, strategy)
+			s.shape = &shortShape
+			s.killOneDuring(t, "f-kill-"+strategy)
 		})
 	}
 }
@@ -542,6 +552,7 @@ func TestFaultPausedShop(t *testing.T) {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
 			s := newFaultSale(t, strategy)
+			s.shape = &shortShape
 			s.sellThrough(t, "f-pause-"+strategy, func() {
 				victim := s.shops[1]
 				if victim.pause(t) {
@@ -568,6 +579,7 @@ func TestFaultServerPaused(t *testing.T) {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
 			s := newFaultSale(t, strategy)
+			s.shape = &shortShape
 			srv := s.redis
 			switch strategy {
 			case "zookeeper":
