@@ -59,7 +59,7 @@ const (
 )
 
 // shortShape is the burst of the tests that kill or pause a shop, or pause
-// a server, under every strategy they run: 60 units for 180 buyers,
+// or crash a server, under every strategy they run: 60 units for 180 buyers,
 // arriving as densely as faultBuyers, the fault once 20 are sold. Under a
 // lock the sales queue one at a time, and a burst lasts about as long as
 // its units take; a third sold before the fault and the rest after it, as
@@ -936,6 +936,7 @@ func TestFaultMySQLCrashes(t *testing.T) {
 			dsn := m.DSN(t)
 			sale := startSale(t, s.Name, dsn, testinfra.ShopDB(t, dsn), testinfra.StartRedis(t).Addr(),
 				strategytest.Environ(strategytest.NeedsEnv(t, s)))
+			sale.shape = &shortShape
 			sku := "f-crash-" + s.Name
 			res := sale.sellThrough(t, sku, func() { crash(t, m) })
 			t.Logf("%d answers 502-504 while the database was away", res.unavailable)
@@ -944,7 +945,7 @@ func TestFaultMySQLCrashes(t *testing.T) {
 
 			after := "f-after-crash-" + s.Name
 			res = sale.burst(t, after, nil)
-			t.Logf("after the database came back: %d of %d buyers answered 503 at least once", res.busyBuyers, faultBuyers)
+			t.Logf("after the database came back: %d of %d buyers answered 503 at least once", res.busyBuyers, shortShape.buyers)
 			if res.gateway > 0 {
 				t.Errorf("after the database came back: %d answers 502-504 other than 503", res.gateway)
 			}
