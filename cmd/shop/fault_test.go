@@ -58,6 +58,14 @@ const (
 	faultArrival = 4 * time.Millisecond
 )
 
+// shortShape is the burst of the tests that kill or pause a shop, or pause
+// or crash a server, under every strategy they run: 60 units for 180 buyers,
+// arriving as densely as faultBuyers, the fault once 20 are sold. Under a
+// lock the sales queue one at a time, and a burst lasts about as long as
+// its units take; a third sold before the fault and the rest after it, as
+// in faultStock's burst.
+var shortShape = burstShape{units: 60, buyers: 180, arrival: faultArrival, faultAt: 20}
+
 // faultSale is a strategy, lua unless a test says, on three shop
 // processes.
 type faultSale struct {
@@ -149,8 +157,13 @@ func startSale(t *testing.T, strategy, dsn string, gdb *gorm.DB, redisAddr strin
 	env = append([]string{"SHOP_MYSQL_DSN=" + s.dsn, "SHOP_REDIS_ADDR=" + redisAddr, "SHOP_REDIS_PREFIX=" + s.prefix,
 		"SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=" + strategy, "SHOP_REQUEST_TIMEOUT=2s", "SHOP_CLAIM_IDLE=3s",
 		"SHOP_RECONCILE_INTERVAL=300ms", "SHOP_LOCK_TTL=1s"}, env...)
-	for range 3 {
-		addrs, cmd := runShop(t, "--debug=127.0.0.1:0", env)
+	// The three start at once, and each is waited for in turn.
+	cmds, listen := make([]*exec.Cmd, 3), make([]<-chan string, 3)
+	for i := range cmds {
+		cmds[i], listen[i] = spawnShop(t, "--debug=127.0.0.1:0", env)
+	}
+	for i, cmd := range cmds {
+		addrs := listening(t, listen[i], 2)
 		s.shops = append(s.shops, &faultShop{base: "http://" + addrs[0], debug: "http://" + addrs[1], cmd: cmd})
 	}
 	return s
@@ -432,7 +445,9 @@ func TestFaultKillShop(t *testing.T) {
 	for _, strategy := range []string{"lua", "batched", "pessimistic", "redis", "zookeeper", "etcd", "dbtable"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
-			newFaultSale(t, strategy).killOneDuring(t, "f-kill-"+strategy)
+			s := newFaultSale(t, strategy)
+			s.shape = &shortShape
+			s.killOneDuring(t, "f-kill-"+strategy)
 		})
 	}
 }
@@ -537,6 +552,7 @@ func TestFaultPausedShop(t *testing.T) {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
 			s := newFaultSale(t, strategy)
+			s.shape = &shortShape
 			s.sellThrough(t, "f-pause-"+strategy, func() {
 				victim := s.shops[1]
 				if victim.pause(t) {
@@ -563,6 +579,7 @@ func TestFaultServerPaused(t *testing.T) {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
 			s := newFaultSale(t, strategy)
+			s.shape = &shortShape
 			srv := s.redis
 			switch strategy {
 			case "zookeeper":
@@ -736,21 +753,36 @@ func TestFaultReconcilerPaused(t *testing.T) {
 	faultsNeedServers(t)
 	s := newFaultSale(t, "lua")
 	// Many SKUs sold through lua make each reconcile run long enough to
-	// be caught running.
-	for i := range 200 {
-		sku := fmt.Sprint("f-pause-extra-", i)
-		if code, body := send(t, "PUT", s.shops[0].base+"/api/v1/stock/"+sku, `{"quantity":5}`, "Authorization", "Bearer secret"); code != http.StatusOK {
-			t.Fatalf("put stock %s: %d %s", sku, code, body)
+	// be caught running. They are put on sale and sold a unit each by
+	// reconcileWorkers clients at a time, each SKU through one shop.
+	const extras, reconcileWorkers = 200, 8
+	eachExtra(t, extras, reconcileWorkers, func(i int, sku string) error {
+		base := s.shops[i%len(s.shops)].base
+		req, err := http.NewRequestWithContext(t.Context(), "PUT", base+"/api/v1/stock/"+sku, strings.NewReader(`{"quantity":5}`))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer secret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("put stock %s: %d", sku, resp.StatusCode)
 		}
 		// Busy, on a loaded machine, is an answer to retry, as a client does.
-		code, body := http.StatusServiceUnavailable, ""
-		for try := 0; code == http.StatusServiceUnavailable && try < 10; try++ {
-			code, body = send(t, "POST", s.shops[0].base+"/api/v1/orders", fmt.Sprintf(`{"sku":%q,"user_id":"u","quantity":1}`, sku), "Idempotency-Key", sku)
+		r := reply{code: http.StatusServiceUnavailable}
+		for try := 0; r.code == http.StatusServiceUnavailable && try < 10; try++ {
+			if r, err = post(t.Context(), http.DefaultClient, base+"/api/v1/orders", sku, fmt.Sprintf(`{"sku":%q,"user_id":"u","quantity":1}`, sku)); err != nil {
+				return err
+			}
 		}
-		if code != http.StatusCreated {
-			t.Fatalf("order %s: %d %s", sku, code, body)
+		if r.code != http.StatusCreated {
+			return fmt.Errorf("order %s: %d %s", sku, r.code, r.body)
 		}
-	}
+		return nil
+	})
 	var paused *faultShop
 	resumed := make(chan struct{})
 	res := s.burst(t, "f-pause", func() {
@@ -791,19 +823,46 @@ func TestFaultReconcilerPaused(t *testing.T) {
 		t.Fatal("no shop was caught mid-run of the reconcile job")
 	}
 	s.settle(t, "f-pause", res)
-	for i := range 200 {
-		sku := fmt.Sprint("f-pause-extra-", i)
+	eachExtra(t, extras, reconcileWorkers, func(_ int, sku string) error {
 		a, err := audit.SKU(t.Context(), s.gdb, sku, 0, nil)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		st, err := redisstock.New(s.rdb, s.prefix).State(t.Context(), sku)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if len(a.Violations()) > 0 || st.Available != a.Available {
 			t.Errorf("%s: %v; Redis %+v, the database %d", sku, a.Violations(), st, a.Available)
 		}
+		return nil
+	})
+}
+
+// eachExtra runs do for each of TestFaultReconcilerPaused's n extra SKUs,
+// workers at a time, and ends the test if any failed.
+func eachExtra(t *testing.T, n, workers int, do func(i int, sku string) error) {
+	t.Helper()
+	next := make(chan int)
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				if err := do(i, fmt.Sprint("f-pause-extra-", i)); err != nil {
+					t.Error(err)
+					failed.Store(true)
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if failed.Load() {
+		t.FailNow()
 	}
 }
 
@@ -853,8 +912,8 @@ func (o *faultShop) pause(t *testing.T) bool {
 
 // TestFaultMySQLCrashes: the database server is killed (SIGKILL) mid-burst
 // and started again with the same command line, under every guarded
-// strategy: a MariaDB of the test's own, which the three shops reach
-// directly. Orders in flight lose their connections, and new ones are
+// strategy in turn: a MariaDB of the test's own, which the three shops
+// reach directly, each strategy's sale on a database of its own there. Orders in flight lose their connections, and new ones are
 // refused until it is back. No buyer is answered 500: each is answered
 // 503 until the shops can tell, and its retry with the same key gets the
 // order its first attempt made, 503 again while its reservation cannot
@@ -866,16 +925,18 @@ func (o *faultShop) pause(t *testing.T) bool {
 func TestFaultMySQLCrashes(t *testing.T) {
 	t.Parallel()
 	faultsNeedServers(t)
+	// One server, installed once, crashed once under each strategy: the
+	// sales run one after another, so that each crash hits one.
+	m := testinfra.StartMariaDB(t)
 	for _, s := range strategy.All() {
 		if s.Name == "none" || s.Name == "local" { // unguarded across three shops
 			continue
 		}
 		t.Run(s.Name, func(t *testing.T) {
-			t.Parallel()
-			m := testinfra.StartMariaDB(t)
 			dsn := m.DSN(t)
 			sale := startSale(t, s.Name, dsn, testinfra.ShopDB(t, dsn), testinfra.StartRedis(t).Addr(),
 				strategytest.Environ(strategytest.NeedsEnv(t, s)))
+			sale.shape = &shortShape
 			sku := "f-crash-" + s.Name
 			res := sale.sellThrough(t, sku, func() { crash(t, m) })
 			t.Logf("%d answers 502-504 while the database was away", res.unavailable)
@@ -884,7 +945,7 @@ func TestFaultMySQLCrashes(t *testing.T) {
 
 			after := "f-after-crash-" + s.Name
 			res = sale.burst(t, after, nil)
-			t.Logf("after the database came back: %d of %d buyers answered 503 at least once", res.busyBuyers, faultBuyers)
+			t.Logf("after the database came back: %d of %d buyers answered 503 at least once", res.busyBuyers, shortShape.buyers)
 			if res.gateway > 0 {
 				t.Errorf("after the database came back: %d answers 502-504 other than 503", res.gateway)
 			}

@@ -32,13 +32,18 @@ import (
 // with its answer, is checked against the shop's model.
 
 const (
-	windowOrders = 1000
 	// windowSKUs share the orders: a lock strategy's lock serves one SKU
 	// at a time.
 	windowSKUs = 4
-	// windowArrival spreads the buyers' arrivals, so that deadlines pass
-	// while orders are still placed and paid.
-	windowArrival = 4 * time.Millisecond
+	// windowArrival spreads the buyers' arrivals: one comes every
+	// windowArrival until the faults of the expiry job's runners are over,
+	// so that deadlines pass, and orders are placed and paid, before,
+	// during and after them.
+	windowArrival = 40 * time.Millisecond
+	// windowMaxBuyers bounds the buyers of deadlines, as many as come in
+	// 80 s; each SKU has its share of them in stock.
+	windowMaxBuyers = 2000
+	windowStock     = windowMaxBuyers / windowSKUs
 	// payBefore and payAfter spread each callback around its order's
 	// deadline, by the test's clock: sent up to payBefore before it, up to
 	// payAfter after it, so that it arrives, some milliseconds later, on
@@ -139,61 +144,78 @@ func (w *windowSale) onePayment(t *testing.T) {
 }
 
 // raced is one buyer of deadlines: its order, whether it cancels it
-// rather than pay, when its callback or cancel was sent against the
-// order's deadline, and the answer.
+// rather than pay, or abandons it, when its callback or cancel was sent
+// against the order's deadline, and the answer.
 type raced struct {
-	order   windowReply
-	cancels bool
-	early   time.Duration // before the deadline; negative after it
-	answer  windowReply
+	order    windowReply
+	cancels  bool
+	abandons bool          // neither pays nor cancels
+	early    time.Duration // before the deadline; negative after it
+	answer   windowReply
 }
 
-// cancelEvery is how many buyers of deadlines there are to each that
-// cancels its order at the deadline rather than pay.
+// Of every cancelEvery buyers of deadlines, one cancels its order at the
+// deadline rather than pay, and one abandons it, so that the expiry job
+// has orders to cancel throughout the sale, whatever the callbacks' timing.
 const cancelEvery = 10
 
-// deadlines: 1,000 buyers order, of four SKUs, and the callback of each
-// order lands around its deadline, from before to after, while the expiry
-// job cancels the orders past theirs; every tenth buyer cancels its order
-// there instead. Meanwhile the shop running the job is killed mid-run, and the
-// next one is paused past its lease. Each order ends either paid or
-// cancelled, never both, as its callback or its buyer was told; each
-// cancelled order returned its unit once; every expired order is
-// cancelled; the audit holds.
+// deadlines: buyers order, of four SKUs, one every windowArrival, and the
+// callback of each order lands around its deadline, from before to after,
+// while the expiry job cancels the orders past theirs; one buyer in ten
+// cancels its order there instead, and one in ten abandons it. Meanwhile
+// the shop running the job is killed mid-run, and the next one is paused
+// past its lease; the buyers keep coming until both faults are over, and
+// the job, run by another shop, then expires orders whose deadline came
+// after them. Each order ends either paid or cancelled, never both, as its
+// callback or its buyer was told; each cancelled order returned its unit
+// once; every expired order is cancelled; the audit holds.
 func (w *windowSale) deadlines(t *testing.T) {
 	const skus = "deadline-%"
 	w.rec = history.NewRecorder()
 	var names []string
 	for i := range windowSKUs {
 		names = append(names, fmt.Sprint("deadline-", i))
-		w.putStock(t, names[i], windowOrders/windowSKUs)
+		w.putStock(t, names[i], windowStock)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	faulted := make(chan time.Time, 1) // when the faults were over
+	faulted := make(chan struct{}) // closed once the faults are over
+	var healed time.Time           // when
 	go func() {
+		defer close(faulted)
 		w.awaitCancelled(t, skus) // the job is at work
 		if o := w.caught(t, "expiry"); o != nil {
 			w.kill(t, o)
 			t.Logf("killed the expiry job's runner %s mid-run", o.base)
 		}
 		w.pauseRunner(t)
-		faulted <- time.Now()
+		healed = time.Now()
 	}()
-	buyers := make([]raced, windowOrders)
+	buyers := make([]raced, windowMaxBuyers)
 	var wg sync.WaitGroup
-	for i := range buyers {
+	n, start := 0, time.Now()
+arrivals:
+	for ; n < len(buyers); n++ {
+		select {
+		case <-faulted:
+			break arrivals
+		case <-time.After(time.Until(start.Add(time.Duration(n) * windowArrival))):
+		}
+		i := n
 		wg.Go(func() {
-			time.Sleep(time.Duration(i) * windowArrival)
 			b := &buyers[i]
+			b.cancels, b.abandons = i%cancelEvery == cancelEvery-1, i%cancelEvery == cancelEvery/2
 			var err error
 			if b.order, err = w.place(ctx, i, fmt.Sprint("deadline-", i%windowSKUs), fmt.Sprint("u", i), fmt.Sprint("k", i)); err != nil || b.order.code != http.StatusCreated || b.order.ExpiresAt == nil {
 				t.Errorf("buyer %d: %+v, %v", i, b.order, err)
 				return
 			}
+			if b.abandons {
+				return
+			}
 			land := b.order.ExpiresAt.Add(rand.N(payBefore+payAfter) - payBefore)
 			time.Sleep(time.Until(land))
-			b.early, b.cancels = b.order.ExpiresAt.Sub(time.Now()), i%cancelEvery == cancelEvery-1
+			b.early = b.order.ExpiresAt.Sub(time.Now())
 			if b.cancels {
 				b.answer, err = w.cancel(ctx, i, b.order.ID, fmt.Sprint("u", i))
 			} else {
@@ -204,14 +226,36 @@ func (w *windowSale) deadlines(t *testing.T) {
 			}
 		})
 	}
+	<-faulted
+	if n == len(buyers) {
+		t.Errorf("the faults were not over when the last of %d buyers came", n)
+	}
 	wg.Wait()
-	healed := <-faulted
+	buyers = buyers[:n]
 	w.drained(t, skus)
 	var last time.Time
 	w.gdb.Raw(`SELECT MAX(cancelled_at) FROM orders WHERE sku LIKE ?`, skus).Scan(&last)
-	t.Logf("the last order was cancelled %v after the faults were over", last.Sub(healed).Round(time.Millisecond))
+	t.Logf("%d buyers came in %v; the last order was cancelled %v after the faults were over", n, time.Since(start).Round(time.Millisecond), last.Sub(healed).Round(time.Millisecond))
 	w.checkRaced(t, skus, buyers)
+	w.expiredAfter(t, skus, buyers, healed)
 	w.checkHistory(t, names...)
+}
+
+// expiredAfter checks that the sale went on through the faults that
+// ended at healed: the expiry job, run by another shop, expired orders
+// whose deadline came after them.
+func (w *windowSale) expiredAfter(t *testing.T, skus string, buyers []raced, healed time.Time) {
+	t.Helper()
+	rows, expired := w.rows(t, skus), 0
+	for _, b := range buyers {
+		if o, ok := rows[b.order.ID]; ok && b.order.ExpiresAt != nil && o.Events == "placed,expired" && b.order.ExpiresAt.After(healed) {
+			expired++
+		}
+	}
+	if expired == 0 {
+		t.Error("no order whose deadline came after the faults expired: the sale was over before the expiry job's runners were killed and paused")
+	}
+	t.Logf("%d orders whose deadline came after the faults expired", expired)
 }
 
 // awaitCancelled waits until the expiry job has cancelled an order of the
@@ -320,12 +364,12 @@ func (w *windowSale) checkRaced(t *testing.T, skus string, buyers []raced) {
 		default:
 			outcomes[outcome]++
 			paid[i%windowSKUs] += b2int(o.Status == order.StatusPaid)
-			crossed += b2int((b.answer.code == http.StatusOK) != (b.early > 0))
+			crossed += b2int(!b.abandons && (b.answer.code == http.StatusOK) != (b.early > 0))
 		}
 	}
 	t.Logf("%v; %d answered otherwise than the test's clock would say", outcomes, crossed)
 	for i, n := range paid {
-		w.audited(t, fmt.Sprint("deadline-", i), windowOrders/windowSKUs, n)
+		w.audited(t, fmt.Sprint("deadline-", i), windowStock, n)
 	}
 }
 
@@ -334,6 +378,8 @@ func (w *windowSale) checkRaced(t *testing.T, skus string, buyers []raced) {
 func raceOutcome(b raced, paymentID string) (string, []string) {
 	expired := b.answer.code == http.StatusConflict && b.answer.Type == "order-expired"
 	switch {
+	case b.abandons:
+		return "abandoned, expired", []string{order.StatusCancelled, "", "placed,expired"}
 	case !b.cancels && b.answer.code == http.StatusOK:
 		return "paid", []string{order.StatusPaid, paymentID + ":paid:", "placed,paid"}
 	case !b.cancels && expired:
