@@ -16,7 +16,8 @@ type ClassCPU struct {
 	Class     string  `json:"class"`
 	Processes int     `json:"processes"`   // measured
 	Seconds   float64 `json:"cpu_seconds"` // user and system, during the load
-	// PerOrder is Seconds over the load's orders, in microseconds.
+	// PerOrder is Seconds over the load's orders, in microseconds; a
+	// refusal loop's is over its refusals (PerUnit).
 	PerOrder float64 `json:"us_per_order"`
 	// Missing says why the class, or some of its processes, could not be
 	// measured; its figures then count only what was.
@@ -34,6 +35,20 @@ func CPUPerOrder(classes []ClassCPU) float64 {
 		total += c.PerOrder
 	}
 	return total
+}
+
+// PerUnit returns classes with each class's PerOrder over n units instead:
+// a refusal loop's CPU per refusal, where the database holds no order.
+func PerUnit(classes []ClassCPU, n int) []ClassCPU {
+	out := make([]ClassCPU, len(classes))
+	for i, c := range classes {
+		c.PerOrder = 0
+		if n > 0 {
+			c.PerOrder = c.Seconds / float64(n) * 1e6
+		}
+		out[i] = c
+	}
+	return out
 }
 
 // cpuRow is one row of the CPU table: a strategy's best closed step, or

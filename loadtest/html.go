@@ -14,13 +14,20 @@ import (
 var reportHTML string
 
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"pct":         percent,
-	"hotSKUs":     func(cart int) int { return len(HotSKUs("", cart)) },
-	"cartLines":   cartLines,
-	"arrivalRate": arrivalRate,
-	"overtakeGap": overtakeGap,
-	"steps":       steps,
-	"closedPlan":  func(c Closed) string { return c.describe() },
+	"pct":          percent,
+	"hotSKUs":      func(cart int) int { return len(HotSKUs("", cart)) },
+	"cartLines":    cartLines,
+	"arrivalRate":  arrivalRate,
+	"overtakeGap":  overtakeGap,
+	"steps":        steps,
+	"closedPlan":   func(c Closed) string { return c.describe() },
+	"refusalsPlan": refusalsPlan,
+	"surgePlan":    func(s Surge) string { return s.describe() },
+	"rate":         rate,
+	"percentOf":    percentOf,
+	"refusalCPU":   refusalCPU,
+	"plus":         func(a, b int) int { return a + b },
+	"minus":        func(a, b int) int { return a - b },
 	"usage": func(us []Usage) template.HTML {
 		rss, cpu := totalUsage(us)
 		return template.HTML(fmt.Sprintf("<td>%.0f MB</td><td>%.1f</td>", rss, cpu))
@@ -32,11 +39,13 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 func (r *Report) WriteHTML(w io.Writer) error {
 	return reportTemplate.Execute(w, struct {
 		*Report
-		Charts []template.HTML
-		CPU    cpuTable
-		SKUs   []skuRow
-		Bench  bool
-	}{r, r.charts(), newCPUTable(r.cpuRows()), r.skuRows(), r.bench()})
+		Charts           []template.HTML
+		CPU              cpuTable
+		SKUs             []skuRow
+		Bench, Refused   bool
+		SurgeChecked     bool
+		SurgeConnections *Connections
+	}{r, r.charts(), newCPUTable(r.cpuRows()), r.skuRows(), r.bench(), refused(r.Results), surgeChecked(r.Results), r.surgeConnections()})
 }
 
 // charts draws the comparisons a reader looks for first.
@@ -88,6 +97,28 @@ func (r *Report) charts() []template.HTML {
 			}
 		}
 		charts = append(charts, barChart("Throughput: each closed loop's best step", "orders per second the database holds, at the buyers of the step, stock for every buyer; higher is better", bars))
+	}
+	if refused(ran) {
+		var bars []bar
+		for _, res := range ran {
+			if c := res.ClosedRefusals; c != nil {
+				text := fmt.Sprintf("%.0f/s", c.PerSecond)
+				if c.OfEcho != nil {
+					text += ", " + percent(*c.OfEcho) + " of echo"
+				}
+				bars = append(bars, bar{label: res.Strategy, value: c.PerSecond, text: text, fail: res.Verdict() != "PASS"})
+			}
+		}
+		charts = append(charts, barChart("Refusals: a closed loop on a sold-out SKU", "sold-out answers per second, at the closed loop's buyers; higher is better", bars))
+	}
+	if r.Plan.Surge.Rate > 0 {
+		var bars []bar
+		for _, res := range ran {
+			if s := res.Surge; s != nil {
+				bars = append(bars, bar{label: res.Strategy, value: s.Latency.P99, text: fmt.Sprintf("%.1f ms, max %.1f", s.Latency.P99, s.Latency.Max), fail: res.Verdict() != "PASS"})
+			}
+		}
+		charts = append(charts, barChart(fmt.Sprintf("Surge of %g/s: latency, p99", r.Plan.Surge.Rate), "milliseconds from when each buyer arrived, lower is better", bars))
 	}
 	if rows := r.cpuRows(); len(rows) > 0 {
 		charts = append(charts, cpuChart(rows))

@@ -113,6 +113,8 @@ type Stats struct {
 	Carts *CartStats `json:"carts,omitempty"`
 	// Arrivals is every buyer of a burst with Arrivals set, by rank.
 	Arrivals []Arrival `json:"-"`
+	// Surge is what a surge measured beyond these, for its report.
+	Surge *SurgeStats `json:"-"`
 }
 
 // Latency percentiles, in milliseconds.

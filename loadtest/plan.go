@@ -23,6 +23,9 @@ type Plan struct {
 	// stock for every buyer: the throughput mode, the most orders per
 	// second each strategy sustains.
 	Closed Closed `json:"closed"`
+	// Surge, when its Rate is set, follows on a SKU of its own with stock
+	// for a tenth of its arrivals: an open loop past capacity.
+	Surge Surge `json:"surge"`
 	// PaymentWindow, when set, is the shops' SHOP_PAYMENT_WINDOW, and makes
 	// the burst an abandoned-cart sale (Carts) in which a share Unpaid of
 	// the winners never pay.
@@ -65,6 +68,9 @@ func (p Plan) Validate() error {
 	if p.Steady.Rate > 0 && p.Steady.Buyers() < 1 {
 		bad("rate %g/s for %s sends no buyers: set a longer duration", p.Steady.Rate, p.Steady.Duration)
 	}
+	if err := p.Surge.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if p.Unpaid < 0 || p.Unpaid >= 1 {
 		bad("unpaid is the share of winners who never pay: at least 0 and less than 1, not %g", p.Unpaid)
 	}
@@ -104,6 +110,9 @@ func (p Plan) Requests() int {
 	n := p.Burst.Buyers
 	if p.Steady.Rate > 0 {
 		n += p.Steady.Buyers()
+	}
+	if p.Surge.Rate > 0 {
+		n += p.Surge.Arrivals()
 	}
 	return n
 }

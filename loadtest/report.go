@@ -66,7 +66,17 @@ type Result struct {
 	ClosedCartBuyers   int          `json:"closed_cart_buyers,omitempty"`
 	ClosedCartSteps    []ClosedStep `json:"closed_cart_steps,omitempty"`
 	ClosedCartFraction float64      `json:"closed_cart_fraction_of_single,omitempty"`
-	Usage              []Usage      `json:"usage,omitempty"` // per instance
+	// Refusals, with Closed, is a closed loop of as many buyers as Closed's
+	// on a sold-out SKU, for as long, every request a buyer and an
+	// Idempotency-Key of its own, run on the same fleet after Closed's
+	// search; ClosedRefusals is its figures: what a shop does with
+	// requests it must refuse, as most of a flash sale's are.
+	Refusals       *Phase    `json:"refusals,omitempty"`
+	ClosedRefusals *Refusals `json:"closed_refusals,omitempty"`
+	// Surge, with Plan.Surge, is the open loop past capacity, on the same
+	// fleet after every other load.
+	Surge *SurgeResult `json:"surge,omitempty"`
+	Usage []Usage      `json:"usage,omitempty"` // per instance
 	// Fairness, when the burst's buyers arrived in order, says whether
 	// they were served in that order.
 	Fairness *Fairness `json:"fairness,omitempty"`
@@ -144,12 +154,88 @@ type load struct {
 // loads returns the result's loads that ran, in order.
 func (r Result) loads() []load {
 	var ls []load
-	for _, l := range []load{{"burst", r.Burst}, {"steady", r.Steady}, {"closed", r.Closed}, {"carts", r.ClosedCart}} {
+	var surge *Phase
+	if r.Surge != nil {
+		surge = &r.Surge.Phase
+	}
+	for _, l := range []load{{"burst", r.Burst}, {"steady", r.Steady}, {"closed", r.Closed}, {"carts", r.ClosedCart}, {"refusals", r.Refusals}, {"surge", surge}} {
 		if l.p != nil {
 			ls = append(ls, l)
 		}
 	}
 	return ls
+}
+
+// Refusals is what a closed loop of refusals sustained, in exactly the
+// shape the JSON gives it: the sold-out answers per second; their rate
+// over http-echo's in a closed loop of the same buyers for as long, the
+// most the HTTP stack alone answers (null where the run measured no
+// http-echo); and the CPU per refusal, by class of process, as the CPU
+// table measures a closed loop's per order (null where the run measured
+// none). Answers other than sold-out are the loop's errors, in its Phase.
+type Refusals struct {
+	PerSecond float64     `json:"refusals_per_s"`
+	OfEcho    *float64    `json:"of_echo"`
+	CPU       *RefusalCPU `json:"cpu_us"`
+}
+
+// RefusalCPU is the CPU per refusal, in microseconds: the shops', the load
+// generator's, MySQL's, Redis's (every Redis class together: a cluster's
+// nodes, or the Sentinels), and the total of every class measured, lock
+// servers included.
+type RefusalCPU struct {
+	Shops float64 `json:"shops"`
+	Load  float64 `json:"load"`
+	MySQL float64 `json:"mysql"`
+	Redis float64 `json:"redis"`
+	Total float64 `json:"total"`
+}
+
+// NewRefusals returns the figures of a refusal loop, p, whose CPU is per
+// refusal (PerUnit), with echo the rate of http-echo's loop of the same
+// buyers for as long, or 0 where none was measured.
+func NewRefusals(p *Phase, echo float64) *Refusals {
+	r := &Refusals{}
+	if p.Seconds > 0 {
+		r.PerSecond = float64(p.SoldOut) / p.Seconds
+	}
+	if echo > 0 {
+		of := r.PerSecond / echo
+		r.OfEcho = &of
+	}
+	if len(p.CPU) > 0 {
+		c := &RefusalCPU{Total: CPUPerOrder(p.CPU)}
+		for _, class := range p.CPU {
+			switch {
+			case class.Class == "shops":
+				c.Shops = class.PerOrder
+			case class.Class == "load generator":
+				c.Load = class.PerOrder
+			case class.Class == "mysql":
+				c.MySQL = class.PerOrder
+			case class.Class == "redis" || strings.HasPrefix(class.Class, "redis "):
+				c.Redis += class.PerOrder
+			}
+		}
+		r.CPU = c
+	}
+	return r
+}
+
+// Echo is the rate of the http-echo loop that the refusals were compared
+// with, or 0 where none was.
+func (r *Refusals) Echo() float64 {
+	if r == nil || r.OfEcho == nil || *r.OfEcho == 0 {
+		return 0
+	}
+	return r.PerSecond / *r.OfEcho
+}
+
+// SurgeResult is one strategy's surge: the load and its audit, and what
+// only a surge measures.
+type SurgeResult struct {
+	Phase
+	SurgeStats
 }
 
 // Usage is what one shop process used over its life.
@@ -167,6 +253,10 @@ type BaselineResult struct {
 	// CPU is what each class of process used per operation, where it was
 	// measured: http-echo's best closed step.
 	CPU []ClassCPU `json:"cpu,omitempty"`
+	// Steps is every closed loop of http-echo, by buyers: its search's,
+	// and those of the buyers of a refusal loop that the search did not
+	// reach.
+	Steps []ClosedStep `json:"steps,omitempty"`
 }
 
 // NewReport starts the report of a demo or bench run of p.
@@ -264,6 +354,14 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "\nthroughput of carts: the same loops, each order a cart of %s SKUs; of single: orders/s over the single orders' above\n", cartLines(p.Closed.Cart))
 			writeClosed(w, r.Results, true)
 		}
+	}
+	if refused(r.Results) {
+		fmt.Fprintf(w, "\nrefusals: %s\n", refusalsPlan(p.Closed))
+		writeRefusals(w, r.Results)
+	}
+	if p.Surge.Rate > 0 {
+		fmt.Fprintf(w, "\nsurge: %s\n", p.Surge.describe())
+		writeSurge(w, r.Results)
 	}
 	if rows := r.skuRows(); len(rows) > 0 {
 		fmt.Fprintf(w, "\ncarts: each order one unit of each of %s SKUs, in random order, all or nothing; each SKU from the database, its audit FAIL if it broke an invariant; sold out counts the answers that named it short\n", cartLines(p.Burst.Cart))

@@ -21,11 +21,14 @@ func TestHTMLHoldsEveryTable(t *testing.T) {
 	rep := loadtest.NewReport("bench", loadtest.Plan{Instances: 1, Stock: 5,
 		Burst:  loadtest.Burst{Buyers: 10, Arrivals: time.Second},
 		Steady: loadtest.Steady{Rate: 10, Duration: time.Second},
-		Closed: loadtest.Closed{Buyers: 4, Duration: time.Second, Cart: 2}})
+		Closed: loadtest.Closed{Buyers: 4, Duration: time.Second, Cart: 2},
+		Surge:  loadtest.Surge{Rate: 100, Duration: time.Second}})
 	rep.Baselines = []loadtest.BaselineResult{{Key: "http-echo", Name: "echo", Workers: 4, CPU: []loadtest.ClassCPU{{Class: "shops", Processes: 1, PerOrder: 5}}}}
 	rep.Results = []loadtest.Result{{Strategy: "atomic", Instances: 1, Burst: phase(), Steady: phase(), Closed: phase(), ClosedCart: phase(),
 		ClosedBuyers: 4, ClosedSteps: []loadtest.ClosedStep{{Buyers: 4, PerSecond: 5}}, Baseline: "sql-atomic", Fraction: 0.5,
-		Usage: []loadtest.Usage{{CPUSeconds: 1}}, Fairness: &loadtest.Fairness{FirstComeShare: 1, Winners: 5}}}
+		Usage: []loadtest.Usage{{CPUSeconds: 1}}, Fairness: &loadtest.Fairness{FirstComeShare: 1, Winners: 5},
+		Refusals: phase(), ClosedRefusals: loadtest.NewRefusals(phase(), 20), Surge: &loadtest.SurgeResult{Phase: *phase(),
+			SurgeStats: loadtest.SurgeStats{Arrivals: 100, Stock: 10, MySQLConnections: &loadtest.Connections{Peak: 3}}}}}
 	var text, page strings.Builder
 	if err := rep.WriteText(&text); err != nil {
 		t.Fatal(err)
@@ -47,8 +50,9 @@ func TestHTMLHoldsEveryTable(t *testing.T) {
 			}
 		}
 	}
-	// Bursts, fairness, steady, throughput, of carts, baselines, CPU.
-	if tables != 7 {
-		t.Errorf("%d tables in the text, want 7:\n%s", tables, text.String())
+	// Bursts, fairness, steady, throughput, of carts, refusals, surge,
+	// baselines, CPU.
+	if tables != 9 {
+		t.Errorf("%d tables in the text, want 9:\n%s", tables, text.String())
 	}
 }

@@ -134,18 +134,32 @@ func (b buyer) buy(ctx context.Context, client *http.Client, skus []string) (out
 		json.Unmarshal(data, &answer) // a body that is not JSON leaves them empty
 	}
 	out = Classify(resp.StatusCode, answer.Type)
+	fail := func(msg string) (Outcome, int64, []string, error) {
+		return Failed, 0, nil, &answerError{status: resp.StatusCode, problem: answer.Type, msg: msg}
+	}
 	switch {
 	case out == Ordered && answer.ID < 1:
-		return Failed, 0, nil, fmt.Errorf("201 without an order id: %.200s", data)
+		return fail(fmt.Sprintf("201 without an order id: %.200s", data))
 	case out == Failed:
-		return Failed, 0, nil, fmt.Errorf("%s: %.200s", resp.Status, data)
+		return fail(fmt.Sprintf("%s: %.200s", resp.Status, data))
 	case out == SoldOut && len(answer.SKUs) == 0 && len(skus) > 1:
-		return Failed, 0, nil, fmt.Errorf("a sold-out cart that names no SKU short: %.200s", data)
+		return fail(fmt.Sprintf("a sold-out cart that names no SKU short: %.200s", data))
 	case out == SoldOut && len(answer.SKUs) == 0:
 		answer.SKUs = skus
 	}
 	return out, answer.ID, answer.SKUs, nil
 }
+
+// answerError is a Failed outcome that the shop answered, as opposed to
+// one it never answered (a transport error or a timeout): its status and
+// problem type, which a surge counts it by.
+type answerError struct {
+	status  int
+	problem string
+	msg     string
+}
+
+func (e *answerError) Error() string { return e.msg }
 
 // SetStock puts quantity units of sku on sale, through the admin API of
 // the first instance: a new SKU is set up with them, and an existing one
