@@ -22,11 +22,12 @@ const loadUsage = `usage: shop load --target URL[,URL...] --admin-token T --sku 
 
 Sends the bench's loads to a running deployment of the shop, which it
 never starts: a burst of D buyers at S units, with --rate a steady load,
-and with --closed a closed loop, round robin over the targets. It first
-asks each target's GET /readyz, and refuses to run unless every one
-answers 200. Each load has a SKU of its own, NAME-burst, NAME-steady and
-NAME-closed-<buyers>, which must not be on sale yet; the admin token puts
-its stock on sale. Each load is audited through the API (the SKU's stock,
+with --closed a closed loop and one of refusals, and with --surge an open
+loop past capacity, round robin over the targets. It first asks each
+target's GET /readyz, and refuses to run unless every one answers 200.
+Each load has a SKU of its own, NAME-burst, NAME-steady,
+NAME-closed-<buyers>, NAME-refusals-<buyers> and NAME-surge, which must
+not be on sale yet; the admin token puts its stock on sale. Each load is audited through the API (the SKU's stock,
 and every order answered 201, read as its buyer) and, with --mysql, in
 the database as the bench audits it. A broken invariant fails the run.
 
@@ -44,7 +45,7 @@ func load(ctx context.Context, args []string, getenv config.Getenv, stdout, stde
 	var l sale.Load
 	fs.StringVar(&l.Shop.AdminToken, "admin-token", getenv("SHOP_ADMIN_TOKEN"), "the targets' admin token, which puts each load's stock on sale (SHOP_ADMIN_TOKEN)")
 	fs.Lookup("admin-token").DefValue = config.Masked("SHOP_ADMIN_TOKEN", l.Shop.AdminToken)
-	fs.StringVar(&l.SKU, "sku", "", "the name the loads' SKUs start with: NAME-burst, NAME-steady, NAME-closed-<buyers>; none may be on sale yet")
+	fs.StringVar(&l.SKU, "sku", "", "the name the loads' SKUs start with: NAME-burst, NAME-steady, NAME-closed-<buyers>, NAME-refusals-<buyers>, NAME-surge; none may be on sale yet")
 	fs.StringVar(&l.MySQLDSN, "mysql", "", "the deployment's MySQL DSN, to audit the database too, as the bench does; empty audits through the API alone")
 	tokens := fs.String("tokens", "", `a file of buyer tokens, one "user<TAB>token" a line, for targets with SHOP_BUYER_AUTH=jwt; the buyers take its lines round robin`)
 	readToken := config.Flags(fs, getenv, nil, config.ForToken)
@@ -67,7 +68,7 @@ func load(ctx context.Context, args []string, getenv config.Getenv, stdout, stde
 	if l.Shop.AdminToken == "" {
 		bad("--admin-token is required (or SHOP_ADMIN_TOKEN): the targets' admin token puts each load's stock on sale")
 	}
-	if l.SKU == "" || !httpapi.ValidID(l.SKU+"-closed-1000000") {
+	if l.SKU == "" || !httpapi.ValidID(l.SKU+"-refusals-1000000") {
 		bad("--sku is required: the name the loads' SKUs start with, short visible ASCII, such as flash-1 (got %q)", l.SKU)
 	}
 	if f.plan.Burst.Buyers < 1 {

@@ -59,10 +59,15 @@ func newPlanFlags(name string, stderr io.Writer, usage string) *loadFlags {
 	fs.DurationVar(&p.Burst.OvertakeGap, "overtake-gap", loadtest.DefaultOvertakeGap, "with --arrivals, an overtake is a buyer refused while one who arrived at least this much later won")
 	fs.Float64Var(&p.Steady.Rate, "rate", 0, "after each burst, buyers per second at a steady rate; 0 skips it")
 	fs.DurationVar(&p.Steady.Duration, "duration", 10*time.Second, "how long the steady rate runs")
-	fs.DurationVar(&p.Closed.Duration, "closed", 0, "after each burst, a closed loop for this long (each step of its search, see --closed-max-buyers), stock for every buyer: the most orders/s sustained; 0 skips it")
+	fs.DurationVar(&p.Closed.Duration, "closed", 0, "after each burst, a closed loop for this long (each step of its search, see --closed-max-buyers), stock for every buyer: the most orders/s sustained; then a closed loop of its best step's buyers for as long on a sold-out SKU, every request a new buyer and Idempotency-Key: the refusals/s sustained, any other answer an error; 0 skips both")
 	fs.IntVar(&p.Closed.Buyers, "closed-buyers", 64, "buyers in the closed loop, each placing its next order when answered")
 	fs.IntVar(&p.Closed.MaxBuyers, "closed-max-buyers", 1024, "run the closed loop again with twice the buyers, up to this many, until orders/s grow by less than 5% twice in a row or p99 passes --closed-p99, and report the best; at most --closed-buyers runs it once")
 	fs.DurationVar(&p.Closed.P99, "closed-p99", 500*time.Millisecond, "the p99 latency a step of the closed loop's search must stay within; 0 for none")
+	fs.Float64Var(&p.Surge.Rate, "surge", 0, "after every other load, a surge: buyers arriving at this rate per second for --surge-for, each sent at its time whatever the answers before it (an open loop), each its own buyer and Idempotency-Key, on a SKU with stock for a tenth of them (--surge-stock); reports the answers' latency, answers/s, their outcomes and, where the database is read, its connections at their peak; 0 skips it")
+	fs.DurationVar(&p.Surge.Duration, "surge-for", 5*time.Second, "how long the surge's buyers keep arriving")
+	fs.IntVar(&p.Surge.Stock, "surge-stock", 0, "units on sale in the surge; 0 puts a tenth of its buyers' worth on sale")
+	fs.IntVar(&p.Surge.MaxInFlight, "surge-max-in-flight", loadtest.DefaultSurgeInFlight, "the surge's requests in flight at most, each a connection and a file descriptor of this process; an arrival that finds them all taken waits for one, late, and the report says how many did")
+	fs.DurationVar(&p.Surge.Timeout, "surge-timeout", loadtest.DefaultSurgeTimeout, "how long a surge's buyer waits for its answer before it counts as a timeout")
 	fs.IntVar(&p.Burst.Cart, "cart", 0, "a cart mix: every order of every load is a cart of one unit of each of 2 to this many distinct SKUs, in random order, drawn from max(N, 3) SKUs each with the load's stock (the load's SKU, then <sku>-2, <sku>-3, …), all or nothing; with --closed, the closed loop runs with single orders, then with the mix; at most 20; 0 or 1: every order one unit of one SKU")
 	fs.BoolVar(&p.Check, "check", false, "record each burst's history and check every answer in it against the model of the shop: a history that is not linearizable fails its strategy (docs/linearizability.md)")
 	fs.StringVar(&p.HistoryDir, "history", "", "write each burst's history (<strategy>.jsonl, read by shop check) and its page (<strategy>.html) into this directory, and check it as --check does")
@@ -127,9 +132,11 @@ const benchUsage = `usage: shop bench [flags]
 Measures every strategy against real servers: first the baselines, the
 shop's HTTP stack alone ('shop echo') and raw loops on one hot row or key
 with no HTTP, then, for each strategy, K child 'shop serve' processes under
-a burst, with --rate a steady load, and with --closed a closed loop that
-shows the most orders per second it sustains. Each strategy is shown as a
-fraction of its own baseline.
+a burst, with --rate a steady load, with --closed a closed loop that shows
+the most orders per second it sustains and one that shows the most
+refusals per second, on a sold-out SKU, and with --surge an open loop of
+arrivals past capacity. Each strategy is shown as a fraction of its own
+baseline, and of the HTTP stack's.
 
 With no MySQL server named (--mysql, SHOP_MYSQL_DSN; an SQLite file counts as
 none) or no Redis server (--redis, SHOP_REDIS_ADDR), it runs as 'shop demo'

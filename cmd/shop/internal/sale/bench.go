@@ -77,8 +77,9 @@ func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
 		{Role: "etcd", What: cmp.Or(strings.Join(cfg.EtcdAddrs, ","), "none")},
 		{Role: "shop", What: "child processes: " + b.Bin + " serve"}}
 
+	var echo echoLoops
 	if b.Baseline > 0 {
-		if rep.Baselines, err = b.ceilings(ctx, gdb, run); err != nil {
+		if rep.Baselines, echo, err = b.ceilings(ctx, gdb, run); err != nil {
 			return nil, err
 		}
 	}
@@ -87,6 +88,9 @@ func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
 		settle: func(ctx context.Context) error { return settle(ctx, gdb) },
 		meter:  func(s strategy.Strategy, shops []int) meter { return newMeter(shops, servers(cfg, s)) }}
 	rep.Results, err = r.runAll(ctx, run, skipped)
+	if err == nil && echo != nil {
+		err = b.compareRefusals(ctx, rep, echo)
+	}
 	ceiling := func(c strategy.Ceiling) (string, float64) {
 		j := slices.IndexFunc(rep.Baselines, func(b loadtest.BaselineResult) bool { return b.Key == string(c) })
 		if j < 0 || rep.Baselines[j].Throughput <= 0 {
@@ -94,7 +98,7 @@ func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
 		}
 		return rep.Baselines[j].Key, rep.Baselines[j].Throughput
 	}
-	_, echo := ceiling(strategy.HTTPEcho)
+	_, echoClosed := ceiling(strategy.HTTPEcho)
 	_, echoBurst := ceiling(strategy.HTTPEchoBurst)
 	echoCPU := 0.0
 	if j := slices.IndexFunc(rep.Baselines, func(b loadtest.BaselineResult) bool { return b.Key == string(strategy.HTTPEcho) }); j >= 0 {
@@ -108,7 +112,7 @@ func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
 		if res.Burst != nil {
 			r.Fraction, r.EchoFraction = res.Burst.Throughput/own, res.Burst.Throughput/echoBurst
 		}
-		r.ClosedFraction, r.ClosedEchoFraction = res.Closed.OrdersPerSecond()/own, res.Closed.OrdersPerSecond()/echo
+		r.ClosedFraction, r.ClosedEchoFraction = res.Closed.OrdersPerSecond()/own, res.Closed.OrdersPerSecond()/echoClosed
 		if res.Closed != nil && echoCPU > 0 {
 			r.ClosedCPUOfEcho = loadtest.CPUPerOrder(res.Closed.CPU) / echoCPU
 		}
@@ -141,40 +145,96 @@ func forgetKeys(ctx context.Context, cfg config.Config) error {
 	return forget(ctx, rdb.(*redis.Client))
 }
 
+// echoLoops is http-echo's closed loops, by buyers: its rate in each.
+type echoLoops map[int]float64
+
+// echoLoop is the closed loop of http-echo with buyers: with --closed, the
+// strategies' closed loop's duration, so that a strategy and echo compare
+// loops of the same buyers, client and length; without, Baseline.
+func (b Bench) echoLoop(buyers int) loadtest.Closed {
+	return loadtest.Closed{Buyers: buyers, Duration: cmp.Or(b.Plan.Closed.Duration, b.Baseline)}
+}
+
+// compareRefusals gives each strategy's refusals their rate over
+// http-echo's in a closed loop of the same buyers, and runs the loops of
+// echo that its search did not, which the http-echo baseline then lists
+// with its own steps.
+func (b Bench) compareRefusals(ctx context.Context, rep *loadtest.Report, echo echoLoops) error {
+	var missing []int
+	for _, r := range rep.Results {
+		if _, ok := echo[r.ClosedBuyers]; r.Refusals != nil && !ok && !slices.Contains(missing, r.ClosedBuyers) {
+			missing = append(missing, r.ClosedBuyers)
+		}
+	}
+	if len(missing) > 0 {
+		b.describe(string(strategy.HTTPEcho) + " for the refusals")
+		fleet, err := echoes(b.Bin)(ctx, "", b.Plan.Instances)
+		if err != nil {
+			return err
+		}
+		for _, buyers := range missing {
+			st, err := b.echoLoop(buyers).Run(ctx, fleet.Shop, "echo", nil)
+			if err != nil {
+				fleet.Stop()
+				return err
+			}
+			echo[buyers] = st.Throughput
+		}
+		if _, err := fleet.Stop(); err != nil {
+			return err
+		}
+		if j := slices.IndexFunc(rep.Baselines, func(b loadtest.BaselineResult) bool { return b.Key == string(strategy.HTTPEcho) }); j >= 0 {
+			e := &rep.Baselines[j]
+			for _, buyers := range missing {
+				e.Steps = append(e.Steps, loadtest.ClosedStep{Buyers: buyers, PerSecond: echo[buyers]})
+			}
+			slices.SortFunc(e.Steps, func(a, b loadtest.ClosedStep) int { return a.Buyers - b.Buyers })
+		}
+	}
+	for i, r := range rep.Results {
+		if r.Refusals != nil {
+			rep.Results[i].ClosedRefusals = loadtest.NewRefusals(r.Refusals, echo[r.ClosedBuyers])
+		}
+	}
+	return nil
+}
+
+func (b Bench) describe(what string) {
+	if b.Progress != nil {
+		b.Progress.Describe("ceiling " + what)
+	}
+}
+
 // ceilings measures, for Baseline each: the shop's HTTP stack alone, as
 // many `shop echo` instances as the plan's, under a closed loop; the raw
 // loops of the database and Redis; and the serial ceiling of each lock
-// strategy that runs.
-func (b Bench) ceilings(ctx context.Context, gdb *gorm.DB, run []strategy.Strategy) ([]loadtest.BaselineResult, error) {
-	describe := func(what string) {
-		if b.Progress != nil {
-			b.Progress.Describe("ceiling " + what)
-		}
-	}
-	describe(string(strategy.HTTPEcho))
+// strategy that runs. It returns http-echo's closed loops too.
+func (b Bench) ceilings(ctx context.Context, gdb *gorm.DB, run []strategy.Strategy) ([]loadtest.BaselineResult, echoLoops, error) {
+	b.describe(string(strategy.HTTPEcho))
 	fleet, err := echoes(b.Bin)(ctx, "", b.Plan.Instances)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer fleet.Stop()
-	// The echo loop runs the strategies' search, for its highest rate too,
-	// with the single orders' bodies, as their closed loop does; the burst
-	// below has their burst's cart mix.
-	loop := loadtest.Closed{Buyers: echoBuyers, Duration: b.Baseline}
+	// The echo loop runs the strategies' search, for its highest rate
+	// too, with the single orders' bodies, as their closed loop does, and
+	// for as long; the burst below has their burst's cart mix.
+	loop := b.echoLoop(echoBuyers)
 	if b.Plan.Closed.Duration > 0 {
 		loop.Buyers, loop.MaxBuyers, loop.P99 = b.Plan.Closed.Buyers, b.Plan.Closed.MaxBuyers, b.Plan.Closed.P99
 	}
 	loops := make(map[int]loadtest.Stats)
+	echo := make(echoLoops)
 	cpu := make(map[int][]loadtest.ClassCPU)
 	m := newMeter(fleet.PIDs, nil)
-	buyers, _, err := loop.Search(func(buyers int) (loadtest.ClosedStep, bool, error) {
+	buyers, steps, err := loop.Search(func(buyers int) (loadtest.ClosedStep, bool, error) {
 		before := m.read()
-		st, err := loadtest.Closed{Buyers: buyers, Duration: b.Baseline}.Run(ctx, fleet.Shop, "echo", nil)
-		loops[buyers], cpu[buyers] = st, m.perOrder(before, m.read(), st.Ordered)
+		st, err := b.echoLoop(buyers).Run(ctx, fleet.Shop, "echo", nil)
+		loops[buyers], cpu[buyers], echo[buyers] = st, m.perOrder(before, m.read(), st.Ordered), st.Throughput
 		return loadtest.ClosedStep{Buyers: buyers, PerSecond: st.Throughput, P99: st.Latency.P99}, st.Errors == 0, err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	closed := loops[buyers]
 	// A burst opens a connection per buyer, which costs more than the
@@ -184,18 +244,18 @@ func (b Bench) ceilings(ctx context.Context, gdb *gorm.DB, run []strategy.Strate
 	for range echoBursts {
 		st, err := b.Plan.Burst.Run(ctx, fleet.Shop, "echo", nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if st.Throughput > burst.Throughput {
 			burst = st
 		}
 	}
 	if _, err := fleet.Stop(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	what := fmt.Sprintf("the shop's HTTP stack, no backends: %d 'shop echo' processes", b.Plan.Instances)
 	results := []loadtest.BaselineResult{
-		{Key: string(strategy.HTTPEcho), Workers: buyers, Stats: closed, CPU: cpu[buyers], Name: what + ", a closed loop"},
+		{Key: string(strategy.HTTPEcho), Workers: buyers, Stats: closed, CPU: cpu[buyers], Steps: steps, Name: what + ", a closed loop"},
 		{Key: string(strategy.HTTPEchoBurst), Workers: b.Plan.Burst.Buyers, Stats: burst, Name: what + fmt.Sprintf(", the burst, fastest of %d", echoBursts)},
 	}
 
@@ -207,13 +267,13 @@ func (b Bench) ceilings(ctx context.Context, gdb *gorm.DB, run []strategy.Strate
 	}
 	probes, closeProbes, err := ceilings(ctx, gdb, b.Config, locks)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, p := range probes {
-		describe(string(p.Key))
+		b.describe(string(p.Key))
 		results = append(results, p.measure(ctx, b.Baseline))
 	}
-	return results, errors.Join(ctx.Err(), closeProbes())
+	return results, echo, errors.Join(ctx.Err(), closeProbes())
 }
 
 // echoBuyers is how many buyers loop against http-echo when the plan has

@@ -10,10 +10,11 @@ import (
 	"github.com/stockguard/shop/loadtest"
 )
 
-// Load runs a plan's burst, steady load and closed loop against a running
-// deployment of the shop, whatever its strategy, at the URLs of Shop: it
-// starts nothing. Each load has a SKU of its own, SKU-burst, SKU-steady
-// and SKU-closed-<buyers>, which must not be on sale yet: the audit reads
+// Load runs a plan's burst, steady load, closed loops and surge against a
+// running deployment of the shop, whatever its strategy, at the URLs of
+// Shop: it starts nothing. Each load has a SKU of its own, SKU-burst,
+// SKU-steady, SKU-closed-<buyers>, SKU-refusals-<buyers> and SKU-surge,
+// which must not be on sale yet: the audit reads
 // their figures through the API, and leaves their orders where they are.
 // With MySQLDSN, the database is audited too, as the bench audits it.
 type Load struct {

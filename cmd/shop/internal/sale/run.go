@@ -166,13 +166,73 @@ func (r runner) run(ctx context.Context, s strategy.Strategy) (res loadtest.Resu
 	if err == nil && r.plan.Closed.Duration > 0 {
 		res.ClosedBuyers, res.ClosedSteps, res.Closed, err = r.closed(ctx, fleet.Shop, s.Name, name("closed", "closed"), 0, m)
 	}
+	if err == nil && r.plan.Closed.Duration > 0 {
+		res.Refusals, err = r.refusals(ctx, fleet.Shop, s.Name, name("refusals", fmt.Sprintf("refusals-%d", res.ClosedBuyers)), res.ClosedBuyers, m)
+		if res.Refusals != nil {
+			res.ClosedRefusals = loadtest.NewRefusals(res.Refusals, 0)
+		}
+	}
 	if err == nil && r.plan.Closed.Duration > 0 && r.plan.Closed.Cart >= 2 {
 		res.ClosedCartBuyers, res.ClosedCartSteps, res.ClosedCart, err = r.closed(ctx, fleet.Shop, s.Name, name("carts", "carts"), r.plan.Closed.Cart, m)
 		if single := res.Closed.OrdersPerSecond(); single > 0 {
 			res.ClosedCartFraction = res.ClosedCart.OrdersPerSecond() / single
 		}
 	}
+	if err == nil && r.plan.Surge.Rate > 0 {
+		surge := fleet.Shop
+		if r.plan.Check || r.plan.HistoryDir != "" {
+			surge.History = history.NewRecorder()
+		}
+		res.Surge, err = r.surge(ctx, surge, s.Name, name("surge", "surge"), m)
+	}
 	return res, err
+}
+
+// refusals runs a closed loop of buyers on sku, sold out, for the plan's
+// closed loop's duration: every answer should be a refusal, and any other
+// is a problem. Its CPU is per refusal.
+func (r runner) refusals(ctx context.Context, shop loadtest.Shop, name, sku string, buyers int, m meter) (*loadtest.Phase, error) {
+	loop := loadtest.Closed{Buyers: buyers, Duration: r.plan.Closed.Duration}
+	p, err := r.phase(ctx, shop, name, "refusals", sku, 0, 0, loop.Run, m)
+	if p == nil {
+		return nil, err
+	}
+	if others := p.Requests - p.SoldOut; others > 0 {
+		p.Problems = append(p.Problems, fmt.Sprintf("%d of %d answers were not sold-out: %d ordered, %d limit-reached, %d busy, %d failed",
+			others, p.Requests, p.Ordered, p.LimitReached, p.Busy, p.Errors))
+	}
+	p.Problems = prefixed("refusals: ", p.Problems)
+	p.CPU = loadtest.PerUnit(p.CPU, p.SoldOut)
+	return p, err
+}
+
+// surge sends the plan's surge to sku, with stock for a tenth of its
+// buyers, and reads the database's connections while it runs.
+func (r runner) surge(ctx context.Context, shop loadtest.Shop, name, sku string, m meter) (*loadtest.SurgeResult, error) {
+	var conns *loadtest.Connections
+	load := func(ctx context.Context, shop loadtest.Shop, sku string, progress func(loadtest.Answer)) (loadtest.Stats, error) {
+		stop := watchConnections(ctx, r.db)
+		st, err := r.plan.Surge.Run(ctx, shop, sku, progress)
+		conns = stop()
+		return st, err
+	}
+	p, err := r.phase(ctx, shop, name, "surge", sku, 0, r.plan.Surge.Units(), load, m)
+	if p == nil {
+		return nil, err
+	}
+	p.Problems = prefixed("surge: ", p.Problems)
+	res := &loadtest.SurgeResult{Phase: *p, SurgeStats: *p.Stats.Surge}
+	res.MySQLConnections = conns
+	return res, err
+}
+
+// prefixed returns each problem after prefix, which names its load.
+func prefixed(prefix string, problems []string) []string {
+	out := make([]string, len(problems))
+	for i, p := range problems {
+		out[i] = prefix + p
+	}
+	return out
 }
 
 // closed runs the plan's closed loop's search on sku, each order a cart
@@ -268,7 +328,11 @@ func (r runner) phase(ctx context.Context, shop loadtest.Shop, name, kind, sku s
 	p.Problems = append(p.Problems, unserved(stats, a, each)...)
 	p.Problems = append(p.Problems, cartProblems(stats, a)...)
 	if shop.History != nil {
-		if p.History, err = r.checkHistory(ctx, shop.History, name, skus); err != nil {
+		file := name // the burst's history is the strategy's; another load's is named after it too
+		if kind != "burst" {
+			file += "-" + kind
+		}
+		if p.History, err = r.checkHistory(ctx, shop.History, file, skus); err != nil {
 			return p, err
 		}
 		if !p.History.Linearizable {
