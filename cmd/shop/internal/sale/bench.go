@@ -89,7 +89,7 @@ func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
 		meter:  func(s strategy.Strategy, shops []int) meter { return newMeter(shops, servers(cfg, s)) }}
 	rep.Results, err = r.runAll(ctx, run, skipped)
 	if err == nil && echo != nil {
-		err = b.compareRefusals(ctx, rep, echo)
+		err = b.compareRefusals(ctx, rep, echo, echoes(b.Bin))
 	}
 	ceiling := func(c strategy.Ceiling) (string, float64) {
 		j := slices.IndexFunc(rep.Baselines, func(b loadtest.BaselineResult) bool { return b.Key == string(c) })
@@ -156,10 +156,10 @@ func (b Bench) echoLoop(buyers int) loadtest.Closed {
 }
 
 // compareRefusals gives each strategy's refusals their rate over
-// http-echo's in a closed loop of the same buyers, and runs the loops of
-// echo that its search did not, which the http-echo baseline then lists
-// with its own steps.
-func (b Bench) compareRefusals(ctx context.Context, rep *loadtest.Report, echo echoLoops) error {
+// http-echo's in a closed loop of the same buyers, and runs on a fleet of
+// launch the loops of echo that its search did not, which the http-echo
+// baseline then lists with its own steps.
+func (b Bench) compareRefusals(ctx context.Context, rep *loadtest.Report, echo echoLoops, launch Launcher) error {
 	var missing []int
 	for _, r := range rep.Results {
 		if _, ok := echo[r.ClosedBuyers]; r.Refusals != nil && !ok && !slices.Contains(missing, r.ClosedBuyers) {
@@ -168,7 +168,7 @@ func (b Bench) compareRefusals(ctx context.Context, rep *loadtest.Report, echo e
 	}
 	if len(missing) > 0 {
 		b.describe(string(strategy.HTTPEcho) + " for the refusals")
-		fleet, err := echoes(b.Bin)(ctx, "", b.Plan.Instances)
+		fleet, err := launch(ctx, "", b.Plan.Instances)
 		if err != nil {
 			return err
 		}
