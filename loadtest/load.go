@@ -126,10 +126,12 @@ type Latency struct {
 	Max  float64 `json:"max"`
 }
 
-// Latencies from 1µs to a minute, to 3 significant digits.
+// Latencies from 1µs to ten minutes, to 3 significant digits: a surge
+// far past capacity keeps its last buyers waiting for more than a minute,
+// counted from when each arrived.
 const (
 	minLatency = 1
-	maxLatency = int64(time.Minute / time.Microsecond)
+	maxLatency = int64(10 * time.Minute / time.Microsecond)
 	sigDigits  = 3
 )
 
