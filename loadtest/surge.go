@@ -1,15 +1,20 @@
 package loadtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -137,13 +142,32 @@ type Outcomes struct {
 	Timeouts     int `json:"timeouts"`      // no answer in time
 	ClientErrors int `json:"client_errors"` // no answer: the connection failed
 	// ByStatus counts the same answers by status and problem type, such as
-	// "409 sold-out", "500 internal", "timeout" or "client error".
+	// "409 sold-out", "500 internal" or "timeout", and the connections that
+	// failed by how: "client error: closed with no answer" (the server
+	// closed it), ": reset", ": refused", or "client error" alone.
 	ByStatus map[string]int `json:"by_status"`
 }
 
 // Total is every answer counted.
 func (o Outcomes) Total() int {
 	return o.Ordered + o.SoldOut + o.LimitReached + o.Busy + o.ServerErrors + o.OtherStatus + o.Timeouts + o.ClientErrors
+}
+
+// errors lists the answers counted as errors, by status and problem type
+// with their counts, most first: all but 201, sold-out, limit-reached and
+// 503.
+func (o Outcomes) errors() []string {
+	var keys []string
+	for k := range o.ByStatus {
+		if !slices.Contains([]string{"201", "409 sold-out", "409 limit-reached", "503"}, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(o.ByStatus[b]-o.ByStatus[a], strings.Compare(a, b)) })
+	for i, k := range keys {
+		keys[i] = fmt.Sprintf("%d %s", o.ByStatus[k], k)
+	}
+	return keys
 }
 
 // count adds one answer, as its outcome and error say.
@@ -176,6 +200,14 @@ func (o *Outcomes) count(out Outcome, err error) {
 			o.Timeouts, key = o.Timeouts+1, "timeout"
 		default:
 			o.ClientErrors, key = o.ClientErrors+1, "client error"
+			switch {
+			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+				key += ": closed with no answer"
+			case errors.Is(err, syscall.ECONNRESET):
+				key += ": reset"
+			case errors.Is(err, syscall.ECONNREFUSED):
+				key += ": refused"
+			}
 		}
 	}
 	if o.ByStatus == nil {

@@ -113,7 +113,7 @@ func TestSurgeOutcomes(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	stats, err := loadtest.Surge{Rate: 80, Duration: 100 * time.Millisecond, Stock: 1, Timeout: 200 * time.Millisecond}.Run(t.Context(), loadtest.Shop{URLs: []string{srv.URL}}, "phone", nil)
+	stats, err := loadtest.Surge{Rate: 80, Duration: 100 * time.Millisecond, Stock: 1, Timeout: 3 * time.Second}.Run(t.Context(), loadtest.Shop{URLs: []string{srv.URL}}, "phone", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestSurgeOutcomes(t *testing.T) {
 		got.Timeouts != 1 || got.ClientErrors != 1 || got.Total() != 8 || stats.Requests != 8 || stats.Errors != 4 {
 		t.Errorf("outcomes %+v, %d answers, %d errors; want one of each of 8, the 500, the 400, the timeout and the dropped connection errors", got, stats.Requests, stats.Errors)
 	}
-	want := map[string]int{"201": 1, "409 sold-out": 1, "409 limit-reached": 1, "503": 1, "500 internal": 1, "400 invalid-request": 1, "timeout": 1, "client error": 1}
+	want := map[string]int{"201": 1, "409 sold-out": 1, "409 limit-reached": 1, "503": 1, "500 internal": 1, "400 invalid-request": 1, "timeout": 1, "client error: closed with no answer": 1}
 	if !maps.Equal(got.ByStatus, want) {
 		t.Errorf("by status %v, want %v", got.ByStatus, want)
 	}
@@ -174,7 +174,7 @@ func surgeReport(measured bool) *loadtest.Report {
 		Phase: loadtest.Phase{Stats: loadtest.Stats{Requests: 100, Ordered: 10, SoldOut: 85, Busy: 5, Seconds: 1.25, Throughput: 80,
 			Latency: loadtest.Latency{P50: 3, P90: 8, P99: 20, P999: 30, Max: 31}}, Audit: audit.Audit{SKU: "surge", Initial: 10, Sold: 10, Orders: 10}},
 		SurgeStats: loadtest.SurgeStats{Arrivals: 100, Stock: 10, AnswersPerSecond: 80, InFlightPeak: 12, InFlightCap: 10, CapWaits: 3, CapWaitMax: 4.5, SendLagMax: 5,
-			Outcomes:         loadtest.Outcomes{Ordered: 10, SoldOut: 85, Busy: 5, ByStatus: map[string]int{"201": 10, "409 sold-out": 85, "503": 5}},
+			Outcomes:         loadtest.Outcomes{Ordered: 10, SoldOut: 84, Busy: 5, ClientErrors: 1, ByStatus: map[string]int{"201": 10, "409 sold-out": 84, "503": 5, "client error: closed with no answer": 1}},
 			MySQLConnections: &loadtest.Connections{Before: 7, Peak: 31, Samples: 13, Source: "Threads_connected"}},
 	}
 	rep.Results = []loadtest.Result{{Strategy: "lua", Instances: 2, Burst: &loadtest.Phase{}, ClosedBuyers: 4, Closed: &loadtest.Phase{},
@@ -282,6 +282,7 @@ func TestRefusalsAndSurgeTables(t *testing.T) {
 		"surge: 100 arrivals/s for 1s (100 buyers, each its own Idempotency-Key), 10 units",
 		"lua: the cap of 10 requests in flight was hit: 3 arrivals waited for a slot, up to 4.5 ms",
 		"mysql before, peak: Threads_connected",
+		"lua: the errors by status and problem type: 1 client error: closed with no answer",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the text lacks %q:\n%s", want, out)
@@ -300,7 +301,7 @@ func TestRefusalsAndSurgeTables(t *testing.T) {
 		t.Errorf("refusals row %q, want %q", refusals, want)
 	}
 	surge := strings.Join(rows["3"], " ")
-	if want := "lua 100 80 3.0 20.0 31.0 10 85 5 0 0 0 0 10 0 0 0 12 3 5.0 7 31 PASS"; surge != want {
+	if want := "lua 100 80 3.0 20.0 31.0 10 84 5 0 0 0 1 10 0 0 0 12 3 5.0 7 31 PASS"; surge != want {
 		t.Errorf("surge row %q, want %q", surge, want)
 	}
 }

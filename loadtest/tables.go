@@ -225,6 +225,11 @@ func writeSurge(w io.Writer, results []Result) {
 	}
 	tw.Flush()
 	for _, r := range results {
+		if s := r.Surge; s != nil && len(s.Outcomes.errors()) > 0 {
+			fmt.Fprintf(w, "  %s: the errors by status and problem type: %s\n", r.Strategy, strings.Join(s.Outcomes.errors(), ", "))
+		}
+	}
+	for _, r := range results {
 		if s := r.Surge; s != nil && s.CapWaits > 0 {
 			fmt.Fprintf(w, "  %s: the cap of %d requests in flight was hit: %d arrivals waited for a slot, up to %.1f ms\n", r.Strategy, s.InFlightCap, s.CapWaits, s.CapWaitMax)
 		}
