@@ -28,6 +28,7 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 	"refusalCPU":   refusalCPU,
 	"plus":         func(a, b int) int { return a + b },
 	"minus":        func(a, b int) int { return a - b },
+	"seconds":      func(ms float64) float64 { return ms / 1000 },
 	"usage": func(us []Usage) template.HTML {
 		rss, cpu := totalUsage(us)
 		return template.HTML(fmt.Sprintf("<td>%.0f MB</td><td>%.1f</td>", rss, cpu))

@@ -125,6 +125,10 @@ type SurgeStats struct {
 	// SendLagMax is the latest the load generator sent an arrival after
 	// its time, in milliseconds, cap waits included: how well it kept up.
 	SendLagMax float64 `json:"send_lag_max_ms"`
+	// AuditAfter is how long after its last answer the surge's sale was
+	// audited, in milliseconds: once its stock and orders in the database
+	// had stopped changing.
+	AuditAfter float64 `json:"audit_after_ms"`
 	// MySQLConnections is what the database server saw during the surge,
 	// where it was read.
 	MySQLConnections *Connections `json:"mysql_connections,omitempty"`

@@ -173,7 +173,7 @@ func surgeReport(measured bool) *loadtest.Report {
 	surge := &loadtest.SurgeResult{
 		Phase: loadtest.Phase{Stats: loadtest.Stats{Requests: 100, Ordered: 10, SoldOut: 85, Busy: 5, Seconds: 1.25, Throughput: 80,
 			Latency: loadtest.Latency{P50: 3, P90: 8, P99: 20, P999: 30, Max: 31}}, Audit: audit.Audit{SKU: "surge", Initial: 10, Sold: 10, Orders: 10}},
-		SurgeStats: loadtest.SurgeStats{Arrivals: 100, Stock: 10, AnswersPerSecond: 80, InFlightPeak: 12, InFlightCap: 10, CapWaits: 3, CapWaitMax: 4.5, SendLagMax: 5,
+		SurgeStats: loadtest.SurgeStats{Arrivals: 100, Stock: 10, AnswersPerSecond: 80, InFlightPeak: 12, InFlightCap: 10, CapWaits: 3, CapWaitMax: 4.5, SendLagMax: 5, AuditAfter: 1500,
 			Outcomes:         loadtest.Outcomes{Ordered: 10, SoldOut: 84, Busy: 5, ClientErrors: 1, ByStatus: map[string]int{"201": 10, "409 sold-out": 84, "503": 5, "client error: closed with no answer": 1}},
 			MySQLConnections: &loadtest.Connections{Before: 7, Peak: 31, Samples: 13, Source: "Threads_connected"}},
 	}
@@ -244,7 +244,7 @@ func TestSurgeJSON(t *testing.T) {
 	decode(t, surgeReport(true), &got)
 	s := got.Results[0].Surge
 	for _, key := range []string{"arrivals", "stock", "answers_per_s", "latency_ms", "outcomes", "in_flight_peak", "in_flight_cap",
-		"cap_waits", "cap_wait_max_ms", "send_lag_max_ms", "mysql_connections", "audit", "requests", "seconds"} {
+		"cap_waits", "cap_wait_max_ms", "send_lag_max_ms", "audit_after_ms", "mysql_connections", "audit", "requests", "seconds"} {
 		if _, ok := s[key]; !ok {
 			t.Errorf("the surge has no %q: %v", key, sortedKeys(s))
 		}
@@ -301,7 +301,7 @@ func TestRefusalsAndSurgeTables(t *testing.T) {
 		t.Errorf("refusals row %q, want %q", refusals, want)
 	}
 	surge := strings.Join(rows["3"], " ")
-	if want := "lua 100 80 3.0 20.0 31.0 10 84 5 0 0 0 1 10 0 0 0 12 3 5.0 7 31 PASS"; surge != want {
+	if want := "lua 100 80 3.0 20.0 31.0 10 84 5 0 0 0 1 10 0 0 0 12 3 5.0 7 31 1.5 PASS"; surge != want {
 		t.Errorf("surge row %q, want %q", surge, want)
 	}
 }

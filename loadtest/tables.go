@@ -204,7 +204,7 @@ func percentOf(f *float64) string {
 // and the database.
 func writeSurge(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "\tanswers\tanswers/s\tp50 ms\tp99 ms\tmax ms\tordered\tsold out\tbusy\t5xx\tother\ttimeouts\tclient errors\tsold\tstock left\toversold\tundersold\tin flight peak\tcap waits\tsend lag ms\tmysql before\tmysql peak\t"
+	head := "\tanswers\tanswers/s\tp50 ms\tp99 ms\tmax ms\tordered\tsold out\tbusy\t5xx\tother\ttimeouts\tclient errors\tsold\tstock left\toversold\tundersold\tin flight peak\tcap waits\tsend lag ms\tmysql before\tmysql peak\taudit after s\t"
 	if surgeChecked(results) {
 		head += "linear\t"
 	}
@@ -215,9 +215,9 @@ func writeSurge(w io.Writer, results []Result) {
 			continue
 		}
 		o, a := s.Outcomes, s.Audit
-		row := fmt.Sprintf("%s\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t", leftAlign(r.Strategy, results),
+		row := fmt.Sprintf("%s\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%.1f\t", leftAlign(r.Strategy, results),
 			o.Total(), s.AnswersPerSecond, s.Latency.P50, s.Latency.P99, s.Latency.Max, o.Ordered, o.SoldOut, o.Busy, o.ServerErrors, o.OtherStatus+o.LimitReached, o.Timeouts, o.ClientErrors,
-			a.Sold, a.Available, a.Oversold, a.Undersold, s.InFlightPeak, s.CapWaits, s.SendLagMax, strings.Join(s.Connections(), "\t"))
+			a.Sold, a.Available, a.Oversold, a.Undersold, s.InFlightPeak, s.CapWaits, s.SendLagMax, strings.Join(s.Connections(), "\t"), s.AuditAfter/1000)
 		if surgeChecked(results) {
 			row += s.Linear() + "\t"
 		}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -210,10 +211,14 @@ func (r runner) refusals(ctx context.Context, shop loadtest.Shop, name, sku stri
 // buyers, and reads the database's connections while it runs.
 func (r runner) surge(ctx context.Context, shop loadtest.Shop, name, sku string, m meter) (*loadtest.SurgeResult, error) {
 	var conns *loadtest.Connections
+	var still time.Duration
 	load := func(ctx context.Context, shop loadtest.Shop, sku string, progress func(loadtest.Answer)) (loadtest.Stats, error) {
 		stop := watchConnections(ctx, r.db)
 		st, err := r.plan.Surge.Run(ctx, shop, sku, progress)
 		conns = stop()
+		if err == nil {
+			still, err = waitStill(ctx, r.db, sku)
+		}
 		return st, err
 	}
 	p, err := r.phase(ctx, shop, name, "surge", sku, 0, r.plan.Surge.Units(), load, m)
@@ -222,8 +227,44 @@ func (r runner) surge(ctx context.Context, shop loadtest.Shop, name, sku string,
 	}
 	p.Problems = prefixed("surge: ", p.Problems)
 	res := &loadtest.SurgeResult{Phase: *p, SurgeStats: *p.Stats.Surge}
-	res.MySQLConnections = conns
+	res.MySQLConnections, res.AuditAfter = conns, float64(still)/float64(time.Millisecond)
 	return res, err
+}
+
+// A sale is still once its SKU's stock and orders have not changed for
+// stillFor, and the surge's audit waits at most stillAtMost for it.
+const stillFor, stillAtMost = time.Second, time.Minute
+
+// waitStill waits until sku's available stock and orders in the database
+// stay the same for stillFor, at most stillAtMost, and returns how long
+// that took. A surge's last answers are not the end of its sale: a busy
+// answer may leave a unit reserved that its shop is still writing (lua
+// keeps a reservation whose batch could not commit, and commits it
+// later), and an audit that read the sale before would count such units
+// as left. With no database it waits for nothing.
+func waitStill(ctx context.Context, gdb *gorm.DB, sku string) (time.Duration, error) {
+	if gdb == nil {
+		return 0, nil
+	}
+	start := time.Now()
+	read := func() (state [2]int64, err error) {
+		err = gdb.WithContext(ctx).Raw(`SELECT (SELECT COALESCE(SUM(available), 0) FROM stock_items WHERE sku = ?), (SELECT COUNT(*) FROM orders WHERE sku = ?)`,
+			sku, sku).Row().Scan(&state[0], &state[1])
+		return state, err
+	}
+	last, err := read()
+	for since := time.Now(); err == nil && time.Since(since) < stillFor && time.Since(start) < stillAtMost; {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		var now [2]int64
+		if now, err = read(); now != last {
+			last, since = now, time.Now()
+		}
+	}
+	return time.Since(start), err
 }
 
 // prefixed returns each problem after prefix, which names its load.
