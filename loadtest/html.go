@@ -103,11 +103,7 @@ func (r *Report) charts() []template.HTML {
 		var bars []bar
 		for _, res := range ran {
 			if c := res.ClosedRefusals; c != nil {
-				text := fmt.Sprintf("%.0f/s", c.PerSecond)
-				if c.OfEcho != nil {
-					text += ", " + percent(*c.OfEcho) + " of echo"
-				}
-				bars = append(bars, bar{label: res.Strategy, value: c.PerSecond, text: text, fail: res.Verdict() != "PASS"})
+				bars = append(bars, bar{label: res.Strategy, value: c.PerSecond, text: fmt.Sprintf("%.0f/s", c.PerSecond), fail: res.Verdict() != "PASS"})
 			}
 		}
 		charts = append(charts, barChart("Refusals: a closed loop on a sold-out SKU", "sold-out answers per second, at the closed loop's buyers; higher is better", bars))
@@ -116,7 +112,7 @@ func (r *Report) charts() []template.HTML {
 		var bars []bar
 		for _, res := range ran {
 			if s := res.Surge; s != nil {
-				bars = append(bars, bar{label: res.Strategy, value: s.Latency.P99, text: fmt.Sprintf("%.1f ms, max %.1f", s.Latency.P99, s.Latency.Max), fail: res.Verdict() != "PASS"})
+				bars = append(bars, bar{label: res.Strategy, value: s.Latency.P99, text: fmt.Sprintf("%.0f ms", s.Latency.P99), fail: res.Verdict() != "PASS"})
 			}
 		}
 		charts = append(charts, barChart(fmt.Sprintf("Surge of %g/s: latency, p99", r.Plan.Surge.Rate), "milliseconds from when each buyer arrived, lower is better", bars))
