@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -78,39 +79,89 @@ func startShop(t *testing.T, env ...string) (string, *exec.Cmd) {
 func runShop(t *testing.T, debug string, env []string) ([]string, *exec.Cmd) {
 	t.Helper()
 	cmd, addr := spawnShop(t, debug, env)
-	want := 1
-	if debug != "--debug=" {
-		want = 2
+	return listening(t, addr, addrCount(debug)), cmd
+}
+
+// addrCount is how many addresses `shop serve` with debug as its --debug
+// flag listens on: the public one, and the debug one unless it is off.
+func addrCount(debug string) int {
+	if debug == "--debug=" {
+		return 1
 	}
-	return listening(t, addr, want), cmd
+	return 2
 }
 
 // spawnShop starts `shop serve` and returns at once, with the channel of
-// the addresses it will listen on.
+// the addresses it will listen on. Everything the child prints lands in
+// the test's log before the test ends. A child that has not listened on
+// all its addresses when a failed test ends overran listening's time: it
+// gets SIGQUIT before it is killed, and its goroutine dump shows where its
+// start was stuck.
 func spawnShop(t *testing.T, debug string, env []string) (*exec.Cmd, <-chan string) {
 	t.Helper()
-	cmd := exec.Command(shopBin(t), "serve", debug)
+	bin := shopBin(t)
+	ctx, quit := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "serve", debug)
+	dumpOnCancel(cmd)
 	cmd.Env = append(os.Environ(), "SHOP_HTTP_ADDR=127.0.0.1:0")
 	cmd.Env = append(cmd.Env, env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	addr := make(chan string, 2)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if a, ok := sale.ListenAddr(sc.Bytes()); ok {
-				addr <- a
-			}
-			t.Log(sc.Text())
+	stderr := &childLog{t: t, addr: addr}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		quit()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() && int(stderr.listened.Load()) < addrCount(debug) {
+			quit()
+		} else {
+			cmd.Process.Kill()
 		}
-	}()
+		cmd.Wait() // until all the child wrote is logged
+		quit()
+	})
 	return cmd, addr
+}
+
+// quitWait is how long a child has to write its goroutine dump after
+// SIGQUIT before it is killed: a dump takes well under a second, and the
+// rest is a busy machine's margin.
+const quitWait = 10 * time.Second
+
+// dumpOnCancel makes cmd, made by exec.CommandContext, get SIGQUIT rather
+// than SIGKILL when its context ends: the Go runtime then writes every
+// goroutine's stack to stderr, which the test shows, and exits. A child
+// still running quitWait later is killed.
+func dumpOnCancel(cmd *exec.Cmd) {
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.WaitDelay = quitWait
+}
+
+// childLog is a child's stderr: each line goes to the test's log, and each
+// address the child listens on to addr. exec.Cmd.Wait returns once the
+// child's last line is written here.
+type childLog struct {
+	t        *testing.T
+	addr     chan<- string
+	listened atomic.Int32
+	partial  []byte
+}
+
+func (l *childLog) Write(p []byte) (int, error) {
+	l.partial = append(l.partial, p...)
+	for {
+		line, rest, ok := bytes.Cut(l.partial, []byte("\n"))
+		if !ok {
+			return len(p), nil
+		}
+		if a, ok := sale.ListenAddr(line); ok {
+			l.listened.Add(1)
+			l.addr <- a
+		}
+		l.t.Log(string(line))
+		l.partial = rest
+	}
 }
 
 // listening waits for want addresses on addr, at most 30 s.
@@ -190,9 +241,14 @@ func TestServe(t *testing.T) {
 	stopShop(t, cmd)
 }
 
-// stopShop stops a shop with SIGTERM and expects a clean exit within 20 s.
+// stopShop stops a shop that spawnShop started with SIGTERM and expects a
+// clean exit. The shop may take shutdownTimeout for the requests under way
+// and as long again to send its last spans; stopWait adds a busy machine's
+// margin to that. A shop that overran it gets SIGQUIT, and its goroutine
+// dump shows where its shutdown was stuck.
 func stopShop(t *testing.T, cmd *exec.Cmd) {
 	t.Helper()
+	const stopWait = 2*shutdownTimeout + 30*time.Second
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +259,15 @@ func stopShop(t *testing.T, cmd *exec.Cmd) {
 		if err != nil {
 			t.Errorf("shop exited with %v after SIGTERM, want 0", err)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("shop did not exit within 20s of SIGTERM")
+	case <-time.After(stopWait):
+		cmd.Cancel() // SIGQUIT
+		select {
+		case <-done:
+		case <-time.After(quitWait):
+			cmd.Process.Kill()
+			<-done
+		}
+		t.Fatalf("shop did not exit within %v of SIGTERM", stopWait)
 	}
 }
 

@@ -208,17 +208,29 @@ func TestServeThreeAtOnce(t *testing.T) {
 }
 
 // serveFails runs `shop serve` with env, expects it to exit with an
-// error, and returns what it printed.
+// error, and returns what it printed. A refusal is a connection to MySQL,
+// a few queries and an exit, under a second on a quiet machine; refuseWait
+// is only there to end a child that never refuses (one waiting for a lock
+// would wait up to the migrations' 5 minutes), and is long enough for a
+// machine that other builds load heavily. Such a child gets SIGQUIT, and
+// its goroutine dump is in the failure's output. The binary is built, or
+// waited for, before refuseWait starts: a build on a loaded machine can
+// take longer than refuseWait by itself.
 func serveFails(t *testing.T, env []string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	const refuseWait = 2 * time.Minute
+	bin := shopBin(t)
+	ctx, cancel := context.WithTimeout(t.Context(), refuseWait)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, shopBin(t), "serve", "--debug=")
+	cmd := exec.CommandContext(ctx, bin, "serve", "--debug=")
+	dumpOnCancel(cmd)
 	cmd.Env = append(append(os.Environ(), "SHOP_HTTP_ADDR=127.0.0.1:0"), env...)
+	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err == nil || ctx.Err() != nil {
-		t.Fatalf("shop serve did not refuse to start: %v\n%s", err, out)
+		t.Fatalf("shop serve did not refuse to start within %v: %v\n%s", refuseWait, err, out)
 	}
+	t.Logf("shop serve refused in %v", time.Since(start).Round(time.Millisecond))
 	return string(out)
 }
 

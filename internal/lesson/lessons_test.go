@@ -190,16 +190,21 @@ func TestFastPathCrash(t *testing.T) {
 	}
 }
 
+// TestLockOrder: locked in the order requested, both buyers wait for each
+// other until their deadline, and are answered busy; in ascending order,
+// both are served before it. How long the fix's buyers took is not
+// checked: only that the deadline, which the mistake's wait out, did not
+// end their turns.
 func TestLockOrder(t *testing.T) {
 	t.Parallel()
 	r := run(t, realEnv(t, 0), "lock-order")
 	verdict(t, r)
 	m, f := r.Mistake.Numbers, r.Fix.Numbers
-	if m["busy_answers"] != 2 || m["served"] != 0 || m["stock_left_a"] != 5 || m["stock_left_b"] != 5 || m["waited_ms"] < 1000 {
+	if m["busy_answers"] != 2 || m["served"] != 0 || m["stock_left_a"] != 5 || m["stock_left_b"] != 5 || m["waited_ms"] < m["deadline_ms"] {
 		t.Errorf("request order: %v, want both buyers busy at their deadline and the stock untouched", m)
 	}
-	if f["busy_answers"] != 0 || f["served"] != 2 || f["stock_left_a"] != 3 || f["stock_left_b"] != 3 || f["waited_ms"] >= 1000 {
-		t.Errorf("ascending order: %v, want both buyers served at once, one unit of each SKU per cart", f)
+	if f["busy_answers"] != 0 || f["served"] != 2 || f["stock_left_a"] != 3 || f["stock_left_b"] != 3 {
+		t.Errorf("ascending order: %v, want both buyers served within their deadline, one unit of each SKU per cart", f)
 	}
 }
 

@@ -17,7 +17,7 @@ func TestEtcdTokensSurviveRestart(t *testing.T) {
 	t.Parallel()
 	s := testinfra.StartEtcd(t)
 	c, _ := etcdClient(t, s.Addr())
-	e, err := lock.NewEtcd(c, &lock.EtcdOptions{TTL: ttl})
+	e, err := lock.NewEtcd(c, &lock.EtcdOptions{TTL: hold})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,9 @@ var errReleased = fmt.Errorf("%w: released", ErrNotHeld)
 // Locker takes named locks. Every backend implements it.
 type Locker interface {
 	// Acquire waits until it holds the lock or ctx ends. A ctx that ends
-	// while it waits leaves nothing behind.
+	// while it waits leaves nothing behind, but for an attempt still on its
+	// way to the store: that one may take the lock after all, on a lease
+	// that nobody renews, which runs out.
 	Acquire(ctx context.Context, name string) (*Lease, error)
 	// TryAcquire makes one attempt, and fails at once with ErrLocked if
 	// another holder has the lock.

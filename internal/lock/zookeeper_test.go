@@ -47,12 +47,14 @@ func TestZooKeeperReleaseAfterLostConnection(t *testing.T) {
 		t.Fatalf("the holder's session changed (%x to %x): the server deleted its node, and the test shows nothing", session, conn.SessionID())
 	}
 
-	other, _ := zkConn(t, ns.Addrs[0], nil)
+	other, _ := zkConn(t, ns.Addrs[0], hold, nil)
 	next, err := lock.NewZooKeeper(other, &lock.ZooKeeperOptions{Root: ns.Root})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	// A node left behind would hold the lock for as long as the holder's
+	// session lives, the whole test: wait only bounds that.
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
 	defer cancel()
 	l, err := next.Acquire(ctx, "cut")
 	if err != nil {

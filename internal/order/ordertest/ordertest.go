@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/internal/idempotency"
 	"github.com/stockguard/shop/internal/order"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
@@ -110,11 +112,16 @@ func BurstOn(t *testing.T, gdb *gorm.DB, sku string, instances ...*order.Service
 // Release has Buyers buyers, user-<i> with key-<i>, buy one unit of sku
 // each, as PlaceAll places them.
 func Release(ctx context.Context, sku string, also func(), instances ...*order.Service) (acked []int64, soldOut int, others []error) {
+	return PlaceAll(ctx, Requests(sku), also, instances...)
+}
+
+// Requests are the orders of Release's buyers.
+func Requests(sku string) []order.PlaceRequest {
 	requests := make([]order.PlaceRequest, Buyers)
 	for i := range requests {
 		requests[i] = order.PlaceRequest{SKU: sku, UserID: fmt.Sprintf("user-%d", i), Quantity: 1, IdempotencyKey: fmt.Sprintf("key-%d", i)}
 	}
-	return PlaceAll(ctx, requests, also, instances...)
+	return requests
 }
 
 // PlaceAll places requests, spread round robin over the instances, all at
@@ -122,6 +129,49 @@ func Release(ctx context.Context, sku string, also func(), instances ...*order.S
 // it is nil. It returns the ids of the orders made, how many were told
 // sold out, and the other errors.
 func PlaceAll(ctx context.Context, requests []order.PlaceRequest, also func(), instances ...*order.Service) (acked []int64, soldOut int, others []error) {
+	return placeAll(ctx, requests, also, false, instances)
+}
+
+// PlaceAsClients is PlaceAll with buyers who, told busy, ask again with
+// the same key, on the next instance, as a client should: busy says that
+// the outcome is not known yet. The shop answers it when a request waits
+// past one of its own bounds, such as a Redis pipeline's 5 s, which a
+// burst on a loaded machine can outlast; the key keeps a buyer to one
+// order however often it asks. A buyer still told busy BusyFor after its
+// first attempt is among the others (see AskAgain).
+func PlaceAsClients(ctx context.Context, requests []order.PlaceRequest, also func(), instances ...*order.Service) (acked []int64, soldOut int, others []error) {
+	return placeAll(ctx, requests, also, true, instances)
+}
+
+// BusyFor bounds how long a client of these tests asks again while it is
+// told busy: long enough for a loaded machine to serve a burst, short
+// enough that a shop that is never anything but busy fails the test.
+const BusyFor = 2 * time.Minute
+
+// busyPause is how long such a client waits before it asks again.
+const busyPause = 100 * time.Millisecond
+
+// AskAgain makes the attempts of one request, try(0), try(1) and so on,
+// while the answer is busy, or that the key's first request is still in
+// progress, as a client asks again after either; for BusyFor at most, or
+// until ctx ends. It returns the last attempt's error.
+func AskAgain(ctx context.Context, try func(attempt int) error) error {
+	give := time.Now().Add(BusyFor)
+	for attempt := 0; ; attempt++ {
+		err := try(attempt)
+		if !errors.Is(err, stock.ErrBusy) && !errors.Is(err, idempotency.ErrInProgress) || time.Now().After(give) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(busyPause):
+		}
+	}
+}
+
+// placeAll is PlaceAll, whose buyers ask again when told busy if askAgain.
+func placeAll(ctx context.Context, requests []order.PlaceRequest, also func(), askAgain bool, instances []*order.Service) (acked []int64, soldOut int, others []error) {
 	var (
 		gate = make(chan struct{})
 		wg   sync.WaitGroup
@@ -136,7 +186,17 @@ func PlaceAll(ctx context.Context, requests []order.PlaceRequest, also func(), i
 	for i, r := range requests {
 		wg.Go(func() {
 			<-gate
-			o, _, err := instances[i%len(instances)].Place(ctx, r)
+			var o order.Order
+			place := func(attempt int) (err error) {
+				o, _, err = instances[(i+attempt)%len(instances)].Place(ctx, r)
+				return err
+			}
+			var err error
+			if askAgain {
+				err = AskAgain(ctx, place)
+			} else {
+				err = place(0)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
