@@ -168,13 +168,14 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest) (order.Order, boo
 	var pending *redisstock.InProgressError
 	doubts := 0
 	route := l.route(r.SKU, r.UserID)
+	doubted := false // a bucket tried on this route was short in doubt
 	for attempt := 0; ; attempt++ {
 		epoch, err := l.epoch(ctx, r.SKU)
 		if err != nil {
 			return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 		}
 		refusals := redisstock.Refusals{TTL: l.answerTTL, SoldOut: order.StoredSoldOut, OverLimit: order.StoredLimit(l.rules.Limit)}
-		if len(route) > 1 {
+		if len(route) > 1 || doubted {
 			refusals.SoldOut = "" // one bucket's sold out is not the SKU's
 		}
 		terms := redisstock.Terms{Epoch: epoch, Limit: l.rules.Limit, LookedUp: lookedUp, TakeOver: l.idle, Refusals: refusals}
@@ -216,14 +217,17 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest) (order.Order, boo
 			} else if err != nil {
 				return order.Order{}, false, fmt.Errorf("order: place: %w", err)
 			}
-		case errors.Is(err, redisstock.ErrInDoubt):
-			// Carts' sagas hold the units it wants: ask again shortly.
+		case (errors.Is(err, stock.ErrSoldOut) || errors.Is(err, redisstock.ErrInDoubt)) && len(route) > 1:
+			doubted = doubted || errors.Is(err, redisstock.ErrInDoubt)
+			route = route[1:] // the next bucket
+			attempt--
+		case errors.Is(err, redisstock.ErrInDoubt) || (errors.Is(err, stock.ErrSoldOut) && doubted):
+			// Units in flight, which may yet come back, would fill it: ask
+			// every bucket again shortly.
 			if err := waitOutDoubt(ctx, &doubts); err != nil {
 				return order.Order{}, false, err
 			}
-			attempt--
-		case errors.Is(err, stock.ErrSoldOut) && len(route) > 1:
-			route = route[1:] // the next bucket
+			route, doubted = l.route(r.SKU, r.UserID), false
 			attempt--
 		case errors.Is(err, stock.ErrSoldOut) && refusals.SoldOut != "":
 			return order.Order{}, false, order.SoldOut(r.SKU) // the script kept it

@@ -82,9 +82,10 @@ func (l *Lua) PlaceCart(ctx context.Context, r order.PlaceRequest) (order.Order,
 	}
 }
 
-// waitOutDoubt pauses a buyer whose units carts' sagas hold, and may give
-// back: rather than answer sold out while stock may be left, it asks again
-// shortly, and is busy when its ctx ends first.
+// waitOutDoubt pauses a buyer short of units that reservations in flight
+// hold, and may give back (redisstock.ErrInDoubt): rather than answer sold
+// out while stock may be left, it asks again shortly, and is busy when its
+// ctx ends first.
 func waitOutDoubt(ctx context.Context, doubts *int) error {
 	if err := backoff.Wait(ctx, *doubts); err != nil {
 		return fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)

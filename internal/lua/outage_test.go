@@ -259,3 +259,58 @@ func retryUntilOrdered(t *testing.T, rs []order.PlaceRequest, shops []luaShop, b
 	}
 	return acked, at
 }
+
+// TestLuaNoSoldOutWhileUnitsInFlight: the last units of a SKU are
+// reserved in Redis on a shop that then dies with MySQL out, so that their
+// reservations are only logged; then Redis loses them (restarted empty). A
+// buyer who asks while the units are only logged is not told sold out, but
+// busy: the units may come back, and they do, to the next buyers, once the
+// state is built again from the database. Told sold out, that buyer would
+// have been lied to, as the history check would say: units that no order
+// held were sold after the refusal.
+func TestLuaNoSoldOutWhileUnitsInFlight(t *testing.T) {
+	t.Parallel()
+	testinfra.NeedsRealServers(t, "it cuts the shops' connections to MySQL")
+	var proxy, own *testinfra.Proxy
+	f := newLuaFleet(t, func(cfg *config.Config) { proxy = proxied(t, cfg) })
+	live := f.new()
+	dead := f.newWith(func(cfg *config.Config) { own = proxied(t, cfg) })
+	const sku = "in-flight"
+	if _, err := live.SetStock(t.Context(), sku, 5); err != nil {
+		t.Fatal(err)
+	}
+	early, _, others := placeAs(t, "early", sku, 2, live, dead)
+	if len(early) != 2 {
+		t.Fatalf("before the outage: %v, %v", early, others)
+	}
+	proxy.Cut()
+	own.Cut()
+	winners := reserveBusy(t, sku, "winner", dead) // the last three units
+	dead.stop()
+	ask := func(user string) error {
+		ctx, cancel := context.WithTimeout(t.Context(), outageDeadline)
+		defer cancel()
+		_, _, err := live.Place(ctx, order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: "k"})
+		return err
+	}
+	if err := ask("late"); !errors.Is(err, stock.ErrBusy) {
+		t.Errorf("a buyer while the last units are only reserved: %v, want busy", err)
+	}
+	keys, err := f.rdb.Keys(t.Context(), "*{"+sku+"}*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("no keys of %s in Redis to delete: %v", sku, err)
+	}
+	if err := f.rdb.Del(t.Context(), keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Mend()
+	if err := ask("later"); err != nil {
+		t.Errorf("a buyer once the units came back: %v, want its order", err)
+	}
+	// The winners whose reservations Redis lost ask again: two units are
+	// left for the three of them.
+	acked, soldOut, others := placeUsers(t, sku, []string{winners[0].UserID, winners[1].UserID, winners[2].UserID}, live)
+	if len(acked) != 2 || soldOut != 1 {
+		t.Errorf("the winners asking again: %d orders, %d sold out, %v; want 2 and 1", len(acked), soldOut, others)
+	}
+}

@@ -146,6 +146,7 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 			}
 		}
 		before := 0
+		after := make([]int, len(names))
 		for i, share := range shares(it.Available, pending) {
 			load.Available, load.Persisted = share, done[i]
 			ld, err := l.redis.Load(ctx, names[i], load)
@@ -157,11 +158,17 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 			} else {
 				before = -1
 			}
-			rec.After += ld.After
+			after[i] = ld.After
 			rec.Pending += ld.Pending
 		}
 		if before >= 0 {
 			rec.Before = &before
+		}
+		if err := l.coverDeficits(ctx, names, load.Epoch, after); err != nil {
+			return err
+		}
+		for _, a := range after {
+			rec.After += a
 		}
 		return nil
 	})
@@ -170,6 +177,45 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 	}
 	l.setEpoch(sku, rec.Epoch)
 	return rec, nil
+}
+
+// coverDeficits moves units to the buckets below zero from those that
+// have some. A bucket whose buyers reserved between the read of its log
+// and its load ends below zero: its share, dealt from that read, did not
+// cover them. Left so, the buckets together would grant its deficit a
+// second time, and the database refuse a buyer whom Redis had granted.
+// The units are taken first and given after, so that no moment has more
+// to grant than the database. after is each bucket's available, as
+// loaded; it is updated.
+func (l *Lua) coverDeficits(ctx context.Context, names []string, epoch int64, after []int) error {
+	deficit := 0
+	for _, a := range after {
+		deficit -= min(a, 0)
+	}
+	moves := make([]int, len(after)) // each bucket's change
+	taken := 0
+	for i, a := range after {
+		moves[i] = -min(max(a, 0), deficit-taken)
+		taken -= moves[i]
+	}
+	for i, a := range after {
+		if a < 0 {
+			moves[i] = min(-a, taken) // no more than was taken
+			taken -= moves[i]
+		}
+	}
+	for _, give := range []bool{false, true} {
+		for i, m := range moves {
+			if m == 0 || (m > 0) != give {
+				continue
+			}
+			if _, err := l.redis.Adjust(ctx, names[i], epoch, m, "", false); err != nil {
+				return err
+			}
+			after[i] += m
+		}
+	}
+	return nil
 }
 
 // persisted returns the reservations in log whose orders the database

@@ -10,9 +10,8 @@
 -- once the database has the cart, or "given-back" once give.lua has run.
 -- A line that is given back first is never reserved after ("hanging"); one
 -- reserved already is not reserved again (a duplicate).
--- The state's "carts" counts the units of its log's entries that are
--- carts' lines: a short line that they would fill is in doubt, since their
--- sagas may yet give them back.
+-- A short line that the units in its log would fill is in doubt
+-- (doubt.lua).
 -- Returns {"ok", id per line}, {"stale", line}, {"given-back", line},
 -- {"sold-out", in doubt (1 or 0), line, line…} naming every short line,
 -- or {"limit", line, held}.
@@ -31,14 +30,14 @@ for i = 1, n do
 	end
 	prior[i] = b
 	if not b then
-		local state = redis.call("HMGET", KEYS[k + 1], "epoch", "available", "carts")
+		local state = redis.call("HMGET", KEYS[k + 1], "epoch", "available")
 		if state[1] ~= ARGV[5 + 2 * i] then
 			return {"stale", tostring(i)}
 		end
 		local qty = tonumber(ARGV[6 + 2 * i])
 		if tonumber(state[2]) < qty then
 			short[#short + 1] = tostring(i)
-			if tonumber(state[2]) + tonumber(state[3] or "0") >= qty then
+			if in_doubt(KEYS[k + 3], tonumber(state[2]), qty) then
 				doubt = "1"
 			end
 		elseif limit > 0 then
@@ -81,7 +80,6 @@ for i = 1, n do
 		local k = (i - 1) * 4
 		local qty = tonumber(ARGV[6 + 2 * i])
 		redis.call("HINCRBY", KEYS[k + 1], "available", -qty)
-		redis.call("HINCRBY", KEYS[k + 1], "carts", qty)
 		redis.call("HSET", KEYS[k + 4], field, ids[i])
 		if limit > 0 then
 			redis.call("HINCRBY", KEYS[k + 2], user, qty)

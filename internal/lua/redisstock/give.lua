@@ -13,7 +13,6 @@
 --     reservation is refused rather than left held ("hanging");
 --   "given-back": a duplicate, ignored;
 --   "done": the database has the cart; nothing goes back.
--- Either way the state's "carts" no longer counts the entry's units.
 -- Returns the units given back (or, with done, ended), -1 for a duplicate,
 -- -2 for a line already done.
 local field = "cart\n" .. ARGV[2]
@@ -40,13 +39,10 @@ end
 local qty = tonumber(f.qty)
 redis.call("XACK", KEYS[3], ARGV[1], b)
 redis.call("XDEL", KEYS[3], b)
-if redis.call("EXISTS", KEYS[1]) == 1 then
-	redis.call("HINCRBY", KEYS[1], "carts", -qty)
-	if not done then
-		redis.call("HINCRBY", KEYS[1], "available", qty)
-		if ARGV[3] == "1" then
-			redis.call("HINCRBY", KEYS[2], f.user, -qty)
-		end
+if not done and redis.call("EXISTS", KEYS[1]) == 1 then
+	redis.call("HINCRBY", KEYS[1], "available", qty)
+	if ARGV[3] == "1" then
+		redis.call("HINCRBY", KEYS[2], f.user, -qty)
 	end
 end
 return qty

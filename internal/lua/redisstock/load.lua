@@ -12,9 +12,10 @@
 -- same step as the write, so that a reservation made meanwhile is counted
 -- too. A log entry whose order the database has leaves the log, and its
 -- key gets its order's record, as its settlement would have it (a replica
--- promoted to master may lack the settlement). A cart's line whose order the database has stays in the
--- log until its saga ends it (give.lua): it is not pending, but counts in
--- "carts", as every cart line in the log does (see cart.lua). A kept state
+-- promoted to master may lack the settlement). A cart's line whose order
+-- the database has stays in the log until its saga ends it (give.lua): it
+-- is not pending, though its units are in doubt until then (doubt.lua), as
+-- every entry's in the log are. A kept state
 -- whose available was wrong had lost writes, so its
 -- keys may have too: it gets lookup set, which sends every key to the
 -- database before it reserves (see reserve.lua). A token below the fence,
@@ -40,7 +41,7 @@ for i = 8 + 3 * n, #ARGV, 2 do
 	held[ARGV[i]] = tonumber(ARGV[i + 1])
 end
 redis.pcall("XGROUP", "CREATE", KEYS[3], ARGV[1], "$", "MKSTREAM") -- BUSYGROUP: it exists
-local pending, count, carts = 0, 0, 0
+local pending, count = 0, 0
 for _, e in ipairs(redis.call("XRANGE", KEYS[3], "-", "+")) do
 	local f = {}
 	for j = 1, #e[2], 2 do
@@ -56,18 +57,10 @@ for _, e in ipairs(redis.call("XRANGE", KEYS[3], "-", "+")) do
 		end
 		redis.call("XACK", KEYS[3], ARGV[1], e[1])
 		redis.call("XDEL", KEYS[3], e[1])
-	else
+	elseif not persisted[e[1]] then
 		local qty = tonumber(f.qty)
-		if f.cart then
-			-- Every cart line in the log counts in "carts", persisted or
-			-- not: its saga's end (give.lua) takes it off, once it leaves
-			-- the log, either way.
-			carts = carts + qty
-		end
-		if not persisted[e[1]] then
-			pending, count = pending + qty, count + 1
-			held[f.user] = (held[f.user] or 0) + qty
-		end
+		pending, count = pending + qty, count + 1
+		held[f.user] = (held[f.user] or 0) + qty
 	end
 end
 local before = redis.call("HGET", KEYS[1], "available") or ""
@@ -79,7 +72,7 @@ end
 if lookup == "dealt" then
 	lookup = "" -- a bucket's share changed by design: no sign of lost writes
 end
-redis.call("HSET", KEYS[1], "available", available, "epoch", ARGV[3], "carts", carts)
+redis.call("HSET", KEYS[1], "available", available, "epoch", ARGV[3])
 if lookup ~= "" then
 	redis.call("HSET", KEYS[1], "lookup", lookup)
 end

@@ -22,19 +22,23 @@ import (
 var (
 	//go:embed cart.lua
 	cartLua    string
-	cartScript = redis.NewScript(cartLua)
+	cartScript = redis.NewScript(doubtLua + cartLua)
 	//go:embed give.lua
 	giveLua    string
 	giveScript = redis.NewScript(giveLua)
+	//go:embed lacks.lua
+	lacksLua    string
+	lacksScript = redis.NewScript(doubtLua + lacksLua)
 )
 
 // ErrGivenBack means a saga's line was given back before it was reserved,
 // or after its cart was persisted: it must not be reserved now.
 var ErrGivenBack = errors.New("stock: the cart's line was given back first")
 
-// ErrInDoubt means a cart's line was short while its SKU's log held
-// reservations, which sagas may yet give back: the answer may change soon,
-// and sold out would be premature.
+// ErrInDoubt means a buyer, or a cart's line, was short while its SKU's
+// log held reservations that would fill it and may yet give their units
+// back (doubt.lua): the answer may change soon, and sold out would be
+// premature.
 var ErrInDoubt = errors.New("stock: short while reservations are in flight")
 
 // Cart is a buyer's cart as Redis reserves it: whose, under which
@@ -168,21 +172,18 @@ func (s *Stock) endLine(ctx context.Context, sku, saga string, limited, done boo
 }
 
 // Lacks reports whether sku's Redis state has fewer than qty units left,
-// and whether that is in doubt: carts' sagas hold units, which they may
-// give back, that would fill it. With no state it lacks nothing.
+// and whether that is in doubt: units in its log, which may yet come
+// back, would fill it (doubt.lua). With no state it lacks nothing.
 func (s *Stock) Lacks(ctx context.Context, sku string, qty int) (short, doubt bool, err error) {
-	v, err := s.rdb.HMGet(ctx, s.keys(sku)[kState], "available", "carts").Result()
+	k := s.keys(sku)
+	v, err := lacksScript.Run(ctx, s.rdb, []string{k[kState], k[kLog]}, qty).Int64Slice()
 	if err != nil {
 		return false, false, err
 	}
-	a, ok := v[0].(string)
-	if !ok {
-		return false, false, nil
+	if len(v) != 2 {
+		return false, false, fmt.Errorf("stock: lacks %s: %w", sku, ErrUnknownReply)
 	}
-	available, _ := strconv.Atoi(a)
-	c, _ := v[1].(string)
-	carts, _ := strconv.Atoi(c)
-	return available < qty, available < qty && available+carts >= qty, nil
+	return v[0] == 1, v[1] == 1, nil
 }
 
 // SameSlot reports whether the keys of every SKU in skus are in one hash

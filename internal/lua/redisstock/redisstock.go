@@ -19,9 +19,12 @@ import (
 )
 
 var (
+	// doubt.lua is the prelude of the scripts that may find a SKU short.
+	//go:embed doubt.lua
+	doubtLua string
 	//go:embed reserve.lua
 	reserveLua    string
-	reserveScript = redis.NewScript(reserveLua)
+	reserveScript = redis.NewScript(doubtLua + reserveLua)
 	//go:embed settle.lua
 	settleLua    string
 	settleScript = redis.NewScript(settleLua)

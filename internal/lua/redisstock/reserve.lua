@@ -30,8 +30,8 @@
 -- is sent to the database first: "looked up" says that the caller has
 -- looked and the key has no order there.
 -- Returns {"ok", id}, {"answer", answer}, {"stale", epoch or ""},
--- {"sold-out", available}, {"in-doubt"} when the units that carts' sagas
--- hold in the log (the state's "carts", see cart.lua) would fill it, {"limit", held}, {"reused", id or ""}, when the
+-- {"sold-out", available}, {"in-doubt"} when the units in the log would
+-- fill it (doubt.lua), {"limit", held}, {"reused", id or ""}, when the
 -- key's reservation or answer is for another quantity, {"in-progress",
 -- id}, or {"lookup"}.
 local group = ARGV[9]
@@ -48,7 +48,7 @@ if answer and string.find(answer, "|", 1, true) then
 	end
 	return {"answer", kept}
 end
-local state = redis.call("HMGET", KEYS[1], "epoch", "available", "lookup", "carts")
+local state = redis.call("HMGET", KEYS[1], "epoch", "available", "lookup")
 local epoch = state[1]
 if epoch ~= ARGV[1] then
 	return {"stale", epoch or ""}
@@ -79,10 +79,8 @@ local qty = tonumber(ARGV[4])
 local available = tonumber(state[2])
 local keep = ARGV[10] ~= "0"
 if available < qty then
-	if available + tonumber(state[4] or "0") >= qty then
-		-- Carts' lines in the log would fill it, and their sagas may yet
-		-- give them back: not sold out yet, and not kept.
-		return {"in-doubt"}
+	if in_doubt(KEYS[3], available, qty) then
+		return {"in-doubt"} -- not sold out yet, and not kept
 	end
 	if keep and ARGV[11] ~= "" then
 		redis.call("SET", KEYS[5], ARGV[11], "PX", ARGV[10])
