@@ -12,12 +12,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stockguard/shop/internal/outbox"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
 // follower is a `shop events` run whose printed events the test reads.
 type follower struct {
-	printed chan eventLine // closed once it exits
+	printed chan outbox.Published // closed once it exits
 	cancel  context.CancelFunc
 	done    chan error
 }
@@ -28,7 +29,7 @@ func followEvents(t *testing.T, addr, stream string, args ...string) *follower {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	r, w := io.Pipe()
-	f := &follower{printed: make(chan eventLine, 1<<16), cancel: cancel, done: make(chan error, 1)}
+	f := &follower{printed: make(chan outbox.Published, 1<<16), cancel: cancel, done: make(chan error, 1)}
 	env := map[string]string{"SHOP_REDIS_ADDR": addr, "SHOP_EVENTS_STREAM": stream}
 	go func() {
 		err := run(ctx, append([]string{"events"}, args...), func(k string) string { return env[k] }, w, io.Discard)
@@ -40,7 +41,7 @@ func followEvents(t *testing.T, addr, stream string, args ...string) *follower {
 		lines := bufio.NewScanner(r)
 		lines.Buffer(nil, 1<<20)
 		for lines.Scan() {
-			var e eventLine
+			var e outbox.Published
 			if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
 				t.Errorf("shop events printed %s: %v", lines.Bytes(), err)
 				continue
@@ -54,7 +55,7 @@ func followEvents(t *testing.T, addr, stream string, args ...string) *follower {
 
 // next returns the next event the follower prints, or fails the test if
 // none comes.
-func (f *follower) next(t *testing.T) eventLine {
+func (f *follower) next(t *testing.T) outbox.Published {
 	t.Helper()
 	select {
 	case e, ok := <-f.printed:
@@ -65,7 +66,7 @@ func (f *follower) next(t *testing.T) eventLine {
 	case <-time.After(30 * time.Second):
 		t.Fatal("shop events printed nothing within 30s")
 	}
-	return eventLine{}
+	return outbox.Published{}
 }
 
 // stop stops the follower as SIGINT does, and expects a clean exit.
@@ -124,7 +125,7 @@ func TestEventsCommand(t *testing.T) {
 	// it starts; it prints the first it sees and each one after it.
 	now := followEvents(t, ns.Addr, stream)
 	id := int64(3)
-	var first eventLine
+	var first outbox.Published
 	for deadline := time.Now().Add(30 * time.Second); first.ID == 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("shop events printed nothing within 30s")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stockguard/shop/internal/lock"
+	"github.com/stockguard/shop/internal/outbox"
 )
 
 // transitions are the orders' lives, as the types of their events.
@@ -72,7 +73,7 @@ func (w *windowSale) relayKilled(t *testing.T, held *lock.Lease) {
 
 	entries := w.rdb.XLen(t.Context(), stream).Val()
 	f := followEvents(t, w.redisAddr, stream, "--from-start")
-	seen := map[int64]eventLine{}
+	seen := map[int64]outbox.Published{}
 	byOrder := map[int64][]string{}
 	for range entries {
 		e := f.next(t)
