@@ -28,6 +28,7 @@ import (
 	"go.uber.org/zap"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/history"
@@ -160,10 +161,10 @@ func startSale(t *testing.T, strategy, dsn string, gdb *gorm.DB, redisAddr strin
 	// The three start at once, and each is waited for in turn.
 	cmds, listen := make([]*exec.Cmd, 3), make([]<-chan string, 3)
 	for i := range cmds {
-		cmds[i], listen[i] = spawnShop(t, "--debug=127.0.0.1:0", env)
+		cmds[i], listen[i] = shoptest.Spawn(t, "--debug=127.0.0.1:0", env)
 	}
 	for i, cmd := range cmds {
-		addrs := listening(t, listen[i], 2)
+		addrs := shoptest.Listening(t, listen[i], 2)
 		s.shops = append(s.shops, &faultShop{base: "http://" + addrs[0], debug: "http://" + addrs[1], cmd: cmd})
 	}
 	return s
@@ -253,7 +254,7 @@ func (s *faultSale) sendStock(t *testing.T, base string, op history.Op) reply {
 		method, body, header = "PUT", fmt.Sprintf(`{"quantity":%d}`, op.Items[0].Quantity), []string{"Authorization", "Bearer secret"}
 	}
 	r, _ := recorded(s.rec, op, func() (reply, error) {
-		code, b := send(t, method, base+"/api/v1/stock/"+op.Items[0].SKU, body, header...)
+		code, b := shoptest.Send(t, method, base+"/api/v1/stock/"+op.Items[0].SKU, body, header...)
 		r := reply{code: code, body: b}
 		return r, json.Unmarshal([]byte(b), &r)
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
@@ -41,7 +42,7 @@ func newShop(t *testing.T, env ...string) *shop {
 	t.Helper()
 	dsn, r := testinfra.MySQL(t), testinfra.Redis(t)
 	env = append([]string{"SHOP_MYSQL_DSN=" + dsn, "SHOP_REDIS_ADDR=" + r.Addr, "SHOP_REDIS_PREFIX=" + r.Prefix, "SHOP_ADMIN_TOKEN=secret"}, env...)
-	base, _ := startShop(t, env...)
+	base, _ := shoptest.Start(t, env...)
 	gdb := testinfra.ShopDB(t, dsn)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	t.Cleanup(func() { rdb.Close() })
@@ -51,7 +52,7 @@ func newShop(t *testing.T, env ...string) *shop {
 // putStock puts quantity units of sku on sale.
 func (s *shop) putStock(t *testing.T, sku string, quantity int) {
 	t.Helper()
-	if code, body := send(t, "PUT", s.base+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, quantity), "Authorization", "Bearer secret"); code != http.StatusOK {
+	if code, body := shoptest.Send(t, "PUT", s.base+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, quantity), "Authorization", "Bearer secret"); code != http.StatusOK {
 		t.Fatalf("put stock %s: %d %s", sku, code, body)
 	}
 }

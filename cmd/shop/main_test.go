@@ -1,205 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/stockguard/shop/cmd/shop/internal/sale"
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
-
-// The process-level tests run `shop serve` as child processes, with real
-// signals. They share one binary: SHOP_TEST_BIN names it (make test builds
-// one), or shopBinary builds this package once per test run.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// buildDir holds the binary that shopBinary built; TestMain removes it.
-var buildDir string
-
-// shopBinary returns the path of the shop binary that the tests run. It is
-// built without the race detector: the children are the system under test
-// here, not the code under -race, which the in-process tests of the
-// packages cover; built with it, each child would use several times the
-// CPU and memory, and the fault tests start three at a time.
-var shopBinary = sync.OnceValues(func() (string, error) {
-	if bin := os.Getenv("SHOP_TEST_BIN"); bin != "" {
-		return bin, nil
-	}
-	dir, err := os.MkdirTemp("", "shop-test-")
-	if err != nil {
-		return "", err
-	}
-	buildDir = dir
-	bin := filepath.Join(dir, "shop")
-	// go test puts its own go first on the PATH.
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
-// shopBin is shopBinary, or the end of the test.
-func shopBin(t *testing.T) string {
-	t.Helper()
-	bin, err := shopBinary()
-	if err != nil {
-		t.Fatalf("the shop binary: %v", err)
-	}
-	return bin
-}
-
-// startShop runs `shop serve` in a child process on a random port and
-// returns its base URL once it is ready.
-func startShop(t *testing.T, env ...string) (string, *exec.Cmd) {
-	t.Helper()
-	addrs, cmd := runShop(t, "--debug=", env)
-	return "http://" + addrs[0], cmd
-}
-
-// runShop runs `shop serve` with debug as its --debug flag, and returns the
-// addresses it listens on, public first, once it listens on all of them.
-func runShop(t *testing.T, debug string, env []string) ([]string, *exec.Cmd) {
-	t.Helper()
-	cmd, addr := spawnShop(t, debug, env)
-	return listening(t, addr, addrCount(debug)), cmd
-}
-
-// addrCount is how many addresses `shop serve` with debug as its --debug
-// flag listens on: the public one, and the debug one unless it is off.
-func addrCount(debug string) int {
-	if debug == "--debug=" {
-		return 1
-	}
-	return 2
-}
-
-// spawnShop starts `shop serve` and returns at once, with the channel of
-// the addresses it will listen on. Everything the child prints lands in
-// the test's log before the test ends. A child that has not listened on
-// all its addresses when a failed test ends overran listening's time: it
-// gets SIGQUIT before it is killed, and its goroutine dump shows where its
-// start was stuck.
-func spawnShop(t *testing.T, debug string, env []string) (*exec.Cmd, <-chan string) {
-	t.Helper()
-	bin := shopBin(t)
-	ctx, quit := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "serve", debug)
-	dumpOnCancel(cmd)
-	cmd.Env = append(os.Environ(), "SHOP_HTTP_ADDR=127.0.0.1:0")
-	cmd.Env = append(cmd.Env, env...)
-	addr := make(chan string, 2)
-	stderr := &childLog{t: t, addr: addr}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		quit()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() && int(stderr.listened.Load()) < addrCount(debug) {
-			quit()
-		} else {
-			cmd.Process.Kill()
-		}
-		cmd.Wait() // until all the child wrote is logged
-		quit()
-	})
-	return cmd, addr
-}
-
-// quitWait is how long a child has to write its goroutine dump after
-// SIGQUIT before it is killed: a dump takes well under a second, and the
-// rest is a busy machine's margin.
-const quitWait = 10 * time.Second
-
-// dumpOnCancel makes cmd, made by exec.CommandContext, get SIGQUIT rather
-// than SIGKILL when its context ends: the Go runtime then writes every
-// goroutine's stack to stderr, which the test shows, and exits. A child
-// still running quitWait later is killed.
-func dumpOnCancel(cmd *exec.Cmd) {
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
-	cmd.WaitDelay = quitWait
-}
-
-// childLog is a child's stderr: each line goes to the test's log, and each
-// address the child listens on to addr. exec.Cmd.Wait returns once the
-// child's last line is written here.
-type childLog struct {
-	t        *testing.T
-	addr     chan<- string
-	listened atomic.Int32
-	partial  []byte
-}
-
-func (l *childLog) Write(p []byte) (int, error) {
-	l.partial = append(l.partial, p...)
-	for {
-		line, rest, ok := bytes.Cut(l.partial, []byte("\n"))
-		if !ok {
-			return len(p), nil
-		}
-		if a, ok := sale.ListenAddr(line); ok {
-			l.listened.Add(1)
-			l.addr <- a
-		}
-		l.t.Log(string(line))
-		l.partial = rest
-	}
-}
-
-// listening waits for want addresses on addr, at most 30 s.
-func listening(t *testing.T, addr <-chan string, want int) []string {
-	t.Helper()
-	var addrs []string
-	timeout := time.After(30 * time.Second)
-	for len(addrs) < want {
-		select {
-		case a := <-addr:
-			addrs = append(addrs, a)
-		case <-timeout:
-			t.Fatalf("shop listened on %v within 30s, want %d addresses", addrs, want)
-		}
-	}
-	return addrs
-}
-
-func send(t *testing.T, method, url, body string, header ...string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
 
 // TestServe drives a real `shop serve` through the API, then stops it with
 // SIGTERM and expects a clean exit.
@@ -207,19 +19,19 @@ func TestServe(t *testing.T) {
 	t.Parallel()
 	dsn := testinfra.MySQL(t)
 	redis := testinfra.Redis(t)
-	base, cmd := startShop(t, "SHOP_MYSQL_DSN="+dsn, "SHOP_REDIS_ADDR="+redis.Addr, "SHOP_REDIS_PREFIX="+redis.Prefix, "SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=pessimistic")
+	base, cmd := shoptest.Start(t, "SHOP_MYSQL_DSN="+dsn, "SHOP_REDIS_ADDR="+redis.Addr, "SHOP_REDIS_PREFIX="+redis.Prefix, "SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=pessimistic")
 
 	for _, probe := range []string{"/healthz", "/readyz"} {
-		if code, body := send(t, "GET", base+probe, ""); code != http.StatusOK {
+		if code, body := shoptest.Send(t, "GET", base+probe, ""); code != http.StatusOK {
 			t.Fatalf("%s: %d %s", probe, code, body)
 		}
 	}
-	if code, body := send(t, "PUT", base+"/api/v1/stock/e2e", `{"quantity":3}`, "Authorization", "Bearer secret"); code != http.StatusOK {
+	if code, body := shoptest.Send(t, "PUT", base+"/api/v1/stock/e2e", `{"quantity":3}`, "Authorization", "Bearer secret"); code != http.StatusOK {
 		t.Fatalf("put stock: %d %s", code, body)
 	}
 	var created int
 	for i := range 5 {
-		code, body := send(t, "POST", base+"/api/v1/orders", fmt.Sprintf(`{"sku":"e2e","user_id":"u%d","quantity":1}`, i), "Idempotency-Key", fmt.Sprint("k", i))
+		code, body := shoptest.Send(t, "POST", base+"/api/v1/orders", fmt.Sprintf(`{"sku":"e2e","user_id":"u%d","quantity":1}`, i), "Idempotency-Key", fmt.Sprint("k", i))
 		switch code {
 		case http.StatusCreated:
 			created++
@@ -234,41 +46,11 @@ func TestServe(t *testing.T) {
 	if created != 3 {
 		t.Errorf("created %d orders, want 3", created)
 	}
-	if code, body := send(t, "GET", base+"/api/v1/stock/e2e", ""); code != http.StatusOK || body != `{"sku":"e2e","initial":3,"available":0,"sold":3,"pending":0,"received":3}` {
+	if code, body := shoptest.Send(t, "GET", base+"/api/v1/stock/e2e", ""); code != http.StatusOK || body != `{"sku":"e2e","initial":3,"available":0,"sold":3,"pending":0,"received":3}` {
 		t.Errorf("stock: %d %s", code, body)
 	}
 
-	stopShop(t, cmd)
-}
-
-// stopShop stops a shop that spawnShop started with SIGTERM and expects a
-// clean exit. The shop may take shutdownTimeout for the requests under way
-// and as long again to send its last spans; stopWait adds a busy machine's
-// margin to that. A shop that overran it gets SIGQUIT, and its goroutine
-// dump shows where its shutdown was stuck.
-func stopShop(t *testing.T, cmd *exec.Cmd) {
-	t.Helper()
-	const stopWait = 2*shutdownTimeout + 30*time.Second
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("shop exited with %v after SIGTERM, want 0", err)
-		}
-	case <-time.After(stopWait):
-		cmd.Cancel() // SIGQUIT
-		select {
-		case <-done:
-		case <-time.After(quitWait):
-			cmd.Process.Kill()
-			<-done
-		}
-		t.Fatalf("shop did not exit within %v of SIGTERM", stopWait)
-	}
+	shoptest.Stop(t, cmd)
 }
 
 // TestConfigErrors: bad configuration stops the shop before it listens, with
@@ -370,7 +152,7 @@ func TestToken(t *testing.T) {
 		name, auth string
 		want       int
 	}{{"none", "", 401}, {"expired", "Bearer " + expired, 401}, {"alice", "Bearer " + alice, 201}} {
-		code, body := send(t, "POST", s.base+"/api/v1/orders", `{"sku":"tok","quantity":1}`, "Idempotency-Key", c.name, "Authorization", c.auth)
+		code, body := shoptest.Send(t, "POST", s.base+"/api/v1/orders", `{"sku":"tok","quantity":1}`, "Idempotency-Key", c.name, "Authorization", c.auth)
 		if code != c.want || (code == 201 && !strings.Contains(body, `"user_id":"alice"`)) {
 			t.Errorf("%s: %d %s, want %d", c.name, code, body, c.want)
 		}

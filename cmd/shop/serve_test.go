@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -53,9 +54,9 @@ func TestListenDebugTaken(t *testing.T) {
 func TestDebugProfile(t *testing.T) {
 	t.Parallel()
 	r := testinfra.Redis(t)
-	addrs, _ := runShop(t, "--debug=127.0.0.1:0", []string{"SHOP_MYSQL_DSN=" + testinfra.MySQL(t), "SHOP_REDIS_ADDR=" + r.Addr, "SHOP_REDIS_PREFIX=" + r.Prefix,
+	addrs, _ := shoptest.Serve(t, "--debug=127.0.0.1:0", []string{"SHOP_MYSQL_DSN=" + testinfra.MySQL(t), "SHOP_REDIS_ADDR=" + r.Addr, "SHOP_REDIS_PREFIX=" + r.Prefix,
 		"SHOP_HTTP_READ_TIMEOUT=1s", "SHOP_REQUEST_TIMEOUT=1s", "SHOP_HTTP_WRITE_TIMEOUT=2s"})
-	code, profile := send(t, "GET", "http://"+addrs[1]+"/debug/pprof/profile?seconds=3", "")
+	code, profile := shoptest.Send(t, "GET", "http://"+addrs[1]+"/debug/pprof/profile?seconds=3", "")
 	if code != http.StatusOK || !strings.HasPrefix(profile, "\x1f\x8b") {
 		t.Errorf("a 3 s profile under a 2 s write timeout: %d, %d bytes %.40q; want 200 and a gzipped profile", code, len(profile), profile)
 	}
