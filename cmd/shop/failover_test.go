@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -193,19 +194,19 @@ func (s *faultSale) replayBy(t *testing.T, sku string, res told, deadline time.T
 		wg.Go(func() {
 			op := buyerRequest(sku, res.buyers[id])
 			op.Client = s.rec.Client()
-			var last reply
+			var last shoptest.Reply
 			var err error
 			for attempt := 0; attempt == 0 || ctx.Err() == nil; attempt++ {
 				last, err = s.order(ctx, client, s.shops[(n+attempt)%len(s.shops)].base, op)
-				if err == nil && last.code == http.StatusCreated {
-					if last.ID != id || !last.replayed {
+				if err == nil && last.Code == http.StatusCreated {
+					if last.ID != id || !last.Replayed {
 						t.Errorf("replay of order %d: %+v; want the same order, replayed", id, last)
 					}
 					return
 				}
-				time.Sleep(cmp.Or(last.wait, 100*time.Millisecond))
+				time.Sleep(cmp.Or(last.Wait, 100*time.Millisecond))
 			}
-			t.Errorf("replay of order %d not answered by %v: last %d %s %q (%v)", id, deadline.Format(time.StampMilli), last.code, last.Type, last.Detail, err)
+			t.Errorf("replay of order %d not answered by %v: last %d %s %q (%v)", id, deadline.Format(time.StampMilli), last.Code, last.Type, last.Detail, err)
 		})
 	}
 	wg.Wait()

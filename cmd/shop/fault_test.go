@@ -233,29 +233,29 @@ func (s *faultSale) putStock(t *testing.T, sku string) {
 	t.Helper()
 	op := history.Op{Client: s.rec.Client(), Kind: history.StockSet, Items: []history.Item{{SKU: sku, Quantity: s.burstShape().units}}}
 	// Busy, as right after a failover, is an answer to retry.
-	r := reply{code: http.StatusServiceUnavailable}
-	for try := 0; r.code == http.StatusServiceUnavailable && try < 10; try++ {
+	r := shoptest.Reply{Code: http.StatusServiceUnavailable}
+	for try := 0; r.Code == http.StatusServiceUnavailable && try < 10; try++ {
 		if try > 0 {
 			time.Sleep(200 * time.Millisecond)
 		}
 		r = s.sendStock(t, s.shops[try%len(s.shops)].base, op)
 	}
-	if r.code != http.StatusOK {
-		t.Fatalf("put stock %s: %d %s", sku, r.code, r.body)
+	if r.Code != http.StatusOK {
+		t.Fatalf("put stock %s: %d %s", sku, r.Code, r.Body)
 	}
 }
 
 // sendStock sends op, a stock set or a stock read of its SKU, to the shop
 // at base, and records it.
-func (s *faultSale) sendStock(t *testing.T, base string, op history.Op) reply {
+func (s *faultSale) sendStock(t *testing.T, base string, op history.Op) shoptest.Reply {
 	t.Helper()
 	method, body, header := "GET", "", []string(nil)
 	if op.Kind == history.StockSet {
 		method, body, header = "PUT", fmt.Sprintf(`{"quantity":%d}`, op.Items[0].Quantity), []string{"Authorization", "Bearer secret"}
 	}
-	r, _ := recorded(s.rec, op, func() (reply, error) {
+	r, _ := recorded(s.rec, op, func() (shoptest.Reply, error) {
 		code, b := shoptest.Send(t, method, base+"/api/v1/stock/"+op.Items[0].SKU, body, header...)
-		r := reply{code: code, body: b}
+		r := shoptest.Reply{Code: code, Body: b}
 		return r, json.Unmarshal([]byte(b), &r)
 	})
 	return r
@@ -290,7 +290,7 @@ func (s *faultSale) buy(t *testing.T, request func(i int) history.Op, fault func
 			time.Sleep(time.Duration(i) * shape.arrival)
 			op := request(i)
 			op.Client = s.rec.Client()
-			var answered reply // the last answer
+			var answered shoptest.Reply // the last answer
 			busy := false
 			for attempt := 0; ; attempt++ {
 				r, err := s.order(ctx, client, s.shops[(i+attempt)%len(s.shops)].base, op)
@@ -298,7 +298,7 @@ func (s *faultSale) buy(t *testing.T, request func(i int) history.Op, fault func
 					answered = r
 				}
 				switch {
-				case err == nil && r.code == http.StatusCreated:
+				case err == nil && r.Code == http.StatusCreated:
 					mu.Lock()
 					res.acked = append(res.acked, r.ID)
 					res.ackedAt = append(res.ackedAt, time.Now())
@@ -318,20 +318,20 @@ func (s *faultSale) buy(t *testing.T, request func(i int) history.Op, fault func
 					}
 					mu.Unlock()
 					return
-				case err == nil && r.code < 500 && r.Type != "request-in-progress":
-					t.Errorf("buyer %d: %d %s", i, r.code, r.Type)
+				case err == nil && r.Code < 500 && r.Type != "request-in-progress":
+					t.Errorf("buyer %d: %d %s", i, r.Code, r.Type)
 					return
-				case err == nil && r.code == http.StatusInternalServerError:
+				case err == nil && r.Code == http.StatusInternalServerError:
 					t.Errorf("buyer %d: 500 %s: %s", i, r.Type, r.Detail)
 					return
-				case err == nil && r.code > 500:
+				case err == nil && r.Code > 500:
 					mu.Lock()
 					res.unavailable++
 					if !busy {
 						busy = true
 						res.busyBuyers++
 					}
-					if r.code != http.StatusServiceUnavailable {
+					if r.Code != http.StatusServiceUnavailable {
 						res.gateway++
 					}
 					mu.Unlock()
@@ -339,7 +339,7 @@ func (s *faultSale) buy(t *testing.T, request func(i int) history.Op, fault func
 					t.Errorf("buyer %d got no final answer in time: last %+v", i, answered)
 					return
 				}
-				time.Sleep(cmp.Or(r.wait, 100*time.Millisecond)) // busy, in progress, or the shop is gone
+				time.Sleep(cmp.Or(r.Wait, 100*time.Millisecond)) // busy, in progress, or the shop is gone
 			}
 		})
 	}
@@ -676,7 +676,7 @@ func TestFaultLockServerRestartsEmpty(t *testing.T) {
 			}
 			raises := 0.0
 			for _, o := range s.shops {
-				raises += scrape(t, o.debug)[`shop_lock_token_raises_total{backend="`+tc.strategy+`"}`]
+				raises += shoptest.Scrape(t, o.debug)[`shop_lock_token_raises_total{backend="`+tc.strategy+`"}`]
 			}
 			// A raise whose answer a loaded machine lost past the request's
 			// deadline took effect but is not counted: the metric is checked
@@ -773,14 +773,14 @@ func TestFaultReconcilerPaused(t *testing.T) {
 			return fmt.Errorf("put stock %s: %d", sku, resp.StatusCode)
 		}
 		// Busy, on a loaded machine, is an answer to retry, as a client does.
-		r := reply{code: http.StatusServiceUnavailable}
-		for try := 0; r.code == http.StatusServiceUnavailable && try < 10; try++ {
-			if r, err = post(t.Context(), http.DefaultClient, base+"/api/v1/orders", sku, fmt.Sprintf(`{"sku":%q,"user_id":"u","quantity":1}`, sku)); err != nil {
+		r := shoptest.Reply{Code: http.StatusServiceUnavailable}
+		for try := 0; r.Code == http.StatusServiceUnavailable && try < 10; try++ {
+			if r, err = shoptest.Post(t.Context(), http.DefaultClient, base+"/api/v1/orders", sku, fmt.Sprintf(`{"sku":%q,"user_id":"u","quantity":1}`, sku)); err != nil {
 				return err
 			}
 		}
-		if r.code != http.StatusCreated {
-			return fmt.Errorf("order %s: %d %s", sku, r.code, r.body)
+		if r.Code != http.StatusCreated {
+			return fmt.Errorf("order %s: %d %s", sku, r.Code, r.Body)
 		}
 		return nil
 	})
@@ -795,7 +795,9 @@ func TestFaultReconcilerPaused(t *testing.T) {
 			if o == nil {
 				return
 			}
-			lost := func() float64 { return scrape(t, o.debug)[`shop_job_runs_total{job="reconcile",result="lost"}`] }
+			lost := func() float64 {
+				return shoptest.Scrape(t, o.debug)[`shop_job_runs_total{job="reconcile",result="lost"}`]
+			}
 			// Another shop takes the job over once the paused one's lease
 			// expires. Its run may then wait on a stock row that the paused
 			// run locked: MySQL cannot know that a client is paused.
@@ -870,7 +872,7 @@ func eachExtra(t *testing.T, n, workers int, do func(i int, sku string) error) {
 // othersRunning reports whether a shop other than o runs the reconcile job.
 func (s *faultSale) othersRunning(t *testing.T, o *faultShop) bool {
 	for _, other := range s.shops {
-		if other != o && scrape(t, other.debug)[`shop_job_running{job="reconcile"}`] == 1 {
+		if other != o && shoptest.Scrape(t, other.debug)[`shop_job_running{job="reconcile"}`] == 1 {
 			return true
 		}
 	}
@@ -884,7 +886,7 @@ func (s *faultSale) catchReconciling(t *testing.T) *faultShop {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, o := range s.shops {
-			if scrape(t, o.debug)[`shop_job_running{job="reconcile"}`] != 1 {
+			if shoptest.Scrape(t, o.debug)[`shop_job_running{job="reconcile"}`] != 1 {
 				continue
 			}
 			if !o.pause(t) {
@@ -989,7 +991,7 @@ func (s *faultSale) replayAll(t *testing.T, sku string, res told) {
 		op := buyerRequest(sku, res.buyers[id])
 		op.Client = replayer
 		r, err := s.order(t.Context(), client, s.shops[n%len(s.shops)].base, op)
-		if err != nil || r.code != http.StatusCreated || r.ID != id || !r.replayed {
+		if err != nil || r.Code != http.StatusCreated || r.ID != id || !r.Replayed {
 			t.Errorf("replay of order %d: %+v, %v; want 201 with the same order, replayed", id, r, err)
 		}
 	}

@@ -7,11 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/history"
 	"github.com/stockguard/shop/internal/lincheck"
@@ -25,51 +25,25 @@ import (
 // every answer. A history that none explains fails the test, and is kept
 // with porcupine's page of it.
 
-// heard is what an answer tells the history.
-type heard struct {
-	code  int
-	typ   string   // a problem's type
-	order int64    // a 201's order
-	short []string // the SKUs a sold-out named
-	value *int     // a stock read's available
-}
-
-func (r reply) heard() heard {
-	return heard{code: r.code, typ: r.Type, order: r.ID, short: r.SKUs, value: r.Available}
-}
-
 // recorded sends one request with send, and keeps it in rec as op, with
 // when it was sent, when its answer came and what it was. err is a
 // transport error or a timeout: an answer that says nothing.
-func recorded[R interface{ heard() heard }](rec *history.Recorder, op history.Op, send func() (R, error)) (R, error) {
+func recorded[R interface{ Heard() shoptest.Heard }](rec *history.Recorder, op history.Op, send func() (R, error)) (R, error) {
 	op.Call = rec.Now()
 	r, err := send()
 	op.Return = rec.Now()
-	h := r.heard()
-	op.Answer = history.AnswerOf(h.code, h.typ, err)
+	h := r.Heard()
+	op.Answer = history.AnswerOf(h.Code, h.Type, err)
 	switch {
 	case op.Answer == history.Ordered:
-		op.Order = h.order
+		op.Order = h.Order
 	case op.Answer == history.SoldOut:
-		op.Short = h.short
+		op.Short = h.Short
 	case op.Kind == history.StockRead && op.Answer == history.OK:
-		op.Value = h.value
+		op.Value = h.Value
 	}
 	rec.Add(op)
 	return r, err
-}
-
-// maxRetryAfter bounds how long a client waits before it asks again.
-const maxRetryAfter = time.Second
-
-// retryAfter is the wait an answer's Retry-After asks for, in seconds, at
-// most maxRetryAfter; 0 without one.
-func retryAfter(h http.Header) time.Duration {
-	n, err := strconv.Atoi(h.Get("Retry-After"))
-	if err != nil || n < 0 {
-		return 0
-	}
-	return min(time.Duration(n)*time.Second, maxRetryAfter)
 }
 
 // orderBody is the body of op, an order: one SKU's, or a cart's.
@@ -86,8 +60,10 @@ func orderBody(op history.Op) string {
 
 // order sends op, an order, to the shop at base with its key, and records
 // it.
-func (s *faultSale) order(ctx context.Context, client *http.Client, base string, op history.Op) (reply, error) {
-	return recorded(s.rec, op, func() (reply, error) { return post(ctx, client, base+"/api/v1/orders", op.Key, orderBody(op)) })
+func (s *faultSale) order(ctx context.Context, client *http.Client, base string, op history.Op) (shoptest.Reply, error) {
+	return recorded(s.rec, op, func() (shoptest.Reply, error) {
+		return shoptest.Post(ctx, client, base+"/api/v1/orders", op.Key, orderBody(op))
+	})
 }
 
 // onSale starts a new history, and puts the burst's units of each of skus

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
@@ -72,7 +69,7 @@ func TestMetrics(t *testing.T) {
 			if code, body := shoptest.Send(t, "POST", base+"/api/v1/orders", body, "Idempotency-Key", fmt.Sprint("k", orders-1)); code != http.StatusCreated {
 				t.Fatalf("second click: %d %s", code, body)
 			}
-			got := scrape(t, debug)
+			got := shoptest.Scrape(t, debug)
 			for series, want := range tc.want {
 				if v, ok := got[series]; !ok || v != want {
 					t.Errorf("%s = %v (present %v), want %v", series, v, ok, want)
@@ -87,27 +84,3 @@ func TestMetrics(t *testing.T) {
 
 // orders is how many orders TestMetrics places with each strategy.
 const orders = 3
-
-// scrape reads every series of debug's /metrics.
-func scrape(t *testing.T, debug string) map[string]float64 {
-	t.Helper()
-	code, body := shoptest.Send(t, "GET", debug+"/metrics", "")
-	if code != http.StatusOK {
-		t.Fatalf("/metrics: %d %s", code, body)
-	}
-	series := map[string]float64{}
-	sc := bufio.NewScanner(strings.NewReader(body))
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("/metrics: %q: %v", line, err)
-		}
-		series[line[:i]] = v
-	}
-	return series
-}

@@ -91,11 +91,11 @@ func (s *faultSale) awayFrom(t *testing.T, pair *testinfra.MySQLPair, old, sku s
 	read := history.Op{Client: client, Kind: history.StockRead, Items: []history.Item{{SKU: sku}}}
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		for _, shop := range s.shops {
-			if r := s.sendStock(t, shop.base, set); r.code != http.StatusOK {
-				t.Errorf("put stock %s after the switchover: %d %s", sku, r.code, r.body)
+			if r := s.sendStock(t, shop.base, set); r.Code != http.StatusOK {
+				t.Errorf("put stock %s after the switchover: %d %s", sku, r.Code, r.Body)
 			}
-			if r := s.sendStock(t, shop.base, read); r.code != http.StatusOK {
-				t.Errorf("get stock %s after the switchover: %d %s", sku, r.code, r.body)
+			if r := s.sendStock(t, shop.base, read); r.Code != http.StatusOK {
+				t.Errorf("get stock %s after the switchover: %d %s", sku, r.Code, r.Body)
 			}
 		}
 	}

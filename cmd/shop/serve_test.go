@@ -109,8 +109,8 @@ func TestSlowBodies(t *testing.T) {
 
 	var acked []int64
 	for i := range 20 {
-		r, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", fmt.Sprint("buy-", i), fmt.Sprintf(`{"sku":"slow","user_id":"u%d","quantity":1}`, i))
-		if err != nil || r.code != http.StatusCreated {
+		r, err := shoptest.Post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", fmt.Sprint("buy-", i), fmt.Sprintf(`{"sku":"slow","user_id":"u%d","quantity":1}`, i))
+		if err != nil || r.Code != http.StatusCreated {
 			t.Errorf("order %d while the slow clients held their connections: %+v %v", i, r, err)
 			continue
 		}

@@ -85,14 +85,14 @@ func (f *fleet) sell(t *testing.T, sku string, first, n int) (acked []int64, sol
 			<-gate
 			key, body := fmt.Sprint("k", i), fmt.Sprintf(`{"sku":%q,"user_id":"u%d","quantity":1}`, sku, i)
 			for attempt := 0; ; attempt++ {
-				r, err := post(ctx, http.DefaultClient, f.bases[(i+attempt)%len(f.bases)]+"/api/v1/orders", key, body)
+				r, err := shoptest.Post(ctx, http.DefaultClient, f.bases[(i+attempt)%len(f.bases)]+"/api/v1/orders", key, body)
 				mu.Lock()
 				switch {
-				case err == nil && r.code == http.StatusCreated:
+				case err == nil && r.Code == http.StatusCreated:
 					acked = append(acked, r.ID)
 				case err == nil && r.Type == "sold-out":
 					soldOut++
-				case err == nil && (r.code == http.StatusServiceUnavailable || r.Type == "request-in-progress"):
+				case err == nil && (r.Code == http.StatusServiceUnavailable || r.Type == "request-in-progress"):
 					mu.Unlock()
 					time.Sleep(50 * time.Millisecond)
 					continue
@@ -205,8 +205,8 @@ func TestDeleteStockNeedsAllowReset(t *testing.T) {
 	s.putStock(t, sku, 10)
 	var acked []int64
 	for i := range 3 {
-		r, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", fmt.Sprint("k", i), fmt.Sprintf(`{"sku":%q,"user_id":"u%d","quantity":2}`, sku, i))
-		if err != nil || r.code != http.StatusCreated {
+		r, err := shoptest.Post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", fmt.Sprint("k", i), fmt.Sprintf(`{"sku":%q,"user_id":"u%d","quantity":2}`, sku, i))
+		if err != nil || r.Code != http.StatusCreated {
 			t.Fatalf("order %d: %+v %v", i, r, err)
 		}
 		acked = append(acked, r.ID)
@@ -262,8 +262,8 @@ func TestDeleteStockNeedsAllowReset(t *testing.T) {
 	s.putStock(t, sku, 6)
 	acked = acked[:0]
 	for i := range 3 {
-		r, err := post(t.Context(), http.DefaultClient, allowing+"/api/v1/orders", fmt.Sprint("again-", i), fmt.Sprintf(`{"sku":%q,"user_id":"u%d","quantity":2}`, sku, i))
-		if err != nil || r.code != http.StatusCreated || r.replayed {
+		r, err := shoptest.Post(t.Context(), http.DefaultClient, allowing+"/api/v1/orders", fmt.Sprint("again-", i), fmt.Sprintf(`{"sku":%q,"user_id":"u%d","quantity":2}`, sku, i))
+		if err != nil || r.Code != http.StatusCreated || r.Replayed {
 			t.Fatalf("order %d on the SKU set up again: %+v %v", i, r, err)
 		}
 		acked = append(acked, r.ID)

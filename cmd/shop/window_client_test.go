@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/history"
 	"github.com/stockguard/shop/internal/lock"
@@ -130,8 +131,8 @@ type windowReply struct {
 	SKUs      []string      `json:"skus"` // a sold-out problem's short SKUs
 }
 
-func (r windowReply) heard() heard {
-	return heard{code: r.code, typ: r.Type, order: r.ID, short: r.SKUs}
+func (r windowReply) Heard() shoptest.Heard {
+	return shoptest.Heard{Code: r.code, Type: r.Type, Order: r.ID, Short: r.SKUs}
 }
 
 // send sends a request to base and decodes the answer.
@@ -148,7 +149,7 @@ func (w *windowSale) send(ctx context.Context, base, method, path string, body [
 		return windowReply{}, err
 	}
 	defer resp.Body.Close()
-	r := windowReply{code: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", wait: retryAfter(resp.Header)}
+	r := windowReply{code: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", wait: shoptest.RetryAfter(resp.Header)}
 	return r, json.NewDecoder(resp.Body).Decode(&r)
 }
 
