@@ -410,7 +410,7 @@ func (s *faultSale) reconcile(t *testing.T) {
 	env := map[string]string{"SHOP_MYSQL_DSN": s.dsn, "SHOP_REDIS_ADDR": s.redisAddr, "SHOP_REDIS_PREFIX": s.prefix, "SHOP_CLAIM_IDLE": "3s",
 		"SHOP_SKU_BUCKETS": strconv.Itoa(max(s.buckets, 1))}
 	var out, errs strings.Builder
-	if err := run(t.Context(), []string{"reconcile"}, func(k string) string { return env[k] }, &out, &errs); err != nil {
+	if err := shoptest.Run(t.Context(), []string{"reconcile"}, func(k string) string { return env[k] }, &out, &errs); err != nil {
 		t.Fatalf("shop reconcile: %v\n%s", err, errs.String())
 	}
 	t.Logf("shop reconcile:\n%s", out.String())

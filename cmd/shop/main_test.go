@@ -139,7 +139,7 @@ func TestToken(t *testing.T) {
 	mint := func(args ...string) string {
 		t.Helper()
 		var stdout strings.Builder
-		if err := run(t.Context(), append([]string{"token"}, args...), env, &stdout, io.Discard); err != nil {
+		if err := shoptest.Run(t.Context(), append([]string{"token"}, args...), env, &stdout, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		return strings.TrimSpace(stdout.String())
@@ -161,11 +161,11 @@ func TestToken(t *testing.T) {
 		t.Errorf("sold %d, want 1", a.Sold)
 	}
 	for _, args := range [][]string{{}, {"a b"}, {"alice", "bob"}, {"alice", "--ttl", "-1s"}} {
-		if err := run(t.Context(), append([]string{"token"}, args...), env, io.Discard, io.Discard); err == nil {
+		if err := shoptest.Run(t.Context(), append([]string{"token"}, args...), env, io.Discard, io.Discard); err == nil {
 			t.Errorf("shop token %q: no error", args)
 		}
 	}
-	if err := run(t.Context(), []string{"token", "alice"}, func(string) string { return "" }, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "SHOP_JWT_SECRET") {
+	if err := shoptest.Run(t.Context(), []string{"token", "alice"}, func(string) string { return "" }, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "SHOP_JWT_SECRET") {
 		t.Errorf("shop token without a secret: %v", err)
 	}
 }

@@ -31,7 +31,7 @@ func TestReconcileCommand(t *testing.T) {
 	}
 	env := map[string]string{"SHOP_MYSQL_DSN": s.dsn, "SHOP_REDIS_ADDR": s.redis.Options().Addr, "SHOP_REDIS_PREFIX": s.prefix}
 	var out, errs bytes.Buffer
-	if err := run(context.Background(), []string{"reconcile"}, func(k string) string { return env[k] }, &out, &errs); err != nil {
+	if err := shoptest.Run(context.Background(), []string{"reconcile"}, func(k string) string { return env[k] }, &out, &errs); err != nil {
 		t.Fatalf("shop reconcile: %v\n%s", err, errs.String())
 	}
 	t.Logf("shop reconcile:\n%s", out.String())

@@ -187,11 +187,11 @@ func checkStreamTrace(t *testing.T, s *shop, traceID string) {
 	if tp, _ := entries[0].Values["traceparent"].(string); !strings.HasPrefix(tp, "00-"+traceID+"-") {
 		t.Errorf("the placed event's traceparent: %q; want one of trace %s", tp, traceID)
 	}
-	f := followEvents(t, s.redis.Options().Addr, stream, "--from-start")
-	if e := f.next(t); e.Type != "placed" || e.TraceID != traceID {
+	f := shoptest.FollowEvents(t, s.redis.Options().Addr, stream, "--from-start")
+	if e := f.Next(t); e.Type != "placed" || e.TraceID != traceID {
 		t.Errorf("shop events printed %+v; want the placed event with trace_id %s", e, traceID)
 	}
-	f.stop(t)
+	f.Stop(t)
 }
 
 // TestTracesFlushedAtShutdown: the spans a shop has not sent yet when it

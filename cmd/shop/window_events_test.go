@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/lock"
 	"github.com/stockguard/shop/internal/outbox"
 )
@@ -72,11 +73,11 @@ func (w *windowSale) relayKilled(t *testing.T, held *lock.Lease) {
 	}
 
 	entries := w.rdb.XLen(t.Context(), stream).Val()
-	f := followEvents(t, w.redisAddr, stream, "--from-start")
+	f := shoptest.FollowEvents(t, w.redisAddr, stream, "--from-start")
 	seen := map[int64]outbox.Published{}
 	byOrder := map[int64][]string{}
 	for range entries {
-		e := f.next(t)
+		e := f.Next(t)
 		if first, ok := seen[e.ID]; ok {
 			if e.Order != first.Order || e.Type != first.Type || string(e.Payload) != string(first.Payload) {
 				t.Errorf("event %d published as %+v, then as %+v", e.ID, first, e)
@@ -86,7 +87,7 @@ func (w *windowSale) relayKilled(t *testing.T, held *lock.Lease) {
 		seen[e.ID] = e
 		byOrder[e.Order] = append(byOrder[e.Order], e.Type)
 	}
-	f.stop(t)
+	f.Stop(t)
 	t.Logf("%d events: %d published and %d marked when the relay's runner was killed; %d entries in the stream, %d of them again",
 		total, published, marked, entries, entries-int64(len(seen)))
 	// The killed relay's UPDATE of the cursor may still commit once the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stockguard/shop/internal/lua/redisstock"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/history"
 	"github.com/stockguard/shop/internal/order"
@@ -404,7 +405,7 @@ func shopPay(t *testing.T, rec *history.Recorder, base string, id int64, payment
 		var out strings.Builder
 		var err error
 		recorded(rec, op, func() (windowReply, error) {
-			err = run(t.Context(), []string{"pay", fmt.Sprint(id), paymentID, "--url", base}, env, &out, io.Discard)
+			err = shoptest.Run(t.Context(), []string{"pay", fmt.Sprint(id), paymentID, "--url", base}, env, &out, io.Discard)
 			// The status line, then the answer's body after an empty line.
 			var r windowReply
 			if _, scan := fmt.Sscanf(out.String(), "HTTP/1.1 %d", &r.code); scan != nil {
