@@ -2,56 +2,15 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
-	"github.com/stockguard/shop/internal/testinfra"
+	"github.com/stockguard/shop/internal/config"
 )
-
-// TestServe drives a real `shop serve` through the API, then stops it with
-// SIGTERM and expects a clean exit.
-func TestServe(t *testing.T) {
-	t.Parallel()
-	dsn := testinfra.MySQL(t)
-	redis := testinfra.Redis(t)
-	base, cmd := shoptest.Start(t, "SHOP_MYSQL_DSN="+dsn, "SHOP_REDIS_ADDR="+redis.Addr, "SHOP_REDIS_PREFIX="+redis.Prefix, "SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=pessimistic")
-
-	for _, probe := range []string{"/healthz", "/readyz"} {
-		if code, body := shoptest.Send(t, "GET", base+probe, ""); code != http.StatusOK {
-			t.Fatalf("%s: %d %s", probe, code, body)
-		}
-	}
-	if code, body := shoptest.Send(t, "PUT", base+"/api/v1/stock/e2e", `{"quantity":3}`, "Authorization", "Bearer secret"); code != http.StatusOK {
-		t.Fatalf("put stock: %d %s", code, body)
-	}
-	var created int
-	for i := range 5 {
-		code, body := shoptest.Send(t, "POST", base+"/api/v1/orders", fmt.Sprintf(`{"sku":"e2e","user_id":"u%d","quantity":1}`, i), "Idempotency-Key", fmt.Sprint("k", i))
-		switch code {
-		case http.StatusCreated:
-			created++
-		case http.StatusConflict:
-			if !strings.Contains(body, `"type":"sold-out"`) {
-				t.Errorf("409 without sold-out: %s", body)
-			}
-		default:
-			t.Errorf("order %d: %d %s", i, code, body)
-		}
-	}
-	if created != 3 {
-		t.Errorf("created %d orders, want 3", created)
-	}
-	if code, body := shoptest.Send(t, "GET", base+"/api/v1/stock/e2e", ""); code != http.StatusOK || body != `{"sku":"e2e","initial":3,"available":0,"sold":3,"pending":0,"received":3}` {
-		t.Errorf("stock: %d %s", code, body)
-	}
-
-	shoptest.Stop(t, cmd)
-}
 
 // TestConfigErrors: bad configuration stops the shop before it listens, with
 // an error that names the variable.
@@ -127,45 +86,30 @@ func TestBuyerAuthOffWarns(t *testing.T) {
 	}
 }
 
-// TestToken: a `shop serve` with SHOP_BUYER_AUTH=jwt takes the orders of a
-// token that `shop token` printed, for its user, and refuses the request
-// without it or with one that has expired.
-func TestToken(t *testing.T) {
+// TestListenDebugTaken: when the debug listener cannot open, listen fails
+// and leaves nothing listening on the public address.
+func TestListenDebugTaken(t *testing.T) {
 	t.Parallel()
-	const secret = "a secret of at least thirty-two bytes"
-	env := func(k string) string {
-		return map[string]string{"SHOP_JWT_SECRET": secret, "SHOP_JWT_ISSUER": "test-issuer", "SHOP_JWT_AUDIENCE": "test-shop"}[k]
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	mint := func(args ...string) string {
-		t.Helper()
-		var stdout strings.Builder
-		if err := shoptest.Run(t.Context(), append([]string{"token"}, args...), env, &stdout, io.Discard); err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(stdout.String())
+	defer taken.Close()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	alice, expired := mint("alice"), mint("--ttl", "1s", "alice")
-	s := newShop(t, "SHOP_BUYER_AUTH=jwt", "SHOP_JWT_SECRET="+secret, "SHOP_JWT_ISSUER=test-issuer", "SHOP_JWT_AUDIENCE=test-shop")
-	s.putStock(t, "tok", 5)
-	time.Sleep(2 * time.Second) // until expired has
-	for _, c := range []struct {
-		name, auth string
-		want       int
-	}{{"none", "", 401}, {"expired", "Bearer " + expired, 401}, {"alice", "Bearer " + alice, 201}} {
-		code, body := shoptest.Send(t, "POST", s.base+"/api/v1/orders", `{"sku":"tok","quantity":1}`, "Idempotency-Key", c.name, "Authorization", c.auth)
-		if code != c.want || (code == 201 && !strings.Contains(body, `"user_id":"alice"`)) {
-			t.Errorf("%s: %d %s, want %d", c.name, code, body, c.want)
-		}
+	public := free.Addr().String()
+	free.Close()
+
+	cfg := config.Config{HTTPAddr: public, DebugAddr: taken.Addr().String()}
+	err = listen(t.Context(), slog.New(slog.DiscardHandler), cfg, http.NotFoundHandler())
+	if err == nil {
+		t.Fatal("listen succeeded on a debug address in use")
 	}
-	if a := s.audit(t, "tok", 0, nil); a.Sold != 1 {
-		t.Errorf("sold %d, want 1", a.Sold)
+	ln, err := net.Listen("tcp", public)
+	if err != nil {
+		t.Fatalf("the public address is still held after listen failed: %v", err)
 	}
-	for _, args := range [][]string{{}, {"a b"}, {"alice", "bob"}, {"alice", "--ttl", "-1s"}} {
-		if err := shoptest.Run(t.Context(), append([]string{"token"}, args...), env, io.Discard, io.Discard); err == nil {
-			t.Errorf("shop token %q: no error", args)
-		}
-	}
-	if err := shoptest.Run(t.Context(), []string{"token", "alice"}, func(string) string { return "" }, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "SHOP_JWT_SECRET") {
-		t.Errorf("shop token without a secret: %v", err)
-	}
+	ln.Close()
 }

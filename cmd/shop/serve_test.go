@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -16,36 +15,47 @@ import (
 	"time"
 
 	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
-	"github.com/stockguard/shop/internal/config"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
-// TestListenDebugTaken: when the debug listener cannot open, listen fails
-// and leaves nothing listening on the public address.
-func TestListenDebugTaken(t *testing.T) {
+// TestServe drives a real `shop serve` through the API, then stops it with
+// SIGTERM and expects a clean exit.
+func TestServe(t *testing.T) {
 	t.Parallel()
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	public := free.Addr().String()
-	free.Close()
+	dsn := testinfra.MySQL(t)
+	redis := testinfra.Redis(t)
+	base, cmd := shoptest.Start(t, "SHOP_MYSQL_DSN="+dsn, "SHOP_REDIS_ADDR="+redis.Addr, "SHOP_REDIS_PREFIX="+redis.Prefix, "SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=pessimistic")
 
-	cfg := config.Config{HTTPAddr: public, DebugAddr: taken.Addr().String()}
-	err = listen(t.Context(), slog.New(slog.DiscardHandler), cfg, http.NotFoundHandler())
-	if err == nil {
-		t.Fatal("listen succeeded on a debug address in use")
+	for _, probe := range []string{"/healthz", "/readyz"} {
+		if code, body := shoptest.Send(t, "GET", base+probe, ""); code != http.StatusOK {
+			t.Fatalf("%s: %d %s", probe, code, body)
+		}
 	}
-	ln, err := net.Listen("tcp", public)
-	if err != nil {
-		t.Fatalf("the public address is still held after listen failed: %v", err)
+	if code, body := shoptest.Send(t, "PUT", base+"/api/v1/stock/e2e", `{"quantity":3}`, "Authorization", "Bearer secret"); code != http.StatusOK {
+		t.Fatalf("put stock: %d %s", code, body)
 	}
-	ln.Close()
+	var created int
+	for i := range 5 {
+		code, body := shoptest.Send(t, "POST", base+"/api/v1/orders", fmt.Sprintf(`{"sku":"e2e","user_id":"u%d","quantity":1}`, i), "Idempotency-Key", fmt.Sprint("k", i))
+		switch code {
+		case http.StatusCreated:
+			created++
+		case http.StatusConflict:
+			if !strings.Contains(body, `"type":"sold-out"`) {
+				t.Errorf("409 without sold-out: %s", body)
+			}
+		default:
+			t.Errorf("order %d: %d %s", i, code, body)
+		}
+	}
+	if created != 3 {
+		t.Errorf("created %d orders, want 3", created)
+	}
+	if code, body := shoptest.Send(t, "GET", base+"/api/v1/stock/e2e", ""); code != http.StatusOK || body != `{"sku":"e2e","initial":3,"available":0,"sold":3,"pending":0,"received":3}` {
+		t.Errorf("stock: %d %s", code, body)
+	}
+
+	shoptest.Stop(t, cmd)
 }
 
 // TestDebugProfile: the debug listener serves a CPU profile that lasts
