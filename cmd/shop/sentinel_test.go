@@ -29,9 +29,9 @@ func TestServeOnRedisSentinel(t *testing.T) {
 	t.Run("lua-events-jobs", func(t *testing.T) {
 		s := newSale(t, "lua", r.Addr(), sentinelEnv(r))
 		s.sellExactly(t, "sentinel-lua")
-		stream := s.prefix + "events"
+		stream := s.Prefix + "events"
 		for end := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			n, err := s.rdb.XLen(t.Context(), stream).Result()
+			n, err := s.RDB.XLen(t.Context(), stream).Result()
 			if err == nil && n >= 20 {
 				break
 			}
@@ -49,7 +49,7 @@ func TestServeOnRedisSentinel(t *testing.T) {
 		s.putStock(t, "sentinel-keys")
 		order := func(key string) shoptest.Reply {
 			t.Helper()
-			res, err := shoptest.Post(t.Context(), http.DefaultClient, s.shops[0].base+"/api/v1/orders", key, `{"sku":"sentinel-keys","user_id":"ann","quantity":1}`)
+			res, err := shoptest.Post(t.Context(), http.DefaultClient, s.Shops[0].Base+"/api/v1/orders", key, `{"sku":"sentinel-keys","user_id":"ann","quantity":1}`)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -70,16 +70,6 @@ func Post(ctx context.Context, client *http.Client, url, key, body string) (Repl
 	return r, json.Unmarshal(data, &r)
 }
 
-// Heard is what an answer tells a sale's history (internal/history): the
-// fault tests record every request they send, and what they were told.
-type Heard struct {
-	Code  int
-	Type  string   // a problem's type
-	Order int64    // a 201's order
-	Short []string // the SKUs a sold-out named
-	Value *int     // a stock read's available
-}
-
 // Heard is what r tells the history.
 func (r Reply) Heard() Heard {
 	return Heard{Code: r.Code, Type: r.Type, Order: r.ID, Short: r.SKUs, Value: r.Available}
