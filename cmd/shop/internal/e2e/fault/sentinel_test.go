@@ -1,4 +1,4 @@
-package main
+package fault
 
 import (
 	"net/http"
