@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/config"
 )
 
@@ -112,4 +113,12 @@ func TestListenDebugTaken(t *testing.T) {
 		t.Fatalf("the public address is still held after listen failed: %v", err)
 	}
 	ln.Close()
+}
+
+// TestStopWaitsOutShutdown: shoptest.Stop, which the process-level tests
+// stop a shop with, waits for as long a shutdown as serve takes.
+func TestStopWaitsOutShutdown(t *testing.T) {
+	if shoptest.ShutdownTimeout != shutdownTimeout {
+		t.Errorf("shoptest.ShutdownTimeout is %v, serve's shutdownTimeout %v", shoptest.ShutdownTimeout, shutdownTimeout)
+	}
 }

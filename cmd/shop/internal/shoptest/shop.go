@@ -127,14 +127,19 @@ func Listening(t *testing.T, addr <-chan string, want int) []string {
 	return addrs
 }
 
+// ShutdownTimeout is how long `shop serve` gives the requests under way
+// after SIGTERM: shutdownTimeout in package main, whose tests check that
+// the two agree.
+const ShutdownTimeout = 15 * time.Second
+
 // Stop stops a shop that Spawn started with SIGTERM and expects a
-// clean exit. The shop may take its shutdown timeout (15 s, shutdownTimeout
-// in package main) for the requests under way and as long again to send
-// its last spans; stopWait adds a busy machine's margin to that. A shop that overran it gets SIGQUIT, and its goroutine
-// dump shows where its shutdown was stuck.
+// clean exit. The shop may take ShutdownTimeout for the requests under
+// way and as long again to send its last spans; stopWait adds a busy
+// machine's margin to that. A shop that overran it gets SIGQUIT, and its
+// goroutine dump shows where its shutdown was stuck.
 func Stop(t *testing.T, cmd *exec.Cmd) {
 	t.Helper()
-	const stopWait = 2*15*time.Second + 30*time.Second
+	const stopWait = 2*ShutdownTimeout + 30*time.Second
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
