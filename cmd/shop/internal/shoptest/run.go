@@ -19,7 +19,7 @@ import (
 // and with those that getenv gives of the settings of internal/config.
 // The end of ctx interrupts it (SIGINT), as it would end run.
 func Run(ctx context.Context, args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
-	bin, err := Binary()
+	bin, err := binary()
 	if err != nil {
 		return err
 	}
