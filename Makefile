@@ -12,13 +12,15 @@ FUZZ_ORDER_RUNS ?= 3000x
 
 # Real MySQL/MariaDB, Redis, ZooKeeper and etcd on loopback (installed if
 # missing, while lint compiles), the fuzzers for a bounded time, then every
-# test with the race detector. The `shop serve` children of cmd/shop's
-# process-level tests run one binary, which their TestMain builds once
-# without it (SHOP_TEST_BIN names a prebuilt one instead). Go's default
-# -parallel, one test per CPU, is kept: the fault tests' bursts are
-# CPU-bound, and more at once on two cores starve each other's 2 s request
-# timeouts. `go test -short ./...` is the fast run, with no server
-# (docs/tests.md).
+# test with the race detector. The `shop serve` children of the
+# process-level tests (cmd/shop and the packages of cmd/shop/internal/e2e)
+# run one binary, built without it once for the sources as they are: the
+# first test package that needs it builds it into the user's cache
+# directory while the others wait (cmd/shop/internal/shoptest), and
+# SHOP_TEST_BIN names a prebuilt one instead. Go's default -parallel, one
+# test per CPU, is kept: the fault tests' bursts are CPU-bound, and more at
+# once on two cores starve each other's 2 s request timeouts. `go test
+# -short ./...` is the fast run, with no server (docs/tests.md).
 test:
 	scripts/services.sh up & up=$$!; $(MAKE) --no-print-directory lint; lint=$$?; wait $$up && exit $$lint
 	$(MAKE) --no-print-directory fuzz

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/testinfra"
 	"github.com/stockguard/shop/loadtest"
@@ -25,7 +26,7 @@ func TestBenchRefusalsAndSurge(t *testing.T) {
 	t.Parallel()
 	redis := testinfra.Redis(t)
 	jsonFile := filepath.Join(t.TempDir(), "bench.json")
-	args := []string{"bench", "--bin", shopBin(t), "--mysql", testinfra.MySQL(t), "--redis", redis.Addr, "--strategies", "lua",
+	args := []string{"bench", "--bin", shoptest.Bin(t), "--mysql", testinfra.MySQL(t), "--redis", redis.Addr, "--strategies", "lua",
 		"--stock", "10", "--buyers", "40", "--instances", "2", "--baseline", "200ms", "--closed", "600ms", "--closed-buyers", "4", "--closed-max-buyers", "4",
 		"--surge", "400", "--surge-for", "500ms", "--json", jsonFile}
 	var stdout strings.Builder

@@ -6,30 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/config"
-	"github.com/stockguard/shop/internal/tracing"
+	"github.com/stockguard/shop/internal/outbox"
 )
 
 // followBlock is how long one read of the stream waits for new events: a
 // follower stopped meanwhile exits within it.
 const followBlock = time.Second
-
-// eventLine is one order event as `shop events` prints it.
-type eventLine struct {
-	ID      int64           `json:"id"`
-	Order   int64           `json:"order"`
-	Type    string          `json:"type"`
-	Payload json.RawMessage `json:"payload"` // the order after the transition
-	// TraceID is the trace of the request that made the transition, when
-	// it was traced.
-	TraceID string `json:"trace_id,omitempty"`
-}
 
 // events follows the stream of the order events, SHOP_EVENTS_STREAM on
 // SHOP_REDIS_ADDR, and prints each as a JSON line, until ctx ends. It
@@ -84,7 +72,7 @@ func follow(ctx context.Context, rdb redis.UniversalClient, stream string, fromS
 		}
 		for _, m := range got[0].Messages {
 			after = m.ID
-			line, err := lineOf(m)
+			line, err := outbox.ReadPublished(m)
 			if err != nil {
 				fmt.Fprintf(stderr, "shop events: entry %s of %s: %v; skipped\n", m.ID, stream, err)
 				continue
@@ -94,21 +82,4 @@ func follow(ctx context.Context, rdb redis.UniversalClient, stream string, fromS
 			}
 		}
 	}
-}
-
-// lineOf reads an entry as the relay writes it.
-func lineOf(m redis.XMessage) (eventLine, error) {
-	field := func(k string) string { s, _ := m.Values[k].(string); return s }
-	var l eventLine
-	var err1, err2 error
-	l.ID, err1 = strconv.ParseInt(field("id"), 10, 64)
-	l.Order, err2 = strconv.ParseInt(field("order"), 10, 64)
-	l.Type, l.Payload = field("type"), json.RawMessage(field("payload"))
-	if sc := tracing.SpanContextOf(field("traceparent")); sc.IsValid() {
-		l.TraceID = sc.TraceID().String()
-	}
-	if err := errors.Join(err1, err2); err != nil || l.Type == "" || !json.Valid(l.Payload) {
-		return eventLine{}, fmt.Errorf("not an order event: %v", m.Values)
-	}
-	return l, nil
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/testinfra"
 	"github.com/stockguard/shop/loadtest"
@@ -33,7 +34,7 @@ func TestLoadAgainstServe(t *testing.T) {
 		"SHOP_ADMIN_TOKEN=admin", "SHOP_BUYER_AUTH=jwt", "SHOP_JWT_SECRET=" + secret, "SHOP_JWT_ISSUER=stockguard-test"}
 	var targets []string
 	for range 3 {
-		base, _ := startShop(t, env...)
+		base, _ := shoptest.Start(t, env...)
 		targets = append(targets, base)
 	}
 	jsonFile := filepath.Join(t.TempDir(), "load.json")

@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -139,7 +140,7 @@ func TestBench(t *testing.T) {
 	zk, etcd := testinfra.ZooKeeper(t), testinfra.Etcd(t)
 	dir := t.TempDir()
 	jsonFile, htmlFile := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.html")
-	args := []string{"bench", "--bin", shopBin(t), "--mysql", testinfra.MySQL(t), "--redis", redis.Addr,
+	args := []string{"bench", "--bin", shoptest.Bin(t), "--mysql", testinfra.MySQL(t), "--redis", redis.Addr,
 		"--zk", strings.Join(zk.Addrs, ","), "--zk-root", zk.Root, "--etcd", strings.Join(etcd.Endpoints, ","), "--etcd-prefix", etcd.Prefix, "--stock", "10", "--buyers", "60", "--instances", "2",
 		"--baseline", "200ms", "--rate", "40", "--duration", "500ms", "--closed", "500ms", "--closed-buyers", "8", "--closed-max-buyers", "16", "--json", jsonFile, "--html", htmlFile}
 	var stdout strings.Builder

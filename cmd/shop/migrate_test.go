@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -89,7 +90,7 @@ func TestServeAdoptsLegacyDatabase(t *testing.T) {
 		t.Fatalf("the fixture's unpublished events: %v, %v; want one at least", unpublished, err)
 	}
 	env := shopEnv(t, dsn, "SHOP_PAYMENT_WINDOW=15m", "SHOP_EVENTS_RETENTION=87600h")
-	base, _ := startShop(t, env...)
+	base, _ := shoptest.Start(t, env...)
 
 	if st, err := db.ReadStatus(t.Context(), gdb); err != nil || st.Version != st.Latest() || st.Dirty {
 		t.Errorf("after serve: %+v, %v; want the latest version, clean", st, err)
@@ -107,7 +108,7 @@ func TestServeAdoptsLegacyDatabase(t *testing.T) {
 	}
 	carts := 0
 	for _, h := range heads {
-		code, body := send(t, "GET", fmt.Sprintf("%s/api/v1/orders/%d", base, h.ID), "")
+		code, body := shoptest.Send(t, "GET", fmt.Sprintf("%s/api/v1/orders/%d", base, h.ID), "")
 		var o struct {
 			Status string
 			Items  []struct{ SKU string }
@@ -131,7 +132,7 @@ func TestServeAdoptsLegacyDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range stock {
-		code, body := send(t, "GET", base+"/api/v1/stock/"+s.SKU, "")
+		code, body := shoptest.Send(t, "GET", base+"/api/v1/stock/"+s.SKU, "")
 		if code != http.StatusOK || !strings.Contains(body, fmt.Sprintf(`"available":%d`, s.Available)) {
 			t.Errorf("stock %s: %d %s; want %d available", s.SKU, code, body, s.Available)
 		}
@@ -182,25 +183,25 @@ func TestServeThreeAtOnce(t *testing.T) {
 			env := shopEnv(t, dsn)
 			var addrs []<-chan string
 			for range 3 {
-				_, addr := spawnShop(t, "--debug=", env)
+				_, addr := shoptest.Spawn(t, "--debug=", env)
 				addrs = append(addrs, addr)
 			}
 			var bases []string
 			for _, addr := range addrs {
-				bases = append(bases, "http://"+listening(t, addr, 1)[0])
+				bases = append(bases, "http://"+shoptest.Listening(t, addr, 1)[0])
 			}
 			st, err := db.ReadStatus(t.Context(), testinfra.OpenDB(t, dsn))
 			if err != nil || st.Version != st.Latest() || st.Dirty {
 				t.Fatalf("after three started at once: %+v, %v", st, err)
 			}
-			if code, body := send(t, "PUT", bases[0]+"/api/v1/stock/k3", `{"quantity":3}`, "Authorization", "Bearer secret"); code != http.StatusOK {
+			if code, body := shoptest.Send(t, "PUT", bases[0]+"/api/v1/stock/k3", `{"quantity":3}`, "Authorization", "Bearer secret"); code != http.StatusOK {
 				t.Fatalf("put stock: %d %s", code, body)
 			}
-			code, body := send(t, "POST", bases[1]+"/api/v1/orders", `{"sku":"k3","user_id":"ann","quantity":1}`, "Idempotency-Key", "k3")
+			code, body := shoptest.Send(t, "POST", bases[1]+"/api/v1/orders", `{"sku":"k3","user_id":"ann","quantity":1}`, "Idempotency-Key", "k3")
 			if code != http.StatusCreated {
 				t.Fatalf("order: %d %s", code, body)
 			}
-			if code, body := send(t, "GET", bases[2]+"/api/v1/stock/k3", ""); !strings.Contains(body, `"available":2`) {
+			if code, body := shoptest.Send(t, "GET", bases[2]+"/api/v1/stock/k3", ""); !strings.Contains(body, `"available":2`) {
 				t.Errorf("stock through the third: %d %s; want 2 available", code, body)
 			}
 		})
@@ -219,11 +220,11 @@ func TestServeThreeAtOnce(t *testing.T) {
 func serveFails(t *testing.T, env []string) string {
 	t.Helper()
 	const refuseWait = 2 * time.Minute
-	bin := shopBin(t)
+	bin := shoptest.Bin(t)
 	ctx, cancel := context.WithTimeout(t.Context(), refuseWait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "serve", "--debug=")
-	dumpOnCancel(cmd)
+	shoptest.DumpOnCancel(cmd)
 	cmd.Env = append(append(os.Environ(), "SHOP_HTTP_ADDR=127.0.0.1:0"), env...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
@@ -46,7 +47,7 @@ func TestQuickstart(t *testing.T) {
 				for k, v := range env {
 					envs = append(envs, k+"="+v)
 				}
-				base, _ = startShop(t, envs...)
+				base, _ = shoptest.Start(t, envs...)
 			case strings.HasPrefix(line, "go run ./cmd/shop "):
 				var out strings.Builder
 				if err := run(t.Context(), args[3:], getenv, &out, io.Discard); err != nil {
@@ -106,5 +107,5 @@ func curl(t *testing.T, base string, args []string) (int, string) {
 			url = base + strings.TrimPrefix(args[i], "localhost:8080")
 		}
 	}
-	return send(t, method, url, body, header...)
+	return shoptest.Send(t, method, url, body, header...)
 }

@@ -1,13 +1,11 @@
-package main
+package serve
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
@@ -52,26 +50,26 @@ func TestMetrics(t *testing.T) {
 			// The relay's job takes its lock on the same Redis, counted under
 			// the same backend: it waits an hour here, so that the counts are
 			// the orders'.
-			addrs, _ := runShop(t, "--debug=127.0.0.1:0", []string{"SHOP_MYSQL_DSN=" + dsn, "SHOP_REDIS_ADDR=" + redis.Addr,
+			addrs, _ := shoptest.Serve(t, "--debug=127.0.0.1:0", []string{"SHOP_MYSQL_DSN=" + dsn, "SHOP_REDIS_ADDR=" + redis.Addr,
 				"SHOP_REDIS_PREFIX=" + redis.Prefix + tc.strategy + ":", "SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=" + tc.strategy,
 				"SHOP_RELAY_INTERVAL=1h"})
 			base, debug := "http://"+addrs[0], "http://"+addrs[1]
 			sku := "metrics-" + tc.strategy
-			if code, body := send(t, "PUT", base+"/api/v1/stock/"+sku, `{"quantity":10}`, "Authorization", "Bearer secret"); code != http.StatusOK {
+			if code, body := shoptest.Send(t, "PUT", base+"/api/v1/stock/"+sku, `{"quantity":10}`, "Authorization", "Bearer secret"); code != http.StatusOK {
 				t.Fatalf("put stock: %d %s", code, body)
 			}
 			for i := range orders {
 				body := fmt.Sprintf(`{"sku":%q,"user_id":"%s-%d","quantity":1}`, sku, tc.strategy, i)
-				if code, body := send(t, "POST", base+"/api/v1/orders", body, "Idempotency-Key", fmt.Sprint("k", i)); code != http.StatusCreated {
+				if code, body := shoptest.Send(t, "POST", base+"/api/v1/orders", body, "Idempotency-Key", fmt.Sprint("k", i)); code != http.StatusCreated {
 					t.Fatalf("order %d: %d %s", i, code, body)
 				}
 			}
 			// A second click of the last buyer: replayed, and no new lock or batch.
 			body := fmt.Sprintf(`{"sku":%q,"user_id":"%s-%d","quantity":1}`, sku, tc.strategy, orders-1)
-			if code, body := send(t, "POST", base+"/api/v1/orders", body, "Idempotency-Key", fmt.Sprint("k", orders-1)); code != http.StatusCreated {
+			if code, body := shoptest.Send(t, "POST", base+"/api/v1/orders", body, "Idempotency-Key", fmt.Sprint("k", orders-1)); code != http.StatusCreated {
 				t.Fatalf("second click: %d %s", code, body)
 			}
-			got := scrape(t, debug)
+			got := shoptest.Scrape(t, debug)
 			for series, want := range tc.want {
 				if v, ok := got[series]; !ok || v != want {
 					t.Errorf("%s = %v (present %v), want %v", series, v, ok, want)
@@ -86,27 +84,3 @@ func TestMetrics(t *testing.T) {
 
 // orders is how many orders TestMetrics places with each strategy.
 const orders = 3
-
-// scrape reads every series of debug's /metrics.
-func scrape(t *testing.T, debug string) map[string]float64 {
-	t.Helper()
-	code, body := send(t, "GET", debug+"/metrics", "")
-	if code != http.StatusOK {
-		t.Fatalf("/metrics: %d %s", code, body)
-	}
-	series := map[string]float64{}
-	sc := bufio.NewScanner(strings.NewReader(body))
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("/metrics: %q: %v", line, err)
-		}
-		series[line[:i]] = v
-	}
-	return series
-}

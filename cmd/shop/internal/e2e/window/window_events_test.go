@@ -1,4 +1,4 @@
-package main
+package window
 
 import (
 	"slices"
@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/lock"
+	"github.com/stockguard/shop/internal/outbox"
 )
 
 // transitions are the orders' lives, as the types of their events.
@@ -18,7 +20,7 @@ var transitions = []string{"placed", "placed,paid", "placed,paid,refunded", "pla
 // database has, an event published twice with the same id and content,
 // and each order's events in the order of its transitions.
 func (w *windowSale) relayKilled(t *testing.T, held *lock.Lease) {
-	stream := w.prefix + "events" // SHOP_EVENTS_STREAM's default
+	stream := w.Prefix + "events" // SHOP_EVENTS_STREAM's default
 	total := w.unpublished(t)
 	if total == 0 {
 		t.Fatal("no event unpublished: the relay was not held back")
@@ -30,10 +32,10 @@ func (w *windowSale) relayKilled(t *testing.T, held *lock.Lease) {
 	// its stream stops growing. Its successor publishes that batch again.
 	// The retention job, which runs once a minute, sets the cursor where
 	// the relay would if it comes first.
-	if err := w.gdb.Exec(`INSERT INTO event_cursors (stream, last_id) VALUES (?, 0) ON DUPLICATE KEY UPDATE last_id = 0`, stream).Error; err != nil {
+	if err := w.GDB.Exec(`INSERT INTO event_cursors (stream, last_id) VALUES (?, 0) ON DUPLICATE KEY UPDATE last_id = 0`, stream).Error; err != nil {
 		t.Fatal(err)
 	}
-	lock := w.gdb.Begin()
+	lock := w.GDB.Begin()
 	if err := lock.Exec(`SELECT last_id FROM event_cursors WHERE stream = ? FOR UPDATE`, stream).Error; err != nil {
 		t.Fatal(err)
 	}
@@ -42,11 +44,11 @@ func (w *windowSale) relayKilled(t *testing.T, held *lock.Lease) {
 	runner, others := up[0], up[1:]
 	for _, o := range others {
 		w.setDown(o, true)
-		o.pause(t)
+		o.Pause(t)
 	}
 	release(t, held)
 	for end, before := time.Now().Add(30*time.Second), int64(-1); ; time.Sleep(200 * time.Millisecond) {
-		n := w.rdb.XLen(t.Context(), stream).Val()
+		n := w.RDB.XLen(t.Context(), stream).Val()
 		if n > 0 && n == before {
 			break
 		}
@@ -56,7 +58,7 @@ func (w *windowSale) relayKilled(t *testing.T, held *lock.Lease) {
 		before = n
 	}
 	w.kill(t, runner)
-	published, marked := w.rdb.XLen(t.Context(), stream).Val(), total-w.unpublished(t) // marked: behind the cursor
+	published, marked := w.RDB.XLen(t.Context(), stream).Val(), total-w.unpublished(t) // marked: behind the cursor
 	if w.owner(t, "relay") == "" || marked >= published {
 		t.Errorf("the relay was not killed mid-publish: its run over (%v), %d events published, %d marked", w.owner(t, "relay") == "", published, marked)
 	}
@@ -70,12 +72,12 @@ func (w *windowSale) relayKilled(t *testing.T, held *lock.Lease) {
 		}
 	}
 
-	entries := w.rdb.XLen(t.Context(), stream).Val()
-	f := followEvents(t, w.redisAddr, stream, "--from-start")
-	seen := map[int64]eventLine{}
+	entries := w.RDB.XLen(t.Context(), stream).Val()
+	f := shoptest.FollowEvents(t, w.RedisAddr, stream, "--from-start")
+	seen := map[int64]outbox.Published{}
 	byOrder := map[int64][]string{}
 	for range entries {
-		e := f.next(t)
+		e := f.Next(t)
 		if first, ok := seen[e.ID]; ok {
 			if e.Order != first.Order || e.Type != first.Type || string(e.Payload) != string(first.Payload) {
 				t.Errorf("event %d published as %+v, then as %+v", e.ID, first, e)
@@ -85,7 +87,7 @@ func (w *windowSale) relayKilled(t *testing.T, held *lock.Lease) {
 		seen[e.ID] = e
 		byOrder[e.Order] = append(byOrder[e.Order], e.Type)
 	}
-	f.stop(t)
+	f.Stop(t)
 	t.Logf("%d events: %d published and %d marked when the relay's runner was killed; %d entries in the stream, %d of them again",
 		total, published, marked, entries, entries-int64(len(seen)))
 	// The killed relay's UPDATE of the cursor may still commit once the
@@ -99,7 +101,7 @@ func (w *windowSale) relayKilled(t *testing.T, held *lock.Lease) {
 		Type    string
 		Payload string
 	}
-	if err := w.gdb.Raw(`SELECT id, order_id, type, payload FROM order_events ORDER BY id`).Scan(&events).Error; err != nil {
+	if err := w.GDB.Raw(`SELECT id, order_id, type, payload FROM order_events ORDER BY id`).Scan(&events).Error; err != nil {
 		t.Fatal(err)
 	}
 	want := map[int64][]string{}
@@ -123,8 +125,8 @@ func (w *windowSale) relayKilled(t *testing.T, held *lock.Lease) {
 func (w *windowSale) unpublished(t *testing.T) int64 {
 	t.Helper()
 	var n int64
-	err := w.gdb.Raw(`SELECT COUNT(*) FROM order_events WHERE id > COALESCE((SELECT last_id FROM event_cursors WHERE stream = ?), 0)`,
-		w.prefix+"events").Scan(&n).Error
+	err := w.GDB.Raw(`SELECT COUNT(*) FROM order_events WHERE id > COALESCE((SELECT last_id FROM event_cursors WHERE stream = ?), 0)`,
+		w.Prefix+"events").Scan(&n).Error
 	if err != nil {
 		t.Fatal(err)
 	}

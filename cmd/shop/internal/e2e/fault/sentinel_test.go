@@ -1,10 +1,11 @@
-package main
+package fault
 
 import (
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
@@ -28,9 +29,9 @@ func TestServeOnRedisSentinel(t *testing.T) {
 	t.Run("lua-events-jobs", func(t *testing.T) {
 		s := newSale(t, "lua", r.Addr(), sentinelEnv(r))
 		s.sellExactly(t, "sentinel-lua")
-		stream := s.prefix + "events"
+		stream := s.Prefix + "events"
 		for end := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			n, err := s.rdb.XLen(t.Context(), stream).Result()
+			n, err := s.RDB.XLen(t.Context(), stream).Result()
 			if err == nil && n >= 20 {
 				break
 			}
@@ -46,20 +47,20 @@ func TestServeOnRedisSentinel(t *testing.T) {
 		s := newSale(t, "atomic", r.Addr(), sentinelEnv(r), "SHOP_BUYER_RATE=2/m")
 		s.shape = &burstShape{units: 5}
 		s.putStock(t, "sentinel-keys")
-		order := func(key string) reply {
+		order := func(key string) shoptest.Reply {
 			t.Helper()
-			res, err := post(t.Context(), http.DefaultClient, s.shops[0].base+"/api/v1/orders", key, `{"sku":"sentinel-keys","user_id":"ann","quantity":1}`)
+			res, err := shoptest.Post(t.Context(), http.DefaultClient, s.Shops[0].Base+"/api/v1/orders", key, `{"sku":"sentinel-keys","user_id":"ann","quantity":1}`)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return res
 		}
 		first := order("ann-1")
-		if again := order("ann-1"); first.code != http.StatusCreated || again.code != http.StatusCreated || again.ID != first.ID || !again.replayed {
+		if again := order("ann-1"); first.Code != http.StatusCreated || again.Code != http.StatusCreated || again.ID != first.ID || !again.Replayed {
 			t.Errorf("an order and its retry with the same key: %+v, %+v; want one order, replayed", first, again)
 		}
 		order("ann-2") // ann's third request in a minute, or her second if a replay is not counted
-		if over := order("ann-3"); over.code != http.StatusTooManyRequests {
+		if over := order("ann-3"); over.Code != http.StatusTooManyRequests {
 			t.Errorf("ann's fourth request in a minute, over SHOP_BUYER_RATE=2/m: %+v; want 429", over)
 		}
 	})

@@ -1,14 +1,10 @@
-package main
+package serve
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/strategy"
 	"github.com/stockguard/shop/internal/strategy/strategytest"
@@ -41,7 +38,7 @@ func newShop(t *testing.T, env ...string) *shop {
 	t.Helper()
 	dsn, r := testinfra.MySQL(t), testinfra.Redis(t)
 	env = append([]string{"SHOP_MYSQL_DSN=" + dsn, "SHOP_REDIS_ADDR=" + r.Addr, "SHOP_REDIS_PREFIX=" + r.Prefix, "SHOP_ADMIN_TOKEN=secret"}, env...)
-	base, _ := startShop(t, env...)
+	base, _ := shoptest.Start(t, env...)
 	gdb := testinfra.ShopDB(t, dsn)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	t.Cleanup(func() { rdb.Close() })
@@ -51,59 +48,24 @@ func newShop(t *testing.T, env ...string) *shop {
 // putStock puts quantity units of sku on sale.
 func (s *shop) putStock(t *testing.T, sku string, quantity int) {
 	t.Helper()
-	if code, body := send(t, "PUT", s.base+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, quantity), "Authorization", "Bearer secret"); code != http.StatusOK {
+	if code, body := shoptest.Send(t, "PUT", s.base+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, quantity), "Authorization", "Bearer secret"); code != http.StatusOK {
 		t.Fatalf("put stock %s: %d %s", sku, code, body)
 	}
 }
 
-// reply is one response, decoded enough to classify it.
-type reply struct {
-	code      int
-	replayed  bool
-	wait      time.Duration // as its Retry-After asks, bounded; 0 without one
-	body      string
-	ID        int64    `json:"id"`
-	Status    any      `json:"status"` // an order's status, or a problem's HTTP status
-	Type      string   `json:"type"`
-	Detail    string   `json:"detail"`
-	SKUs      []string `json:"skus"`      // a sold-out problem's short SKUs
-	Available *int     `json:"available"` // a stock's
-}
-
-// post sends a JSON POST with an Idempotency-Key, on a fresh connection so
-// that a thousand of them really are concurrent.
-func post(ctx context.Context, client *http.Client, url, key, body string) (reply, error) {
-	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
-	if err != nil {
-		return reply{}, err
-	}
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := client.Do(req)
-	if err != nil {
-		return reply{}, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return reply{}, err
-	}
-	r := reply{code: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", wait: retryAfter(resp.Header), body: string(data)}
-	return r, json.Unmarshal(data, &r)
-}
-
 // storm sends n requests at once through a start gate; body and key give
 // each one's.
-func storm(t *testing.T, n int, url string, key, body func(i int) string) []reply {
+func storm(t *testing.T, n int, url string, key, body func(i int) string) []shoptest.Reply {
 	t.Helper()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}
 	defer client.CloseIdleConnections()
-	replies := make([]reply, n)
+	replies := make([]shoptest.Reply, n)
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			<-gate
-			r, err := post(t.Context(), client, url, key(i), body(i))
+			r, err := shoptest.Post(t.Context(), client, url, key(i), body(i))
 			if err != nil {
 				t.Errorf("request %d: %v", i, err)
 			}
@@ -161,7 +123,7 @@ func testDuplicateClickStorm(t *testing.T, s *shop) {
 	var created, inProgress int
 	for _, r := range replies {
 		switch {
-		case r.code == http.StatusCreated:
+		case r.Code == http.StatusCreated:
 			created++
 			if first == 0 {
 				first = r.ID
@@ -169,7 +131,7 @@ func testDuplicateClickStorm(t *testing.T, s *shop) {
 			if r.ID != first {
 				t.Fatalf("two orders answered: %d and %d", first, r.ID)
 			}
-		case r.code == http.StatusConflict && r.Type == "request-in-progress":
+		case r.Code == http.StatusConflict && r.Type == "request-in-progress":
 			inProgress++
 		default:
 			t.Errorf("unexpected answer %+v", r)
@@ -216,9 +178,9 @@ func testRetryAfterLostResponse(t *testing.T, s *shop) {
 	}
 	conn.Close()
 
-	var r reply
+	var r shoptest.Reply
 	for {
-		if r, err = post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "retry-1", body); err != nil {
+		if r, err = shoptest.Post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "retry-1", body); err != nil {
 			t.Fatal(err)
 		}
 		if r.Type != "request-in-progress" || time.Now().After(deadline) {
@@ -226,7 +188,7 @@ func testRetryAfterLostResponse(t *testing.T, s *shop) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if r.code != http.StatusCreated || !r.replayed {
+	if r.Code != http.StatusCreated || !r.Replayed {
 		t.Fatalf("retry: %+v, want a replayed 201", r)
 	}
 	if a := s.audit(t, "lost", 0, []int64{r.ID}); a.Orders != 1 || a.Available != 4 {
@@ -243,21 +205,21 @@ func TestRedisForgets(t *testing.T) { eachKeyStore(t, testRedisForgets) }
 func testRedisForgets(t *testing.T, s *shop) {
 	s.putStock(t, "forget", 5)
 	body := `{"sku":"forget","user_id":"carol","quantity":1}`
-	first, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "forget-1", body)
-	if err != nil || first.code != http.StatusCreated {
+	first, err := shoptest.Post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "forget-1", body)
+	if err != nil || first.Code != http.StatusCreated {
 		t.Fatalf("first: %+v %v", first, err)
 	}
 	flushed := s.flushKeys(t)
 	if flushed == 0 && s.luaKeys {
 		t.Fatal("no idempotency keys in Redis to flush")
 	}
-	again, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "forget-1", body)
-	if err != nil || again.code != http.StatusCreated || again.ID != first.ID || !again.replayed {
+	again, err := shoptest.Post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "forget-1", body)
+	if err != nil || again.Code != http.StatusCreated || again.ID != first.ID || !again.Replayed {
 		t.Fatalf("retry after flush: %+v %v, want the replayed order %d", again, err, first.ID)
 	}
 	s.flushKeys(t)
-	changed, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "forget-1", `{"sku":"forget","user_id":"carol","quantity":2}`)
-	if err != nil || changed.code != http.StatusUnprocessableEntity || changed.Type != "idempotency-key-reused" {
+	changed, err := shoptest.Post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "forget-1", `{"sku":"forget","user_id":"carol","quantity":2}`)
+	if err != nil || changed.Code != http.StatusUnprocessableEntity || changed.Type != "idempotency-key-reused" {
 		t.Fatalf("changed payload after flush: %+v %v, want 422", changed, err)
 	}
 	if a := s.audit(t, "forget", 0, []int64{first.ID}); a.Orders != 1 || a.Available != 4 {
@@ -286,17 +248,17 @@ func TestKeyReuse(t *testing.T) { eachKeyStore(t, testKeyReuse) }
 
 func testKeyReuse(t *testing.T, s *shop) {
 	s.putStock(t, "reuse", 5)
-	first, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "reuse-1", `{"sku":"reuse","user_id":"dan","quantity":1}`)
-	if err != nil || first.code != http.StatusCreated {
+	first, err := shoptest.Post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "reuse-1", `{"sku":"reuse","user_id":"dan","quantity":1}`)
+	if err != nil || first.Code != http.StatusCreated {
 		t.Fatalf("first: %+v %v", first, err)
 	}
-	r, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "reuse-1", `{"sku":"reuse","user_id":"dan","quantity":3}`)
-	if err != nil || r.code != http.StatusUnprocessableEntity || r.Type != "idempotency-key-reused" {
+	r, err := shoptest.Post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "reuse-1", `{"sku":"reuse","user_id":"dan","quantity":3}`)
+	if err != nil || r.Code != http.StatusUnprocessableEntity || r.Type != "idempotency-key-reused" {
 		t.Fatalf("reuse: %+v %v, want 422 idempotency-key-reused", r, err)
 	}
 	// The same key for another user is another key.
-	other, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "reuse-1", `{"sku":"reuse","user_id":"erin","quantity":3}`)
-	if err != nil || other.code != http.StatusCreated || other.ID == first.ID {
+	other, err := shoptest.Post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "reuse-1", `{"sku":"reuse","user_id":"erin","quantity":3}`)
+	if err != nil || other.Code != http.StatusCreated || other.ID == first.ID {
 		t.Fatalf("same key, other user: %+v %v, want a new order", other, err)
 	}
 	if a := s.audit(t, "reuse", 0, []int64{first.ID, other.ID}); a.Orders != 2 || a.Available != 1 {
@@ -311,22 +273,22 @@ func TestRefundStorm(t *testing.T) { eachKeyStore(t, testRefundStorm) }
 
 func testRefundStorm(t *testing.T, s *shop) {
 	s.putStock(t, "refund", 5)
-	o, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "buy-1", `{"sku":"refund","user_id":"fay","quantity":3}`)
-	if err != nil || o.code != http.StatusCreated {
+	o, err := shoptest.Post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", "buy-1", `{"sku":"refund","user_id":"fay","quantity":3}`)
+	if err != nil || o.Code != http.StatusCreated {
 		t.Fatalf("order: %+v %v", o, err)
 	}
 	refund := fmt.Sprintf("%s/api/v1/orders/%d/refund", s.base, o.ID)
-	stranger, err := post(t.Context(), http.DefaultClient, refund, "r-x", `{"user_id":"mallory"}`)
-	if err != nil || stranger.code != http.StatusNotFound {
+	stranger, err := shoptest.Post(t.Context(), http.DefaultClient, refund, "r-x", `{"user_id":"mallory"}`)
+	if err != nil || stranger.Code != http.StatusNotFound {
 		t.Fatalf("refund by another user: %+v %v, want 404", stranger, err)
 	}
 	replies := storm(t, 1000, refund, func(i int) string { return fmt.Sprint("r-", i) }, constant(`{"user_id":"fay"}`))
 	var ok, already int
 	for _, r := range replies {
 		switch {
-		case r.code == http.StatusOK && r.Status == "refunded":
+		case r.Code == http.StatusOK && r.Status == "refunded":
 			ok++
-		case r.code == http.StatusConflict && r.Type == "already-refunded":
+		case r.Code == http.StatusConflict && r.Type == "already-refunded":
 			already++
 		default:
 			t.Errorf("unexpected answer %+v", r)
@@ -353,8 +315,8 @@ func TestPerUserLimit(t *testing.T) {
 		answers := map[string]int{}
 		var acked []int64
 		for _, r := range replies {
-			answers[fmt.Sprint(r.code, r.Type)]++
-			if r.code == http.StatusCreated {
+			answers[fmt.Sprint(r.Code, r.Type)]++
+			if r.Code == http.StatusCreated {
 				acked = append(acked, r.ID)
 			}
 		}
@@ -393,24 +355,24 @@ func TestSoldOutReplayed(t *testing.T) { eachKeyStore(t, testSoldOutReplayed) }
 func testSoldOutReplayed(t *testing.T, s *shop) {
 	s.putStock(t, "last", 1)
 	orders := s.base + "/api/v1/orders"
-	ann, err := post(t.Context(), http.DefaultClient, orders, "ann-1", `{"sku":"last","user_id":"ann","quantity":1}`)
-	if err != nil || ann.code != http.StatusCreated {
+	ann, err := shoptest.Post(t.Context(), http.DefaultClient, orders, "ann-1", `{"sku":"last","user_id":"ann","quantity":1}`)
+	if err != nil || ann.Code != http.StatusCreated {
 		t.Fatalf("ann: %+v %v", ann, err)
 	}
 	bob := `{"sku":"last","user_id":"bob","quantity":1}`
-	first, err := post(t.Context(), http.DefaultClient, orders, "bob-1", bob)
-	if err != nil || first.code != http.StatusConflict || first.replayed || first.Type != "sold-out" {
+	first, err := shoptest.Post(t.Context(), http.DefaultClient, orders, "bob-1", bob)
+	if err != nil || first.Code != http.StatusConflict || first.Replayed || first.Type != "sold-out" {
 		t.Fatalf("bob: %+v %v, want 409 sold-out, not replayed", first, err)
 	}
-	if r, err := post(t.Context(), http.DefaultClient, fmt.Sprintf("%s/%d/refund", orders, ann.ID), "ann-r", `{"user_id":"ann"}`); err != nil || r.code != http.StatusOK {
+	if r, err := shoptest.Post(t.Context(), http.DefaultClient, fmt.Sprintf("%s/%d/refund", orders, ann.ID), "ann-r", `{"user_id":"ann"}`); err != nil || r.Code != http.StatusOK {
 		t.Fatalf("refund: %+v %v", r, err)
 	}
-	again, err := post(t.Context(), http.DefaultClient, orders, "bob-1", bob)
-	if err != nil || again.code != http.StatusConflict || !again.replayed || again.body != first.body {
-		t.Errorf("bob again, with a unit back: %+v %v; want the first answer replayed: %s", again, err, first.body)
+	again, err := shoptest.Post(t.Context(), http.DefaultClient, orders, "bob-1", bob)
+	if err != nil || again.Code != http.StatusConflict || !again.Replayed || again.Body != first.Body {
+		t.Errorf("bob again, with a unit back: %+v %v; want the first answer replayed: %s", again, err, first.Body)
 	}
-	cat, err := post(t.Context(), http.DefaultClient, orders, "cat-1", `{"sku":"last","user_id":"cat","quantity":1}`)
-	if err != nil || cat.code != http.StatusCreated {
+	cat, err := shoptest.Post(t.Context(), http.DefaultClient, orders, "cat-1", `{"sku":"last","user_id":"cat","quantity":1}`)
+	if err != nil || cat.Code != http.StatusCreated {
 		t.Fatalf("cat, after the refund: %+v %v", cat, err)
 	}
 	if a := s.audit(t, "last", 1, []int64{cat.ID}); a.Orders != 1 || a.Available != 0 {

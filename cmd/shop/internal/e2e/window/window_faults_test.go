@@ -1,4 +1,4 @@
-package main
+package window
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 )
 
 // How the payment window tests find the shop that runs a job, and kill or
@@ -18,10 +20,10 @@ import (
 
 // metric reads one series of o's metrics, with a bound: a paused shop
 // does not answer.
-func (w *windowSale) metric(o *faultShop, series string) (float64, error) {
+func (w *windowSale) metric(o *shoptest.Shop, series string) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", o.debug+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", o.Debug+"/metrics", nil)
 	if err != nil {
 		return 0, err
 	}
@@ -41,13 +43,13 @@ func (w *windowSale) metric(o *faultShop, series string) (float64, error) {
 			return f, err
 		}
 	}
-	return 0, fmt.Errorf("%s: no series %s", o.debug, series)
+	return 0, fmt.Errorf("%s: no series %s", o.Debug, series)
 }
 
 // owner reads the owner of the job's lock in Redis, "" when nobody holds
 // it: a random token per acquisition.
 func (w *windowSale) owner(t *testing.T, job string) string {
-	owner, _ := w.rdb.Get(t.Context(), w.prefix+"lock:{"+jobKey(job)+"}").Result()
+	owner, _ := w.RDB.Get(t.Context(), w.Prefix+"lock:{"+jobKey(job)+"}").Result()
 	return owner
 }
 
@@ -56,7 +58,7 @@ func (w *windowSale) owner(t *testing.T, job string) string {
 // owner from before it said so until it was frozen, so the frozen run
 // holds it. A run that ends before the SIGSTOP lands is let go, and the
 // next one caught. It tries for 30 seconds.
-func (w *windowSale) caught(t *testing.T, job string) *faultShop {
+func (w *windowSale) caught(t *testing.T, job string) *shoptest.Shop {
 	t.Helper()
 	series := fmt.Sprintf(`shop_job_running{job=%q}`, job)
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
@@ -74,7 +76,7 @@ func (w *windowSale) caught(t *testing.T, job string) *faultShop {
 		}
 		o := up[i]
 		w.setDown(o, true)
-		if !o.pause(t) {
+		if !o.Pause(t) {
 			return nil
 		}
 		if w.owner(t, job) == before {
@@ -87,20 +89,20 @@ func (w *windowSale) caught(t *testing.T, job string) *faultShop {
 }
 
 // resume resumes (SIGCONT) a paused shop.
-func (w *windowSale) resume(t *testing.T, o *faultShop) {
-	if err := o.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+func (w *windowSale) resume(t *testing.T, o *shoptest.Shop) {
+	if err := o.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Error(err)
 	}
 	w.setDown(o, false)
 }
 
 // kill kills (SIGKILL) o.
-func (w *windowSale) kill(t *testing.T, o *faultShop) {
+func (w *windowSale) kill(t *testing.T, o *shoptest.Shop) {
 	w.setDown(o, true)
-	if err := o.cmd.Process.Kill(); err != nil {
+	if err := o.Cmd.Process.Kill(); err != nil {
 		t.Error(err)
 	}
-	o.cmd.Wait()
+	o.Cmd.Wait()
 }
 
 // pauseRunner pauses the shop that runs the expiry job mid-run, past its
@@ -111,7 +113,7 @@ func (w *windowSale) pauseRunner(t *testing.T) {
 	const job = "expiry"
 	// The lock's count of its acquisitions, its fencing token.
 	acquisitions := func() int64 {
-		n, _ := w.rdb.Get(t.Context(), w.prefix+"lock:{"+jobKey(job)+"}:fence").Int64()
+		n, _ := w.RDB.Get(t.Context(), w.Prefix+"lock:{"+jobKey(job)+"}:fence").Int64()
 		return n
 	}
 	o := w.caught(t, job)
@@ -130,7 +132,7 @@ func (w *windowSale) pauseRunner(t *testing.T) {
 	lost := fmt.Sprintf(`shop_job_runs_total{job=%q,result="lost"}`, job)
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if v, err := w.metric(o, lost); err == nil && v >= 1 {
-			t.Logf("paused the expiry job's runner %s mid-run for %v, until another shop took the job over", o.base, time.Since(paused).Round(time.Millisecond))
+			t.Logf("paused the expiry job's runner %s mid-run for %v, until another shop took the job over", o.Base, time.Since(paused).Round(time.Millisecond))
 			return
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package window
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/stockguard/shop/internal/lua/redisstock"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/history"
 	"github.com/stockguard/shop/internal/order"
@@ -78,7 +79,7 @@ func TestWindow(t *testing.T) {
 // other 199 are kept as orphaned, answered already-paid.
 func (w *windowSale) onePayment(t *testing.T) {
 	const sku = "once"
-	w.rec = history.NewRecorder()
+	w.Rec = history.NewRecorder()
 	w.putStock(t, sku, 2)
 	w.warm(t, 50)
 	one, err1 := w.place(t.Context(), 0, sku, "ann", "once-ann")
@@ -133,14 +134,14 @@ func (w *windowSale) onePayment(t *testing.T) {
 	}{{one.ID, "once-same", 0}, {many.ID, paidMany, callbacks - 1}} {
 		var paid []string
 		var orphaned int
-		w.gdb.Raw(`SELECT payment_id FROM payments WHERE order_id = ? AND status = 'paid'`, c.id).Scan(&paid)
-		w.gdb.Raw(`SELECT COUNT(*) FROM payments WHERE order_id = ? AND status = 'orphaned' AND reason = 'already-paid'`, c.id).Scan(&orphaned)
+		w.GDB.Raw(`SELECT payment_id FROM payments WHERE order_id = ? AND status = 'paid'`, c.id).Scan(&paid)
+		w.GDB.Raw(`SELECT COUNT(*) FROM payments WHERE order_id = ? AND status = 'orphaned' AND reason = 'already-paid'`, c.id).Scan(&orphaned)
 		if !slices.Equal(paid, []string{c.paid}) || orphaned != c.orphaned {
 			t.Errorf("order %d: paid by %v, %d orphaned; want paid by %s, %d orphaned", c.id, paid, orphaned, c.paid, c.orphaned)
 		}
 	}
 	w.audited(t, sku, 2, 2)
-	w.checkHistory(t, sku)
+	w.CheckHistory(t, sku)
 }
 
 // raced is one buyer of deadlines: its order, whether it cancels it
@@ -171,7 +172,7 @@ const cancelEvery = 10
 // once; every expired order is cancelled; the audit holds.
 func (w *windowSale) deadlines(t *testing.T) {
 	const skus = "deadline-%"
-	w.rec = history.NewRecorder()
+	w.Rec = history.NewRecorder()
 	var names []string
 	for i := range windowSKUs {
 		names = append(names, fmt.Sprint("deadline-", i))
@@ -186,7 +187,7 @@ func (w *windowSale) deadlines(t *testing.T) {
 		w.awaitCancelled(t, skus) // the job is at work
 		if o := w.caught(t, "expiry"); o != nil {
 			w.kill(t, o)
-			t.Logf("killed the expiry job's runner %s mid-run", o.base)
+			t.Logf("killed the expiry job's runner %s mid-run", o.Base)
 		}
 		w.pauseRunner(t)
 		healed = time.Now()
@@ -234,11 +235,11 @@ arrivals:
 	buyers = buyers[:n]
 	w.drained(t, skus)
 	var last time.Time
-	w.gdb.Raw(`SELECT MAX(cancelled_at) FROM orders WHERE sku LIKE ?`, skus).Scan(&last)
+	w.GDB.Raw(`SELECT MAX(cancelled_at) FROM orders WHERE sku LIKE ?`, skus).Scan(&last)
 	t.Logf("%d buyers came in %v; the last order was cancelled %v after the faults were over", n, time.Since(start).Round(time.Millisecond), last.Sub(healed).Round(time.Millisecond))
 	w.checkRaced(t, skus, buyers)
 	w.expiredAfter(t, skus, buyers, healed)
-	w.checkHistory(t, names...)
+	w.CheckHistory(t, names...)
 }
 
 // expiredAfter checks that the sale went on through the faults that
@@ -263,7 +264,7 @@ func (w *windowSale) expiredAfter(t *testing.T, skus string, buyers []raced, hea
 func (w *windowSale) awaitCancelled(t *testing.T, skus string) {
 	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		var n int
-		if w.gdb.Raw(`SELECT COUNT(*) FROM orders WHERE sku LIKE ? AND status = 'cancelled' AND cancel_key IS NULL`, skus).Scan(&n); n > 0 {
+		if w.GDB.Raw(`SELECT COUNT(*) FROM orders WHERE sku LIKE ? AND status = 'cancelled' AND cancel_key IS NULL`, skus).Scan(&n); n > 0 {
 			return
 		}
 	}
@@ -277,20 +278,20 @@ func (w *windowSale) drained(t *testing.T, skus string) {
 	t.Helper()
 	var pending int
 	for end := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		if err := w.gdb.Raw(`SELECT COUNT(*) FROM orders WHERE sku LIKE ? AND status = 'pending'`, skus).Scan(&pending).Error; err != nil {
+		if err := w.GDB.Raw(`SELECT COUNT(*) FROM orders WHERE sku LIKE ? AND status = 'pending'`, skus).Scan(&pending).Error; err != nil {
 			t.Fatal(err)
 		}
 		if pending == 0 {
 			break
 		}
 		if time.Now().After(end) {
-			for j, o := range w.shops {
+			for j, o := range w.Shops {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				req, _ := http.NewRequestWithContext(ctx, "GET", o.debug+"/debug/pprof/goroutine?debug=2", nil)
+				req, _ := http.NewRequestWithContext(ctx, "GET", o.Debug+"/debug/pprof/goroutine?debug=2", nil)
 				if resp, err := http.DefaultClient.Do(req); err == nil {
 					b, _ := io.ReadAll(resp.Body)
 					resp.Body.Close()
-					os.WriteFile(fmt.Sprintf("/tmp/gz-%s-%d.txt", w.strategy, j), b, 0o644)
+					os.WriteFile(fmt.Sprintf("/tmp/gz-%s-%d.txt", w.Strategy, j), b, 0o644)
 				}
 				cancel()
 			}
@@ -298,7 +299,7 @@ func (w *windowSale) drained(t *testing.T, skus string) {
 		}
 	}
 	var late []struct{ ExpiresAt, CancelledAt time.Time }
-	w.gdb.Raw(`SELECT expires_at, cancelled_at FROM orders WHERE sku LIKE ? AND status = 'cancelled' AND cancel_key IS NULL`, skus).Scan(&late)
+	w.GDB.Raw(`SELECT expires_at, cancelled_at FROM orders WHERE sku LIKE ? AND status = 'cancelled' AND cancel_key IS NULL`, skus).Scan(&late)
 	var after []time.Duration
 	for _, o := range late {
 		after = append(after, o.CancelledAt.Sub(o.ExpiresAt))
@@ -325,7 +326,7 @@ type row struct {
 func (w *windowSale) rows(t *testing.T, skus string) map[int64]row {
 	t.Helper()
 	var rs []row
-	err := w.gdb.Raw(`SELECT o.id, o.status, o.paid_at, o.cancelled_at, o.payment_id,
+	err := w.GDB.Raw(`SELECT o.id, o.status, o.paid_at, o.cancelled_at, o.payment_id,
 		(SELECT COALESCE(GROUP_CONCAT(CONCAT(p.payment_id, ':', p.status, ':', COALESCE(p.reason, '')) ORDER BY p.payment_id), '') FROM payments p WHERE p.order_id = o.id) AS payments,
 		(SELECT COALESCE(GROUP_CONCAT(e.type ORDER BY e.id), '') FROM order_events e WHERE e.order_id = o.id) AS events
 		FROM orders o WHERE o.sku LIKE ?`, skus).Scan(&rs).Error
@@ -403,8 +404,8 @@ func shopPay(t *testing.T, rec *history.Recorder, base string, id int64, payment
 	for end := time.Now().Add(answerWithin); ; time.Sleep(50 * time.Millisecond) {
 		var out strings.Builder
 		var err error
-		recorded(rec, op, func() (windowReply, error) {
-			err = run(t.Context(), []string{"pay", fmt.Sprint(id), paymentID, "--url", base}, env, &out, io.Discard)
+		shoptest.Recorded(rec, op, func() (windowReply, error) {
+			err = shoptest.Run(t.Context(), []string{"pay", fmt.Sprint(id), paymentID, "--url", base}, env, &out, io.Discard)
 			// The status line, then the answer's body after an empty line.
 			var r windowReply
 			if _, scan := fmt.Sscanf(out.String(), "HTTP/1.1 %d", &r.code); scan != nil {
@@ -431,21 +432,21 @@ func b2int(b bool) int {
 // paid are paid, and, under lua, that Redis has what the database has.
 func (w *windowSale) audited(t *testing.T, sku string, initial, paid int) {
 	t.Helper()
-	a, err := audit.SKU(t.Context(), w.gdb, sku, 0, nil)
+	a, err := audit.SKU(t.Context(), w.GDB, sku, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v := a.Violations(); len(v) > 0 || a.Initial != initial || a.Orders != paid || a.Available != initial-paid || a.Pending != 0 {
 		t.Errorf("audit %+v: %v; want %d paid orders and the rest of %d available", a, v, paid, initial)
 	}
-	if w.strategy != "lua" {
+	if w.Strategy != "lua" {
 		return
 	}
 	// Redis learns of a unit returned by a shop that died before telling
 	// it from the reconcile job.
 	var st redisstock.State
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if st, err = redisstock.New(w.rdb, w.prefix).State(t.Context(), sku); err == nil && st.Available == a.Available {
+		if st, err = redisstock.New(w.RDB, w.Prefix).State(t.Context(), sku); err == nil && st.Available == a.Available {
 			return
 		}
 	}
@@ -460,7 +461,7 @@ func (w *windowSale) audited(t *testing.T, sku string, initial, paid int) {
 // and their units come back.
 func (w *windowSale) lateAndRefused(t *testing.T) {
 	const sku, late = "late", 5
-	w.rec = history.NewRecorder()
+	w.Rec = history.NewRecorder()
 	w.putStock(t, sku, late+1)
 	held := w.hold(t, "expiry")
 	ctx := t.Context()
@@ -473,10 +474,10 @@ func (w *windowSale) lateAndRefused(t *testing.T) {
 		orders = append(orders, o)
 	}
 	refused := orders[late]
-	pay := history.Op{Client: w.rec.Client(), Kind: history.Pay, Key: "refused", Order: refused.ID}
+	pay := history.Op{Client: w.Rec.Client(), Kind: history.Pay, Key: "refused", Order: refused.ID}
 	body := []byte(`{"payment_id":"refused"}`)
 	path := fmt.Sprintf("/api/v1/orders/%d/pay", refused.ID)
-	base := w.up()[0].base
+	base := w.up()[0].Base
 	for _, c := range []struct {
 		name, signature string
 		want            int
@@ -490,7 +491,7 @@ func (w *windowSale) lateAndRefused(t *testing.T) {
 			t.Errorf("%s: %+v, %v; want %d unauthorized", c.name, r, err, c.want)
 		}
 	}
-	mallory := history.Op{Client: w.rec.Client(), Kind: history.Cancel, User: "mallory", Key: "mallory", Order: refused.ID}
+	mallory := history.Op{Client: w.Rec.Client(), Kind: history.Cancel, User: "mallory", Key: "mallory", Order: refused.ID}
 	r, err := w.sendOp(ctx, mallory, base, "POST", fmt.Sprintf("/api/v1/orders/%d/cancel", refused.ID), []byte(`{"user_id":"mallory"}`), "Idempotency-Key", "mallory")
 	if err != nil || r.code != http.StatusNotFound {
 		t.Errorf("another buyer's cancel: %+v, %v; want 404", r, err)
@@ -499,10 +500,10 @@ func (w *windowSale) lateAndRefused(t *testing.T) {
 		t.Errorf("after the refusals: %+v, want it pending, with no payment and no event but placed", o)
 	}
 
-	for deadline := *orders[late].ExpiresAt; !dbNow(t, w.gdb).After(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := *orders[late].ExpiresAt; !dbNow(t, w.GDB).After(deadline); time.Sleep(10 * time.Millisecond) {
 	}
 	for i, o := range orders[:late] {
-		if out, err := shopPay(t, w.rec, base, o.ID, fmt.Sprint("late-pay-", i)); err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(out, `"type":"order-expired"`) {
+		if out, err := shopPay(t, w.Rec, base, o.ID, fmt.Sprint("late-pay-", i)); err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(out, `"type":"order-expired"`) {
 			t.Errorf("shop pay past the deadline: %v\n%s", err, out)
 		}
 	}
@@ -512,7 +513,7 @@ func (w *windowSale) lateAndRefused(t *testing.T) {
 			t.Errorf("paid late, before any expiry run: %+v, want it pending with its payment orphaned", r)
 		}
 	}
-	if a, _ := audit.SKU(ctx, w.gdb, sku, 0, nil); a.Available != 0 {
+	if a, _ := audit.SKU(ctx, w.GDB, sku, 0, nil); a.Available != 0 {
 		t.Errorf("%d units back before any expiry run", a.Available)
 	}
 
@@ -524,5 +525,5 @@ func (w *windowSale) lateAndRefused(t *testing.T) {
 		}
 	}
 	w.audited(t, sku, late+1, 0)
-	w.checkHistory(t, sku)
+	w.CheckHistory(t, sku)
 }

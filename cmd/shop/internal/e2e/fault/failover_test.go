@@ -1,4 +1,4 @@
-package main
+package fault
 
 import (
 	"cmp"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/testinfra"
@@ -80,7 +81,7 @@ func (s *faultSale) failOver(t *testing.T, c failingRedis, sku, how string) {
 	t.Helper()
 	s.shape = &failoverShape
 	master := c.MasterOf("{" + sku + "}") // lua's keys of sku
-	if s.strategy != "lua" {
+	if s.Strategy != "lua" {
 		master = c.MasterOf("{" + stock.LockName(sku) + "}") // the redis lock's
 	}
 	s.outage(t, sku, func() {
@@ -148,7 +149,7 @@ func (s *faultSale) outage(t *testing.T, sku string, fault func()) told {
 func (s *faultSale) watchReady(t *testing.T, outage func()) (unready bool) {
 	t.Helper()
 	ready := func() bool {
-		r, err := http.Get(s.shops[0].base + "/readyz")
+		r, err := http.Get(s.Shops[0].Base + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -192,20 +193,20 @@ func (s *faultSale) replayBy(t *testing.T, sku string, res told, deadline time.T
 	for n, id := range res.acked {
 		wg.Go(func() {
 			op := buyerRequest(sku, res.buyers[id])
-			op.Client = s.rec.Client()
-			var last reply
+			op.Client = s.Rec.Client()
+			var last shoptest.Reply
 			var err error
 			for attempt := 0; attempt == 0 || ctx.Err() == nil; attempt++ {
-				last, err = s.order(ctx, client, s.shops[(n+attempt)%len(s.shops)].base, op)
-				if err == nil && last.code == http.StatusCreated {
-					if last.ID != id || !last.replayed {
+				last, err = s.order(ctx, client, s.Shops[(n+attempt)%len(s.Shops)].Base, op)
+				if err == nil && last.Code == http.StatusCreated {
+					if last.ID != id || !last.Replayed {
 						t.Errorf("replay of order %d: %+v; want the same order, replayed", id, last)
 					}
 					return
 				}
-				time.Sleep(cmp.Or(last.wait, 100*time.Millisecond))
+				time.Sleep(cmp.Or(last.Wait, 100*time.Millisecond))
 			}
-			t.Errorf("replay of order %d not answered by %v: last %d %s %q (%v)", id, deadline.Format(time.StampMilli), last.code, last.Type, last.Detail, err)
+			t.Errorf("replay of order %d not answered by %v: last %d %s %q (%v)", id, deadline.Format(time.StampMilli), last.Code, last.Type, last.Detail, err)
 		})
 	}
 	wg.Wait()
@@ -219,7 +220,7 @@ func (s *faultSale) recovered(t *testing.T, sku string, res told) audit.Audit {
 	var why string
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		var err error
-		if a, err = audit.SKU(t.Context(), s.gdb, sku, res.soldOut, res.acked); err != nil {
+		if a, err = audit.SKU(t.Context(), s.GDB, sku, res.soldOut, res.acked); err != nil {
 			t.Fatal(err)
 		}
 		if why = s.redisDiffers(t, sku, a.Available); why == "" || time.Now().After(end) {
@@ -230,7 +231,7 @@ func (s *faultSale) recovered(t *testing.T, sku string, res told) audit.Audit {
 		t.Errorf("not recovered within 10s: %s", why)
 	}
 	t.Logf("audit: %+v", a)
-	s.checkHistory(t, sku)
+	s.CheckHistory(t, sku)
 	return a
 }
 

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 )
 
 // TestReconcileCommand: with lua's Redis state of a SKU gone, as after a
@@ -18,8 +20,8 @@ func TestReconcileCommand(t *testing.T) {
 	s.putStock(t, "rc", 5)
 	var acked []int64
 	for i := range 3 {
-		r, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", fmt.Sprint("k", i), fmt.Sprintf(`{"sku":"rc","user_id":"u%d","quantity":1}`, i))
-		if err != nil || r.code != http.StatusCreated {
+		r, err := shoptest.Post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", fmt.Sprint("k", i), fmt.Sprintf(`{"sku":"rc","user_id":"u%d","quantity":1}`, i))
+		if err != nil || r.Code != http.StatusCreated {
 			t.Fatalf("order %d: %+v %v", i, r, err)
 		}
 		acked = append(acked, r.ID)
@@ -29,7 +31,7 @@ func TestReconcileCommand(t *testing.T) {
 	}
 	env := map[string]string{"SHOP_MYSQL_DSN": s.dsn, "SHOP_REDIS_ADDR": s.redis.Options().Addr, "SHOP_REDIS_PREFIX": s.prefix}
 	var out, errs bytes.Buffer
-	if err := run(context.Background(), []string{"reconcile"}, func(k string) string { return env[k] }, &out, &errs); err != nil {
+	if err := shoptest.Run(context.Background(), []string{"reconcile"}, func(k string) string { return env[k] }, &out, &errs); err != nil {
 		t.Fatalf("shop reconcile: %v\n%s", err, errs.String())
 	}
 	t.Logf("shop reconcile:\n%s", out.String())
@@ -38,11 +40,11 @@ func TestReconcileCommand(t *testing.T) {
 	}
 	var soldOut int
 	for i := 3; i < 6; i++ {
-		r, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", fmt.Sprint("k", i), fmt.Sprintf(`{"sku":"rc","user_id":"u%d","quantity":1}`, i))
+		r, err := shoptest.Post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", fmt.Sprint("k", i), fmt.Sprintf(`{"sku":"rc","user_id":"u%d","quantity":1}`, i))
 		switch {
 		case err != nil:
 			t.Fatal(err)
-		case r.code == http.StatusCreated:
+		case r.Code == http.StatusCreated:
 			acked = append(acked, r.ID)
 		case r.Type == "sold-out":
 			soldOut++

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -15,36 +14,48 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stockguard/shop/internal/config"
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
-// TestListenDebugTaken: when the debug listener cannot open, listen fails
-// and leaves nothing listening on the public address.
-func TestListenDebugTaken(t *testing.T) {
+// TestServe drives a real `shop serve` through the API, then stops it with
+// SIGTERM and expects a clean exit.
+func TestServe(t *testing.T) {
 	t.Parallel()
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	public := free.Addr().String()
-	free.Close()
+	dsn := testinfra.MySQL(t)
+	redis := testinfra.Redis(t)
+	base, cmd := shoptest.Start(t, "SHOP_MYSQL_DSN="+dsn, "SHOP_REDIS_ADDR="+redis.Addr, "SHOP_REDIS_PREFIX="+redis.Prefix, "SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=pessimistic")
 
-	cfg := config.Config{HTTPAddr: public, DebugAddr: taken.Addr().String()}
-	err = listen(t.Context(), slog.New(slog.DiscardHandler), cfg, http.NotFoundHandler())
-	if err == nil {
-		t.Fatal("listen succeeded on a debug address in use")
+	for _, probe := range []string{"/healthz", "/readyz"} {
+		if code, body := shoptest.Send(t, "GET", base+probe, ""); code != http.StatusOK {
+			t.Fatalf("%s: %d %s", probe, code, body)
+		}
 	}
-	ln, err := net.Listen("tcp", public)
-	if err != nil {
-		t.Fatalf("the public address is still held after listen failed: %v", err)
+	if code, body := shoptest.Send(t, "PUT", base+"/api/v1/stock/e2e", `{"quantity":3}`, "Authorization", "Bearer secret"); code != http.StatusOK {
+		t.Fatalf("put stock: %d %s", code, body)
 	}
-	ln.Close()
+	var created int
+	for i := range 5 {
+		code, body := shoptest.Send(t, "POST", base+"/api/v1/orders", fmt.Sprintf(`{"sku":"e2e","user_id":"u%d","quantity":1}`, i), "Idempotency-Key", fmt.Sprint("k", i))
+		switch code {
+		case http.StatusCreated:
+			created++
+		case http.StatusConflict:
+			if !strings.Contains(body, `"type":"sold-out"`) {
+				t.Errorf("409 without sold-out: %s", body)
+			}
+		default:
+			t.Errorf("order %d: %d %s", i, code, body)
+		}
+	}
+	if created != 3 {
+		t.Errorf("created %d orders, want 3", created)
+	}
+	if code, body := shoptest.Send(t, "GET", base+"/api/v1/stock/e2e", ""); code != http.StatusOK || body != `{"sku":"e2e","initial":3,"available":0,"sold":3,"pending":0,"received":3}` {
+		t.Errorf("stock: %d %s", code, body)
+	}
+
+	shoptest.Stop(t, cmd)
 }
 
 // TestDebugProfile: the debug listener serves a CPU profile that lasts
@@ -53,9 +64,9 @@ func TestListenDebugTaken(t *testing.T) {
 func TestDebugProfile(t *testing.T) {
 	t.Parallel()
 	r := testinfra.Redis(t)
-	addrs, _ := runShop(t, "--debug=127.0.0.1:0", []string{"SHOP_MYSQL_DSN=" + testinfra.MySQL(t), "SHOP_REDIS_ADDR=" + r.Addr, "SHOP_REDIS_PREFIX=" + r.Prefix,
+	addrs, _ := shoptest.Serve(t, "--debug=127.0.0.1:0", []string{"SHOP_MYSQL_DSN=" + testinfra.MySQL(t), "SHOP_REDIS_ADDR=" + r.Addr, "SHOP_REDIS_PREFIX=" + r.Prefix,
 		"SHOP_HTTP_READ_TIMEOUT=1s", "SHOP_REQUEST_TIMEOUT=1s", "SHOP_HTTP_WRITE_TIMEOUT=2s"})
-	code, profile := send(t, "GET", "http://"+addrs[1]+"/debug/pprof/profile?seconds=3", "")
+	code, profile := shoptest.Send(t, "GET", "http://"+addrs[1]+"/debug/pprof/profile?seconds=3", "")
 	if code != http.StatusOK || !strings.HasPrefix(profile, "\x1f\x8b") {
 		t.Errorf("a 3 s profile under a 2 s write timeout: %d, %d bytes %.40q; want 200 and a gzipped profile", code, len(profile), profile)
 	}
@@ -108,8 +119,8 @@ func TestSlowBodies(t *testing.T) {
 
 	var acked []int64
 	for i := range 20 {
-		r, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", fmt.Sprint("buy-", i), fmt.Sprintf(`{"sku":"slow","user_id":"u%d","quantity":1}`, i))
-		if err != nil || r.code != http.StatusCreated {
+		r, err := shoptest.Post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", fmt.Sprint("buy-", i), fmt.Sprintf(`{"sku":"slow","user_id":"u%d","quantity":1}`, i))
+		if err != nil || r.Code != http.StatusCreated {
 			t.Errorf("order %d while the slow clients held their connections: %+v %v", i, r, err)
 			continue
 		}

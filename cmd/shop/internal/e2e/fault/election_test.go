@@ -1,4 +1,4 @@
-package main
+package fault
 
 import (
 	"maps"
@@ -92,14 +92,14 @@ func loseLeader(t *testing.T, strategy string, e *testinfra.Ensemble, ensemble s
 	sku := "el-" + strategy
 	calm := s.burst(t, sku+"-calm", nil)
 	s.recovered(t, sku+"-calm", calm)
-	queue := longestWait(s.rec.Ops())
+	queue := longestWait(s.Rec.Ops())
 	var election time.Duration
 	s.outage(t, sku, func() {
 		var killed *testinfra.Server
 		killed, election = e.KillLeader()
 		t.Logf("killed the leader %s; a new one was elected in %v", killed.Addr(), election.Round(time.Millisecond))
 	})
-	refused, timedOut := answeredBusy(s.rec.Ops())
+	refused, timedOut := answeredBusy(s.Rec.Ops())
 	t.Logf("answered 503: %d buyers in the calm burst, whose longest wait was %v; in the election's burst, %d refused before their deadline, %d at it",
 		calm.busyBuyers, queue.Round(time.Millisecond), len(refused), len(timedOut))
 	byElection := len(refused)

@@ -1,4 +1,4 @@
-package main
+package fault
 
 import (
 	"fmt"
@@ -86,20 +86,20 @@ func (s *faultSale) mysqlFailover(t *testing.T, pair *testinfra.MySQLPair, sku s
 func (s *faultSale) awayFrom(t *testing.T, pair *testinfra.MySQLPair, old, sku string, ok time.Time) {
 	t.Helper()
 	time.Sleep(time.Until(ok.Add(5 * time.Second)))
-	client := s.rec.Client()
+	client := s.Rec.Client()
 	set := history.Op{Client: client, Kind: history.StockSet, Items: []history.Item{{SKU: sku, Quantity: 0}}}
 	read := history.Op{Client: client, Kind: history.StockRead, Items: []history.Item{{SKU: sku}}}
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		for _, shop := range s.shops {
-			if r := s.sendStock(t, shop.base, set); r.code != http.StatusOK {
-				t.Errorf("put stock %s after the switchover: %d %s", sku, r.code, r.body)
+		for _, shop := range s.Shops {
+			if r := s.sendStock(t, shop.Base, set); r.Code != http.StatusOK {
+				t.Errorf("put stock %s after the switchover: %d %s", sku, r.Code, r.Body)
 			}
-			if r := s.sendStock(t, shop.base, read); r.code != http.StatusOK {
-				t.Errorf("get stock %s after the switchover: %d %s", sku, r.code, r.body)
+			if r := s.sendStock(t, shop.Base, read); r.Code != http.StatusOK {
+				t.Errorf("get stock %s after the switchover: %d %s", sku, r.Code, r.Body)
 			}
 		}
 	}
-	s.checkHistory(t, sku) // again, with the stock's sets and reads
+	s.CheckHistory(t, sku) // again, with the stock's sets and reads
 	// The process list counts whole seconds: a connection that served
 	// in the last 2 seconds shows less than 2.
 	for _, c := range pair.ShopConnections(old) {
@@ -115,7 +115,7 @@ func (s *faultSale) awayFrom(t *testing.T, pair *testinfra.MySQLPair, old, sku s
 func (s *faultSale) orders(t *testing.T, sku string) int {
 	t.Helper()
 	var n int64
-	if err := s.gdb.Table("orders").Where("sku = ?", sku).Count(&n).Error; err != nil {
+	if err := s.GDB.Table("orders").Where("sku = ?", sku).Count(&n).Error; err != nil {
 		t.Fatal(err)
 	}
 	return int(n)

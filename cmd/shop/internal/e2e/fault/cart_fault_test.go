@@ -1,4 +1,4 @@
-package main
+package fault
 
 import (
 	"fmt"
@@ -28,7 +28,7 @@ func TestFaultCartsOnRedisCluster(t *testing.T) {
 	faultsNeedServers(t)
 	seeds := testinfra.StartRedisCluster(t)
 	s := newSale(t, "lua", strings.Join(seeds, ","))
-	skus := testinfra.SKUsOnMasters(t, s.rdb.(*redis.ClusterClient), "cart-line", 3)
+	skus := testinfra.SKUsOnMasters(t, s.RDB.(*redis.ClusterClient), "cart-line", 3)
 	s.onSale(t, skus...)
 	lines := func(i int) []string { // 2 or 3 of the SKUs, in an order of i's
 		ls := []string{skus[i%3], skus[(i+1+i/3%2)%3]}
@@ -37,7 +37,7 @@ func TestFaultCartsOnRedisCluster(t *testing.T) {
 		}
 		return ls
 	}
-	victim := s.shops[1]
+	victim := s.Shops[1]
 	res := s.buy(t, func(i int) history.Op {
 		op := history.Op{Kind: history.Order, User: fmt.Sprint("u", i), Key: fmt.Sprint("cart-k", i)}
 		for _, sku := range lines(i) {
@@ -45,18 +45,18 @@ func TestFaultCartsOnRedisCluster(t *testing.T) {
 		}
 		return op
 	}, func() {
-		if err := victim.cmd.Process.Kill(); err != nil {
+		if err := victim.Cmd.Process.Kill(); err != nil {
 			t.Error(err)
 		}
 	})
-	_ = victim.cmd.Wait()
+	_ = victim.Cmd.Wait()
 	time.Sleep(3*time.Second + 500*time.Millisecond) // SHOP_CLAIM_IDLE, and a margin
 	s.reconcile(t)
 	acked := make([]audit.Acked, len(res.acked))
 	for n, id := range res.acked {
 		acked[n] = audit.Acked{ID: id, SKUs: lines(res.buyers[id])}
 	}
-	total, each, err := audit.SKUs(t.Context(), s.gdb, skus, res.short, acked)
+	total, each, err := audit.SKUs(t.Context(), s.GDB, skus, res.short, acked)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestFaultCartsOnRedisCluster(t *testing.T) {
 		if v := a.Violations(); len(v) > 0 {
 			t.Errorf("%s: invariants broken: %v", a.SKU, v)
 		}
-		st, err := redisstock.New(s.rdb, s.prefix).State(t.Context(), a.SKU)
+		st, err := redisstock.New(s.RDB, s.Prefix).State(t.Context(), a.SKU)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,5 +79,5 @@ func TestFaultCartsOnRedisCluster(t *testing.T) {
 	if len(res.acked) == 0 {
 		t.Error("no cart was sold")
 	}
-	s.checkHistory(t, skus...)
+	s.CheckHistory(t, skus...)
 }

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
@@ -18,9 +19,9 @@ func TestServeCPUProfile(t *testing.T) {
 	t.Parallel()
 	r := testinfra.Redis(t)
 	dir := t.TempDir()
-	addrs, cmd := runShop(t, "--debug=", []string{"SHOP_MYSQL_DSN=" + testinfra.MySQL(t), "SHOP_REDIS_ADDR=" + r.Addr, "SHOP_REDIS_PREFIX=" + r.Prefix,
+	addrs, cmd := shoptest.Serve(t, "--debug=", []string{"SHOP_MYSQL_DSN=" + testinfra.MySQL(t), "SHOP_REDIS_ADDR=" + r.Addr, "SHOP_REDIS_PREFIX=" + r.Prefix,
 		"SHOP_CPU_PROFILE=" + filepath.Join(dir, "shop-%p.pprof")})
-	send(t, "GET", "http://"+addrs[0]+"/healthz", "")
+	shoptest.Send(t, "GET", "http://"+addrs[0]+"/healthz", "")
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

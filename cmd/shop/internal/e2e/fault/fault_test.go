@@ -1,4 +1,4 @@
-package main
+package fault
 
 import (
 	"cmp"
@@ -28,8 +28,8 @@ import (
 	"go.uber.org/zap"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/audit"
-	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/history"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
@@ -67,28 +67,16 @@ const (
 var shortShape = burstShape{units: 60, buyers: 180, arrival: faultArrival, faultAt: 20}
 
 // faultSale is a strategy, lua unless a test says, on three shop
-// processes.
+// processes, with the servers that the test breaks.
 type faultSale struct {
-	dsn       string // through the proxy
-	gdb       *gorm.DB
-	redis     *testinfra.Server // nil on a Redis Cluster
-	zk, etcd  *testinfra.Server // the lock's server, when the test started it
-	redisAddr string            // SHOP_REDIS_ADDR
-	buckets   int               // SHOP_SKU_BUCKETS, when a test sets it
-	strategy  string
-	rdb       redis.UniversalClient
-	prefix    string
-	proxy     *testinfra.Proxy
-	shops     []*faultShop
+	*shoptest.Sale
+	redis    *testinfra.Server // nil on a Redis Cluster
+	zk, etcd *testinfra.Server // the lock's server, when the test started it
+	buckets  int               // SHOP_SKU_BUCKETS, when a test sets it
+	proxy    *testinfra.Proxy
 	// shape, when set, is the burst's instead of faultStock units for
 	// faultBuyers buyers.
 	shape *burstShape
-	// gap, when set, is a known way in which the sale's answers may not be
-	// linearizable: checkHistory logs such a history, with its files,
-	// instead of failing.
-	gap string
-	// rec is the history of the sale of the SKUs last put on sale.
-	rec *history.Recorder
 }
 
 // burstShape is a burst's size, and when its fault runs.
@@ -96,11 +84,6 @@ type burstShape struct {
 	units, buyers int
 	arrival       time.Duration // between two buyers' arrivals
 	faultAt       int           // the fault runs once this many orders are acknowledged
-}
-
-type faultShop struct {
-	base, debug string
-	cmd         *exec.Cmd
 }
 
 // newFaultSale runs strategy on servers of the test's own: a Redis, and
@@ -140,33 +123,10 @@ func newSale(t *testing.T, strategy, redisAddr string, env ...string) *faultSale
 	return s
 }
 
-// startSale runs strategy on three shops, on the database at dsn, which
-// the test reads through gdb, and the Redis at redisAddr: under Sentinel
-// when env sets SHOP_REDIS_SENTINEL_MASTER.
+// startSale runs strategy on three shops (shoptest.StartSale).
 func startSale(t *testing.T, strategy, dsn string, gdb *gorm.DB, redisAddr string, env []string) *faultSale {
 	t.Helper()
-	s := &faultSale{dsn: dsn, gdb: gdb, redisAddr: redisAddr, strategy: strategy, prefix: "shop:" + strategy + ":"}
-	o := &redis.UniversalOptions{Addrs: strings.Split(redisAddr, ",")}
-	for _, kv := range env {
-		if name, ok := strings.CutPrefix(kv, "SHOP_REDIS_SENTINEL_MASTER="); ok {
-			o.MasterName = name
-		}
-	}
-	s.rdb = backend.NewRedis(o)
-	t.Cleanup(func() { s.rdb.Close() })
-	env = append([]string{"SHOP_MYSQL_DSN=" + s.dsn, "SHOP_REDIS_ADDR=" + redisAddr, "SHOP_REDIS_PREFIX=" + s.prefix,
-		"SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=" + strategy, "SHOP_REQUEST_TIMEOUT=2s", "SHOP_CLAIM_IDLE=3s",
-		"SHOP_RECONCILE_INTERVAL=300ms", "SHOP_LOCK_TTL=1s"}, env...)
-	// The three start at once, and each is waited for in turn.
-	cmds, listen := make([]*exec.Cmd, 3), make([]<-chan string, 3)
-	for i := range cmds {
-		cmds[i], listen[i] = spawnShop(t, "--debug=127.0.0.1:0", env)
-	}
-	for i, cmd := range cmds {
-		addrs := listening(t, listen[i], 2)
-		s.shops = append(s.shops, &faultShop{base: "http://" + addrs[0], debug: "http://" + addrs[1], cmd: cmd})
-	}
-	return s
+	return &faultSale{Sale: shoptest.StartSale(t, strategy, dsn, gdb, redisAddr, env)}
 }
 
 // faultsNeedServers skips a fault test under -short: its servers are
@@ -230,31 +190,31 @@ func (s *faultSale) burst(t *testing.T, sku string, fault func()) told {
 // putStock puts the burst's units of sku on sale.
 func (s *faultSale) putStock(t *testing.T, sku string) {
 	t.Helper()
-	op := history.Op{Client: s.rec.Client(), Kind: history.StockSet, Items: []history.Item{{SKU: sku, Quantity: s.burstShape().units}}}
+	op := history.Op{Client: s.Rec.Client(), Kind: history.StockSet, Items: []history.Item{{SKU: sku, Quantity: s.burstShape().units}}}
 	// Busy, as right after a failover, is an answer to retry.
-	r := reply{code: http.StatusServiceUnavailable}
-	for try := 0; r.code == http.StatusServiceUnavailable && try < 10; try++ {
+	r := shoptest.Reply{Code: http.StatusServiceUnavailable}
+	for try := 0; r.Code == http.StatusServiceUnavailable && try < 10; try++ {
 		if try > 0 {
 			time.Sleep(200 * time.Millisecond)
 		}
-		r = s.sendStock(t, s.shops[try%len(s.shops)].base, op)
+		r = s.sendStock(t, s.Shops[try%len(s.Shops)].Base, op)
 	}
-	if r.code != http.StatusOK {
-		t.Fatalf("put stock %s: %d %s", sku, r.code, r.body)
+	if r.Code != http.StatusOK {
+		t.Fatalf("put stock %s: %d %s", sku, r.Code, r.Body)
 	}
 }
 
 // sendStock sends op, a stock set or a stock read of its SKU, to the shop
 // at base, and records it.
-func (s *faultSale) sendStock(t *testing.T, base string, op history.Op) reply {
+func (s *faultSale) sendStock(t *testing.T, base string, op history.Op) shoptest.Reply {
 	t.Helper()
 	method, body, header := "GET", "", []string(nil)
 	if op.Kind == history.StockSet {
 		method, body, header = "PUT", fmt.Sprintf(`{"quantity":%d}`, op.Items[0].Quantity), []string{"Authorization", "Bearer secret"}
 	}
-	r, _ := recorded(s.rec, op, func() (reply, error) {
-		code, b := send(t, method, base+"/api/v1/stock/"+op.Items[0].SKU, body, header...)
-		r := reply{code: code, body: b}
+	r, _ := shoptest.Recorded(s.Rec, op, func() (shoptest.Reply, error) {
+		code, b := shoptest.Send(t, method, base+"/api/v1/stock/"+op.Items[0].SKU, body, header...)
+		r := shoptest.Reply{Code: code, Body: b}
 		return r, json.Unmarshal([]byte(b), &r)
 	})
 	return r
@@ -288,16 +248,16 @@ func (s *faultSale) buy(t *testing.T, request func(i int) history.Op, fault func
 		wg.Go(func() {
 			time.Sleep(time.Duration(i) * shape.arrival)
 			op := request(i)
-			op.Client = s.rec.Client()
-			var answered reply // the last answer
+			op.Client = s.Rec.Client()
+			var answered shoptest.Reply // the last answer
 			busy := false
 			for attempt := 0; ; attempt++ {
-				r, err := s.order(ctx, client, s.shops[(i+attempt)%len(s.shops)].base, op)
+				r, err := s.order(ctx, client, s.Shops[(i+attempt)%len(s.Shops)].Base, op)
 				if err == nil {
 					answered = r
 				}
 				switch {
-				case err == nil && r.code == http.StatusCreated:
+				case err == nil && r.Code == http.StatusCreated:
 					mu.Lock()
 					res.acked = append(res.acked, r.ID)
 					res.ackedAt = append(res.ackedAt, time.Now())
@@ -317,20 +277,20 @@ func (s *faultSale) buy(t *testing.T, request func(i int) history.Op, fault func
 					}
 					mu.Unlock()
 					return
-				case err == nil && r.code < 500 && r.Type != "request-in-progress":
-					t.Errorf("buyer %d: %d %s", i, r.code, r.Type)
+				case err == nil && r.Code < 500 && r.Type != "request-in-progress":
+					t.Errorf("buyer %d: %d %s", i, r.Code, r.Type)
 					return
-				case err == nil && r.code == http.StatusInternalServerError:
+				case err == nil && r.Code == http.StatusInternalServerError:
 					t.Errorf("buyer %d: 500 %s: %s", i, r.Type, r.Detail)
 					return
-				case err == nil && r.code > 500:
+				case err == nil && r.Code > 500:
 					mu.Lock()
 					res.unavailable++
 					if !busy {
 						busy = true
 						res.busyBuyers++
 					}
-					if r.code != http.StatusServiceUnavailable {
+					if r.Code != http.StatusServiceUnavailable {
 						res.gateway++
 					}
 					mu.Unlock()
@@ -338,7 +298,7 @@ func (s *faultSale) buy(t *testing.T, request func(i int) history.Op, fault func
 					t.Errorf("buyer %d got no final answer in time: last %+v", i, answered)
 					return
 				}
-				time.Sleep(cmp.Or(r.wait, 100*time.Millisecond)) // busy, in progress, or the shop is gone
+				time.Sleep(cmp.Or(r.Wait, 100*time.Millisecond)) // busy, in progress, or the shop is gone
 			}
 		})
 	}
@@ -354,11 +314,11 @@ func (s *faultSale) buy(t *testing.T, request func(i int) history.Op, fault func
 // Redis's available equal to the database's.
 func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 	t.Helper()
-	if s.strategy == "lua" { // the only strategy that reserves before it persists
+	if s.Strategy == "lua" { // the only strategy that reserves before it persists
 		time.Sleep(3*time.Second + 500*time.Millisecond) // SHOP_CLAIM_IDLE, and a margin
 	}
 	s.reconcile(t)
-	a, err := audit.SKU(t.Context(), s.gdb, sku, res.soldOut, res.acked)
+	a, err := audit.SKU(t.Context(), s.GDB, sku, res.soldOut, res.acked)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,13 +328,13 @@ func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 	}
 	if a.Orders != len(res.acked) {
 		var users []string
-		s.gdb.Raw(`SELECT user_id FROM orders WHERE sku = ? AND id NOT IN ?`, sku, append(res.acked, 0)).Scan(&users)
+		s.GDB.Raw(`SELECT user_id FROM orders WHERE sku = ? AND id NOT IN ?`, sku, append(res.acked, 0)).Scan(&users)
 		t.Errorf("%d orders in the database, %d acknowledged; not acknowledged: %v", a.Orders, len(res.acked), users)
 	}
 	if why := s.redisDiffers(t, sku, a.Available); why != "" {
 		t.Error(why)
 	}
-	s.checkHistory(t, sku)
+	s.CheckHistory(t, sku)
 	return a
 }
 
@@ -383,12 +343,12 @@ func (s *faultSale) settle(t *testing.T, sku string, res told) audit.Audit {
 // total. It is empty when they agree, and under the other strategies.
 func (s *faultSale) redisDiffers(t *testing.T, sku string, available int) string {
 	t.Helper()
-	if s.strategy != "lua" {
+	if s.Strategy != "lua" {
 		return ""
 	}
 	inRedis := 0
 	for b := range max(s.buckets, 1) {
-		st, err := redisstock.New(s.rdb, s.prefix).State(t.Context(), redisstock.BucketOf(sku, b))
+		st, err := redisstock.New(s.RDB, s.Prefix).State(t.Context(), redisstock.BucketOf(sku, b))
 		if err != nil {
 			return err.Error()
 		}
@@ -406,10 +366,10 @@ func (s *faultSale) redisDiffers(t *testing.T, sku string, available int) string
 // reconcile runs `shop reconcile` once.
 func (s *faultSale) reconcile(t *testing.T) {
 	t.Helper()
-	env := map[string]string{"SHOP_MYSQL_DSN": s.dsn, "SHOP_REDIS_ADDR": s.redisAddr, "SHOP_REDIS_PREFIX": s.prefix, "SHOP_CLAIM_IDLE": "3s",
+	env := map[string]string{"SHOP_MYSQL_DSN": s.DSN, "SHOP_REDIS_ADDR": s.RedisAddr, "SHOP_REDIS_PREFIX": s.Prefix, "SHOP_CLAIM_IDLE": "3s",
 		"SHOP_SKU_BUCKETS": strconv.Itoa(max(s.buckets, 1))}
 	var out, errs strings.Builder
-	if err := run(t.Context(), []string{"reconcile"}, func(k string) string { return env[k] }, &out, &errs); err != nil {
+	if err := shoptest.Run(t.Context(), []string{"reconcile"}, func(k string) string { return env[k] }, &out, &errs); err != nil {
 		t.Fatalf("shop reconcile: %v\n%s", err, errs.String())
 	}
 	t.Logf("shop reconcile:\n%s", out.String())
@@ -455,13 +415,13 @@ func TestFaultKillShop(t *testing.T) {
 // killOneDuring sells sku, kills one shop mid-burst, and audits.
 func (s *faultSale) killOneDuring(t *testing.T, sku string) {
 	t.Helper()
-	victim := s.shops[1]
+	victim := s.Shops[1]
 	res := s.burst(t, sku, func() {
-		if err := victim.cmd.Process.Kill(); err != nil {
+		if err := victim.Cmd.Process.Kill(); err != nil {
 			t.Error(err)
 		}
 	})
-	err := victim.cmd.Wait()
+	err := victim.Cmd.Wait()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("the shop was not killed: %v", err)
@@ -480,7 +440,7 @@ func TestServeOnRedisCluster(t *testing.T) {
 	faultsNeedServers(t)
 	seeds := testinfra.StartRedisCluster(t)
 	s := newSale(t, "lua", strings.Join(seeds, ","))
-	cc := s.rdb.(*redis.ClusterClient)
+	cc := s.RDB.(*redis.ClusterClient)
 	var sku string
 	var master *redis.Client
 	for i := 0; master == nil || master.Options().Addr == seeds[0]; i++ {
@@ -491,7 +451,7 @@ func TestServeOnRedisCluster(t *testing.T) {
 		}
 	}
 	s.killOneDuring(t, sku)
-	answers, err := master.Keys(t.Context(), s.prefix+"lua:{"+sku+"}:answer:*").Result()
+	answers, err := master.Keys(t.Context(), s.Prefix+"lua:{"+sku+"}:answer:*").Result()
 	if err != nil || len(answers) == 0 {
 		t.Errorf("%d answers kept on %s, the master of %s's slot (%v); want the buyers'", len(answers), master.Options().Addr, sku, err)
 	}
@@ -507,7 +467,7 @@ func TestServeBucketsOnRedisCluster(t *testing.T) {
 	faultsNeedServers(t)
 	s := newSale(t, "lua", strings.Join(testinfra.StartRedisCluster(t), ","), "SHOP_SKU_BUCKETS=6")
 	s.buckets = 6
-	s.gap = "buckets: a buyer may be told sold out while a unit is held by a reservation that is given back later (docs/strategies.md#buckets)"
+	s.Gap = "buckets: a buyer may be told sold out while a unit is held by a reservation that is given back later (docs/strategies.md#buckets)"
 	s.killOneDuring(t, "buckets")
 }
 
@@ -524,14 +484,14 @@ func TestFaultRedisRestartsEmpty(t *testing.T) {
 			t.Parallel()
 			s := newFaultSale(t, strategy)
 			const marker = "fault:marker"
-			if err := s.rdb.Set(t.Context(), marker, 1, 0).Err(); err != nil {
+			if err := s.RDB.Set(t.Context(), marker, 1, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
 			s.sellThrough(t, "f-redis-"+strategy, func() {
 				s.redis.Kill()
 				time.Sleep(500 * time.Millisecond)
 				s.redis.Start()
-				if n, err := s.rdb.Exists(context.Background(), marker).Result(); err != nil || n != 0 {
+				if n, err := s.RDB.Exists(context.Background(), marker).Result(); err != nil || n != 0 {
 					t.Errorf("Redis did not come back empty: marker %d, %v", n, err)
 				}
 			})
@@ -554,11 +514,11 @@ func TestFaultPausedShop(t *testing.T) {
 			s := newFaultSale(t, strategy)
 			s.shape = &shortShape
 			s.sellThrough(t, "f-pause-"+strategy, func() {
-				victim := s.shops[1]
-				if victim.pause(t) {
+				victim := s.Shops[1]
+				if victim.Pause(t) {
 					time.Sleep(3 * time.Second) // SHOP_LOCK_TTL is 1s
 				}
-				if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				if err := victim.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 					t.Error(err)
 				}
 			})
@@ -670,12 +630,12 @@ func TestFaultLockServerRestartsEmpty(t *testing.T) {
 			})
 			// Every token before the restart was below 150 acquisitions or
 			// a few thousand writes; a raised one is 65,536 past the fence.
-			if it, err := stock.Get(t.Context(), s.gdb, sku); err != nil || it.Fence < 1<<16 {
+			if it, err := stock.Get(t.Context(), s.GDB, sku); err != nil || it.Fence < 1<<16 {
 				t.Errorf("fence %d (%v): no holder raised its token, so the server kept its count", it.Fence, err)
 			}
 			raises := 0.0
-			for _, o := range s.shops {
-				raises += scrape(t, o.debug)[`shop_lock_token_raises_total{backend="`+tc.strategy+`"}`]
+			for _, o := range s.Shops {
+				raises += shoptest.Scrape(t, o.Debug)[`shop_lock_token_raises_total{backend="`+tc.strategy+`"}`]
 			}
 			// A raise whose answer a loaded machine lost past the request's
 			// deadline took effect but is not counted: the metric is checked
@@ -689,7 +649,7 @@ func TestFaultLockServerRestartsEmpty(t *testing.T) {
 // ping pings MySQL as the shops reach it, on a new connection, for at
 // most d.
 func (s *faultSale) ping(d time.Duration) error {
-	db, err := sql.Open("mysql", s.dsn)
+	db, err := sql.Open("mysql", s.DSN)
 	if err != nil {
 		return err
 	}
@@ -757,7 +717,7 @@ func TestFaultReconcilerPaused(t *testing.T) {
 	// reconcileWorkers clients at a time, each SKU through one shop.
 	const extras, reconcileWorkers = 200, 8
 	eachExtra(t, extras, reconcileWorkers, func(i int, sku string) error {
-		base := s.shops[i%len(s.shops)].base
+		base := s.Shops[i%len(s.Shops)].Base
 		req, err := http.NewRequestWithContext(t.Context(), "PUT", base+"/api/v1/stock/"+sku, strings.NewReader(`{"quantity":5}`))
 		if err != nil {
 			return err
@@ -772,18 +732,18 @@ func TestFaultReconcilerPaused(t *testing.T) {
 			return fmt.Errorf("put stock %s: %d", sku, resp.StatusCode)
 		}
 		// Busy, on a loaded machine, is an answer to retry, as a client does.
-		r := reply{code: http.StatusServiceUnavailable}
-		for try := 0; r.code == http.StatusServiceUnavailable && try < 10; try++ {
-			if r, err = post(t.Context(), http.DefaultClient, base+"/api/v1/orders", sku, fmt.Sprintf(`{"sku":%q,"user_id":"u","quantity":1}`, sku)); err != nil {
+		r := shoptest.Reply{Code: http.StatusServiceUnavailable}
+		for try := 0; r.Code == http.StatusServiceUnavailable && try < 10; try++ {
+			if r, err = shoptest.Post(t.Context(), http.DefaultClient, base+"/api/v1/orders", sku, fmt.Sprintf(`{"sku":%q,"user_id":"u","quantity":1}`, sku)); err != nil {
 				return err
 			}
 		}
-		if r.code != http.StatusCreated {
-			return fmt.Errorf("order %s: %d %s", sku, r.code, r.body)
+		if r.Code != http.StatusCreated {
+			return fmt.Errorf("order %s: %d %s", sku, r.Code, r.Body)
 		}
 		return nil
 	})
-	var paused *faultShop
+	var paused *shoptest.Shop
 	resumed := make(chan struct{})
 	res := s.burst(t, "f-pause", func() {
 		defer close(resumed)
@@ -794,7 +754,9 @@ func TestFaultReconcilerPaused(t *testing.T) {
 			if o == nil {
 				return
 			}
-			lost := func() float64 { return scrape(t, o.debug)[`shop_job_runs_total{job="reconcile",result="lost"}`] }
+			lost := func() float64 {
+				return shoptest.Scrape(t, o.Debug)[`shop_job_runs_total{job="reconcile",result="lost"}`]
+			}
 			// Another shop takes the job over once the paused one's lease
 			// expires. Its run may then wait on a stock row that the paused
 			// run locked: MySQL cannot know that a client is paused.
@@ -802,7 +764,7 @@ func TestFaultReconcilerPaused(t *testing.T) {
 			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 				tookOver = tookOver || s.othersRunning(t, o)
 			}
-			if err := o.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			if err := o.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 				t.Error(err)
 				return
 			}
@@ -824,11 +786,11 @@ func TestFaultReconcilerPaused(t *testing.T) {
 	}
 	s.settle(t, "f-pause", res)
 	eachExtra(t, extras, reconcileWorkers, func(_ int, sku string) error {
-		a, err := audit.SKU(t.Context(), s.gdb, sku, 0, nil)
+		a, err := audit.SKU(t.Context(), s.GDB, sku, 0, nil)
 		if err != nil {
 			return err
 		}
-		st, err := redisstock.New(s.rdb, s.prefix).State(t.Context(), sku)
+		st, err := redisstock.New(s.RDB, s.Prefix).State(t.Context(), sku)
 		if err != nil {
 			return err
 		}
@@ -867,9 +829,9 @@ func eachExtra(t *testing.T, n, workers int, do func(i int, sku string) error) {
 }
 
 // othersRunning reports whether a shop other than o runs the reconcile job.
-func (s *faultSale) othersRunning(t *testing.T, o *faultShop) bool {
-	for _, other := range s.shops {
-		if other != o && scrape(t, other.debug)[`shop_job_running{job="reconcile"}`] == 1 {
+func (s *faultSale) othersRunning(t *testing.T, o *shoptest.Shop) bool {
+	for _, other := range s.Shops {
+		if other != o && shoptest.Scrape(t, other.Debug)[`shop_job_running{job="reconcile"}`] == 1 {
 			return true
 		}
 	}
@@ -879,14 +841,14 @@ func (s *faultSale) othersRunning(t *testing.T, o *faultShop) bool {
 // catchReconciling polls the shops' metrics until one runs the reconcile
 // job, and pauses it at once; it confirms from /proc that the process is
 // stopped. It returns nil if none was caught within 20 seconds.
-func (s *faultSale) catchReconciling(t *testing.T) *faultShop {
+func (s *faultSale) catchReconciling(t *testing.T) *shoptest.Shop {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, o := range s.shops {
-			if scrape(t, o.debug)[`shop_job_running{job="reconcile"}`] != 1 {
+		for _, o := range s.Shops {
+			if shoptest.Scrape(t, o.Debug)[`shop_job_running{job="reconcile"}`] != 1 {
 				continue
 			}
-			if !o.pause(t) {
+			if !o.Pause(t) {
 				return nil
 			}
 			return o
@@ -894,20 +856,6 @@ func (s *faultSale) catchReconciling(t *testing.T) *faultShop {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return nil
-}
-
-// pause stops the shop (SIGSTOP) and confirms from /proc that it is
-// stopped.
-func (o *faultShop) pause(t *testing.T) bool {
-	if err := o.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Error(err)
-		return false
-	}
-	if err := testinfra.AwaitStopped(o.cmd.Process.Pid); err != nil {
-		t.Errorf("the shop: %v", err)
-		return false
-	}
-	return true
 }
 
 // TestFaultMySQLCrashes: the database server is killed (SIGKILL) mid-burst
@@ -941,7 +889,7 @@ func TestFaultMySQLCrashes(t *testing.T) {
 			res := sale.sellThrough(t, sku, func() { crash(t, m) })
 			t.Logf("%d answers 502-504 while the database was away", res.unavailable)
 			sale.replayAll(t, sku, res)
-			sale.checkHistory(t, sku) // again, with the replays
+			sale.CheckHistory(t, sku) // again, with the replays
 
 			after := "f-after-crash-" + s.Name
 			res = sale.burst(t, after, nil)
@@ -949,14 +897,14 @@ func TestFaultMySQLCrashes(t *testing.T) {
 			if res.gateway > 0 {
 				t.Errorf("after the database came back: %d answers 502-504 other than 503", res.gateway)
 			}
-			a, err := audit.SKU(t.Context(), sale.gdb, after, res.soldOut, res.acked)
+			a, err := audit.SKU(t.Context(), sale.GDB, after, res.soldOut, res.acked)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if v := a.Violations(); len(v) > 0 || a.Available != 0 {
 				t.Errorf("after the database came back: %v, %d left", v, a.Available)
 			}
-			sale.checkHistory(t, after)
+			sale.CheckHistory(t, after)
 		})
 	}
 }
@@ -983,12 +931,12 @@ func crash(t *testing.T, m *testinfra.PrivateMySQL) {
 func (s *faultSale) replayAll(t *testing.T, sku string, res told) {
 	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Second}
-	replayer := s.rec.Client()
+	replayer := s.Rec.Client()
 	for n, id := range res.acked {
 		op := buyerRequest(sku, res.buyers[id])
 		op.Client = replayer
-		r, err := s.order(t.Context(), client, s.shops[n%len(s.shops)].base, op)
-		if err != nil || r.code != http.StatusCreated || r.ID != id || !r.replayed {
+		r, err := s.order(t.Context(), client, s.Shops[n%len(s.Shops)].Base, op)
+		if err != nil || r.Code != http.StatusCreated || r.ID != id || !r.Replayed {
 			t.Errorf("replay of order %d: %+v, %v; want 201 with the same order, replayed", id, r, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/audit"
 	"github.com/stockguard/shop/internal/stock"
 	"github.com/stockguard/shop/internal/strategy"
@@ -46,7 +47,7 @@ func newFleet(t *testing.T, name string, env ...string) *fleet {
 	f := &fleet{db: testinfra.ShopDB(t, vars["SHOP_MYSQL_DSN"]), redis: redis.NewClient(&redis.Options{Addr: vars["SHOP_REDIS_ADDR"]}), prefix: vars["SHOP_REDIS_PREFIX"]}
 	t.Cleanup(func() { f.redis.Close() })
 	for range 3 {
-		base, _ := startShop(t, append(strategytest.Environ(vars), env...)...)
+		base, _ := shoptest.Start(t, append(strategytest.Environ(vars), env...)...)
 		f.bases = append(f.bases, base)
 	}
 	return f
@@ -56,7 +57,7 @@ func newFleet(t *testing.T, name string, env ...string) *fleet {
 // stock it answers.
 func (f *fleet) putStock(t *testing.T, i int, sku string, quantity int) stockJSON {
 	t.Helper()
-	code, body := send(t, "PUT", f.bases[i]+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, quantity), "Authorization", "Bearer secret")
+	code, body := shoptest.Send(t, "PUT", f.bases[i]+"/api/v1/stock/"+sku, fmt.Sprintf(`{"quantity":%d}`, quantity), "Authorization", "Bearer secret")
 	var s stockJSON
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &s) != nil {
 		t.Fatalf("put stock %s %d: %d %s", sku, quantity, code, body)
@@ -84,14 +85,14 @@ func (f *fleet) sell(t *testing.T, sku string, first, n int) (acked []int64, sol
 			<-gate
 			key, body := fmt.Sprint("k", i), fmt.Sprintf(`{"sku":%q,"user_id":"u%d","quantity":1}`, sku, i)
 			for attempt := 0; ; attempt++ {
-				r, err := post(ctx, http.DefaultClient, f.bases[(i+attempt)%len(f.bases)]+"/api/v1/orders", key, body)
+				r, err := shoptest.Post(ctx, http.DefaultClient, f.bases[(i+attempt)%len(f.bases)]+"/api/v1/orders", key, body)
 				mu.Lock()
 				switch {
-				case err == nil && r.code == http.StatusCreated:
+				case err == nil && r.Code == http.StatusCreated:
 					acked = append(acked, r.ID)
 				case err == nil && r.Type == "sold-out":
 					soldOut++
-				case err == nil && (r.code == http.StatusServiceUnavailable || r.Type == "request-in-progress"):
+				case err == nil && (r.Code == http.StatusServiceUnavailable || r.Type == "request-in-progress"):
 					mu.Unlock()
 					time.Sleep(50 * time.Millisecond)
 					continue
@@ -198,14 +199,14 @@ func TestStockChangeKeepsOrders(t *testing.T) {
 func TestDeleteStockNeedsAllowReset(t *testing.T) {
 	t.Parallel()
 	s := newShop(t, "SHOP_STRATEGY=lua", "SHOP_PER_USER_LIMIT=2", "SHOP_RECONCILE_INTERVAL=1h")
-	allowing, _ := startShop(t, "SHOP_MYSQL_DSN="+s.dsn, "SHOP_REDIS_ADDR="+s.redis.Options().Addr, "SHOP_REDIS_PREFIX="+s.prefix,
+	allowing, _ := shoptest.Start(t, "SHOP_MYSQL_DSN="+s.dsn, "SHOP_REDIS_ADDR="+s.redis.Options().Addr, "SHOP_REDIS_PREFIX="+s.prefix,
 		"SHOP_ADMIN_TOKEN=secret", "SHOP_STRATEGY=lua", "SHOP_PER_USER_LIMIT=2", "SHOP_RECONCILE_INTERVAL=1h", "SHOP_ALLOW_RESET=true")
 	const sku = "doomed"
 	s.putStock(t, sku, 10)
 	var acked []int64
 	for i := range 3 {
-		r, err := post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", fmt.Sprint("k", i), fmt.Sprintf(`{"sku":%q,"user_id":"u%d","quantity":2}`, sku, i))
-		if err != nil || r.code != http.StatusCreated {
+		r, err := shoptest.Post(t.Context(), http.DefaultClient, s.base+"/api/v1/orders", fmt.Sprint("k", i), fmt.Sprintf(`{"sku":%q,"user_id":"u%d","quantity":2}`, sku, i))
+		if err != nil || r.Code != http.StatusCreated {
 			t.Fatalf("order %d: %+v %v", i, r, err)
 		}
 		acked = append(acked, r.ID)
@@ -237,7 +238,7 @@ func TestDeleteStockNeedsAllowReset(t *testing.T) {
 	rows, keys := left()
 	before := epoch(t, s.db, sku)
 
-	code, body := send(t, "DELETE", s.base+"/api/v1/stock/"+sku, "", "Authorization", "Bearer secret")
+	code, body := shoptest.Send(t, "DELETE", s.base+"/api/v1/stock/"+sku, "", "Authorization", "Bearer secret")
 	if code != http.StatusForbidden || !strings.Contains(body, `"type":"forbidden"`) || !strings.Contains(body, "SHOP_ALLOW_RESET") {
 		t.Errorf("DELETE without SHOP_ALLOW_RESET: %d %s, want 403 forbidden naming SHOP_ALLOW_RESET", code, body)
 	}
@@ -246,13 +247,13 @@ func TestDeleteStockNeedsAllowReset(t *testing.T) {
 	}
 	s.audit(t, sku, 0, acked)
 
-	if code, body := send(t, "DELETE", allowing+"/api/v1/stock/"+sku, "", "Authorization", "Bearer secret"); code != http.StatusNoContent {
+	if code, body := shoptest.Send(t, "DELETE", allowing+"/api/v1/stock/"+sku, "", "Authorization", "Bearer secret"); code != http.StatusNoContent {
 		t.Fatalf("DELETE with SHOP_ALLOW_RESET=true: %d %s", code, body)
 	}
 	if rows, keys := left(); rows["stock_items"]+rows["stock_movements"]+rows["orders"]+rows["user_purchases"] != 0 || len(keys) != 0 || epoch(t, s.db, sku) <= before {
 		t.Errorf("after the DELETE: %v, Redis %v, epoch %d; want nothing left, and an epoch past %d", rows, keys, epoch(t, s.db, sku), before)
 	}
-	if code, body := send(t, "GET", s.base+"/api/v1/stock/"+sku, ""); code != http.StatusNotFound {
+	if code, body := shoptest.Send(t, "GET", s.base+"/api/v1/stock/"+sku, ""); code != http.StatusNotFound {
 		t.Errorf("GET after the DELETE: %d %s, want 404", code, body)
 	}
 
@@ -261,8 +262,8 @@ func TestDeleteStockNeedsAllowReset(t *testing.T) {
 	s.putStock(t, sku, 6)
 	acked = acked[:0]
 	for i := range 3 {
-		r, err := post(t.Context(), http.DefaultClient, allowing+"/api/v1/orders", fmt.Sprint("again-", i), fmt.Sprintf(`{"sku":%q,"user_id":"u%d","quantity":2}`, sku, i))
-		if err != nil || r.code != http.StatusCreated || r.replayed {
+		r, err := shoptest.Post(t.Context(), http.DefaultClient, allowing+"/api/v1/orders", fmt.Sprint("again-", i), fmt.Sprintf(`{"sku":%q,"user_id":"u%d","quantity":2}`, sku, i))
+		if err != nil || r.Code != http.StatusCreated || r.Replayed {
 			t.Fatalf("order %d on the SKU set up again: %+v %v", i, r, err)
 		}
 		acked = append(acked, r.ID)

@@ -1,4 +1,4 @@
-package main
+package window
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/history"
 	"github.com/stockguard/shop/internal/lock"
@@ -30,13 +31,13 @@ const (
 	windowSecret = "a payment secret of at least 32 bytes, for the tests"
 	windowLength = 2 * time.Second        // SHOP_PAYMENT_WINDOW
 	expiryEvery  = 100 * time.Millisecond // SHOP_EXPIRY_INTERVAL
-	jobTTL       = time.Second            // SHOP_LOCK_TTL, as startSale sets it
+	jobTTL       = time.Second            // SHOP_LOCK_TTL, as shoptest.StartSale sets it
 )
 
 // windowSale is a strategy on three shops with a payment window, over a
 // Redis of its own, whose requests go to the shops that are up.
 type windowSale struct {
-	*faultSale
+	*shoptest.Sale
 	client *http.Client
 	// jobs is the shops' lock of their jobs, which the test takes to hold
 	// a job back: with a TTL of its own, longer than the subtests that run
@@ -45,7 +46,7 @@ type windowSale struct {
 	jobs lock.Locker
 
 	mu   sync.Mutex
-	down map[*faultShop]bool // killed, or paused
+	down map[*shoptest.Shop]bool // killed, or paused
 }
 
 // newWindowSale starts strategy s on three shops. held names jobs that
@@ -54,10 +55,10 @@ func newWindowSale(t *testing.T, s strategy.Strategy, held ...string) (*windowSa
 	t.Helper()
 	dsn := testinfra.MySQL(t)
 	redisAddr := testinfra.StartRedis(t).Addr()
-	prefix := "shop:" + s.Name + ":" // startSale's
+	prefix := "shop:" + s.Name + ":" // shoptest.StartSale's
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	t.Cleanup(func() { rdb.Close() })
-	w := &windowSale{jobs: lock.NewRedis(rdb, &lock.RedisOptions{TTL: 5 * time.Minute, Prefix: prefix + "lock:"}), down: map[*faultShop]bool{},
+	w := &windowSale{jobs: lock.NewRedis(rdb, &lock.RedisOptions{TTL: 5 * time.Minute, Prefix: prefix + "lock:"}), down: map[*shoptest.Shop]bool{},
 		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 100}}}
 	t.Cleanup(w.client.CloseIdleConnections)
 	leases := map[string]*lock.Lease{}
@@ -66,9 +67,9 @@ func newWindowSale(t *testing.T, s strategy.Strategy, held ...string) (*windowSa
 	}
 	env := append(strategytest.Environ(strategytest.NeedsEnv(t, s)), "SHOP_PAYMENT_WINDOW="+windowLength.String(),
 		"SHOP_PAYMENT_SECRET="+windowSecret, "SHOP_EXPIRY_INTERVAL="+expiryEvery.String())
-	w.faultSale = startSale(t, s.Name, dsn, testinfra.ShopDB(t, dsn), redisAddr, env)
-	if w.prefix != prefix {
-		t.Fatalf("the shops' Redis prefix is %s, not %s", w.prefix, prefix)
+	w.Sale = shoptest.StartSale(t, s.Name, dsn, testinfra.ShopDB(t, dsn), redisAddr, env)
+	if w.Prefix != prefix {
+		t.Fatalf("the shops' Redis prefix is %s, not %s", w.Prefix, prefix)
 	}
 	return w, leases
 }
@@ -98,11 +99,11 @@ func release(t *testing.T, lease *lock.Lease) {
 }
 
 // up returns the shops that are neither killed nor paused.
-func (w *windowSale) up() []*faultShop {
+func (w *windowSale) up() []*shoptest.Shop {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var up []*faultShop
-	for _, o := range w.shops {
+	var up []*shoptest.Shop
+	for _, o := range w.Shops {
 		if !w.down[o] {
 			up = append(up, o)
 		}
@@ -110,7 +111,7 @@ func (w *windowSale) up() []*faultShop {
 	return up
 }
 
-func (w *windowSale) setDown(o *faultShop, down bool) {
+func (w *windowSale) setDown(o *shoptest.Shop, down bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.down[o] = down
@@ -130,8 +131,8 @@ type windowReply struct {
 	SKUs      []string      `json:"skus"` // a sold-out problem's short SKUs
 }
 
-func (r windowReply) heard() heard {
-	return heard{code: r.code, typ: r.Type, order: r.ID, short: r.SKUs}
+func (r windowReply) Heard() shoptest.Heard {
+	return shoptest.Heard{Code: r.code, Type: r.Type, Order: r.ID, Short: r.SKUs}
 }
 
 // send sends a request to base and decodes the answer.
@@ -148,7 +149,7 @@ func (w *windowSale) send(ctx context.Context, base, method, path string, body [
 		return windowReply{}, err
 	}
 	defer resp.Body.Close()
-	r := windowReply{code: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", wait: retryAfter(resp.Header)}
+	r := windowReply{code: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", wait: shoptest.RetryAfter(resp.Header)}
 	return r, json.NewDecoder(resp.Body).Decode(&r)
 }
 
@@ -164,13 +165,13 @@ const answerWithin = time.Minute
 func (w *windowSale) retried(ctx context.Context, i int, op history.Op, method, path string, request func() ([]byte, []string)) (windowReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, answerWithin)
 	defer cancel()
-	op.Client = w.rec.Client()
+	op.Client = w.Rec.Client()
 	var last windowReply
 	var lastErr error
 	for attempt := i; ; attempt++ {
 		if up := w.up(); len(up) > 0 {
 			body, header := request()
-			r, err := w.sendOp(ctx, op, up[attempt%len(up)].base, method, path, body, header...)
+			r, err := w.sendOp(ctx, op, up[attempt%len(up)].Base, method, path, body, header...)
 			if err == nil && r.code < 500 && r.Type != "request-in-progress" {
 				return r, nil
 			}
@@ -186,13 +187,13 @@ func (w *windowSale) retried(ctx context.Context, i int, op history.Op, method, 
 
 // sendOp sends a request to base, and records it as op.
 func (w *windowSale) sendOp(ctx context.Context, op history.Op, base, method, path string, body []byte, header ...string) (windowReply, error) {
-	return recorded(w.rec, op, func() (windowReply, error) { return w.send(ctx, base, method, path, body, header...) })
+	return shoptest.Recorded(w.Rec, op, func() (windowReply, error) { return w.send(ctx, base, method, path, body, header...) })
 }
 
 // place orders one unit of sku for user, under key.
 func (w *windowSale) place(ctx context.Context, i int, sku, user, key string) (windowReply, error) {
 	op := history.Op{Kind: history.Order, User: user, Key: key, Items: []history.Item{{SKU: sku, Quantity: 1}}}
-	body := []byte(orderBody(op))
+	body := []byte(shoptest.OrderBody(op))
 	return w.retried(ctx, i, op, "POST", "/api/v1/orders", func() ([]byte, []string) { return body, []string{"Idempotency-Key", key} })
 }
 
@@ -214,8 +215,8 @@ func (w *windowSale) warm(t *testing.T, n int) {
 	for _, o := range w.up() {
 		for range n {
 			wg.Go(func() {
-				if r, err := w.send(t.Context(), o.base, "GET", "/healthz", nil); err != nil || r.code != http.StatusOK {
-					t.Errorf("%s/healthz: %+v, %v", o.base, r, err)
+				if r, err := w.send(t.Context(), o.Base, "GET", "/healthz", nil); err != nil || r.code != http.StatusOK {
+					t.Errorf("%s/healthz: %+v, %v", o.Base, r, err)
 				}
 			})
 		}

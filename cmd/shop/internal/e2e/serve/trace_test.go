@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"encoding/hex"
@@ -11,6 +11,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/stockguard/shop/cmd/shop/internal/shoptest"
 	"github.com/stockguard/shop/internal/db"
 	"github.com/stockguard/shop/internal/testinfra"
 )
@@ -117,12 +118,12 @@ func testTraceOneOrder(t *testing.T, strategy string, redisSpan func(*tracepb.Sp
 		"SHOP_RELAY_INTERVAL=50ms")
 	s.putStock(t, "traced", 10)
 	for _, probe := range []string{"/healthz", "/readyz"} {
-		if code, body := send(t, "GET", s.base+probe, ""); code != http.StatusOK {
+		if code, body := shoptest.Send(t, "GET", s.base+probe, ""); code != http.StatusOK {
 			t.Fatalf("%s: %d %s", probe, code, body)
 		}
 	}
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	code, body := send(t, "POST", s.base+"/api/v1/orders", `{"sku":"traced","user_id":"tia","quantity":1}`,
+	code, body := shoptest.Send(t, "POST", s.base+"/api/v1/orders", `{"sku":"traced","user_id":"tia","quantity":1}`,
 		"Idempotency-Key", "traced-1", "traceparent", "00-"+traceID+"-"+parentID+"-01")
 	if code != http.StatusCreated {
 		t.Fatalf("order: %d %s", code, body)
@@ -186,11 +187,11 @@ func checkStreamTrace(t *testing.T, s *shop, traceID string) {
 	if tp, _ := entries[0].Values["traceparent"].(string); !strings.HasPrefix(tp, "00-"+traceID+"-") {
 		t.Errorf("the placed event's traceparent: %q; want one of trace %s", tp, traceID)
 	}
-	f := followEvents(t, s.redis.Options().Addr, stream, "--from-start")
-	if e := f.next(t); e.Type != "placed" || e.TraceID != traceID {
+	f := shoptest.FollowEvents(t, s.redis.Options().Addr, stream, "--from-start")
+	if e := f.Next(t); e.Type != "placed" || e.TraceID != traceID {
 		t.Errorf("shop events printed %+v; want the placed event with trace_id %s", e, traceID)
 	}
-	f.stop(t)
+	f.Stop(t)
 }
 
 // TestTracesFlushedAtShutdown: the spans a shop has not sent yet when it
@@ -200,15 +201,15 @@ func TestTracesFlushedAtShutdown(t *testing.T) {
 	t.Parallel()
 	rcv := testinfra.OTLP(t)
 	r := testinfra.Redis(t)
-	base, cmd := startShop(t, "SHOP_MYSQL_DSN="+testinfra.MySQL(t), "SHOP_REDIS_ADDR="+r.Addr, "SHOP_REDIS_PREFIX="+r.Prefix,
+	base, cmd := shoptest.Start(t, "SHOP_MYSQL_DSN="+testinfra.MySQL(t), "SHOP_REDIS_ADDR="+r.Addr, "SHOP_REDIS_PREFIX="+r.Prefix,
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+rcv.URL, "OTEL_BSP_SCHEDULE_DELAY=600000")
-	if code, body := send(t, "GET", base+"/api/v1/stock/unknown", ""); code != http.StatusNotFound {
+	if code, body := shoptest.Send(t, "GET", base+"/api/v1/stock/unknown", ""); code != http.StatusNotFound {
 		t.Fatalf("stock of an unknown SKU: %d %s", code, body)
 	}
 	if n := len(rcv.Spans()); n != 0 {
 		t.Fatalf("%d spans sent before the shop stopped; want them held", n)
 	}
-	stopShop(t, cmd)
+	shoptest.Stop(t, cmd)
 	for _, sp := range rcv.Spans() {
 		if sp.Name == "GET /api/v1/stock/:sku" && attr(sp, "http.response.status_code") == "404" {
 			return
