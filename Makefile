@@ -19,7 +19,8 @@ FUZZ_ORDER_RUNS ?= 3000x
 # directory while the others wait (cmd/shop/internal/shoptest), and
 # SHOP_TEST_BIN names a prebuilt one instead. Go's default -parallel, one
 # test per CPU, is kept: the fault tests' bursts are CPU-bound, and more at
-# once on two cores starve each other's 2 s request timeouts. `go test
+# once on two cores starve each other's 2 s request timeouts, so their
+# sales take turns across the test processes, one per CPU. `go test
 # -short ./...` is the fast run, with no server (docs/tests.md).
 test:
 	scripts/services.sh up & up=$$!; $(MAKE) --no-print-directory lint; lint=$$?; wait $$up && exit $$lint

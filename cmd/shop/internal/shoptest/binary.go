@@ -59,17 +59,23 @@ func build() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		dir = os.TempDir()
-	}
-	return cached(filepath.Join(dir, "stockguard-shop-test"), "shop-"+key, func(out string) error {
+	return cached(cacheDir(), "shop-"+key, func(out string) error {
 		// go test puts its own go first on the PATH.
 		if out, err := exec.Command("go", "build", "-o", out, shopPackage).CombinedOutput(); err != nil {
 			return fmt.Errorf("go build: %v\n%s", err, out)
 		}
 		return nil
 	})
+}
+
+// cacheDir is where the test processes share the binary and their
+// locks.
+func cacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "stockguard-shop-test")
 }
 
 // cached returns the file name in dir, which compile writes when it is

@@ -46,9 +46,11 @@ type Shop struct {
 // the test reads through gdb, and the Redis at redisAddr: under Sentinel
 // when env sets SHOP_REDIS_SENTINEL_MASTER. Their settings are short, for
 // a fault to show within a test (SHOP_LOCK_TTL=1s, SHOP_CLAIM_IDLE=3s, 2 s
-// requests), and env adds to them.
+// requests), and env adds to them. It waits for its turn first
+// (holdSale).
 func StartSale(t *testing.T, strategy, dsn string, gdb *gorm.DB, redisAddr string, env []string) *Sale {
 	t.Helper()
+	holdSale(t) // released once its shops have stopped
 	s := &Sale{DSN: dsn, GDB: gdb, RedisAddr: redisAddr, Strategy: strategy, Prefix: "shop:" + strategy + ":"}
 	o := &redis.UniversalOptions{Addrs: strings.Split(redisAddr, ",")}
 	for _, kv := range env {
