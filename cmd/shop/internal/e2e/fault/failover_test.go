@@ -121,12 +121,13 @@ func (s *faultSale) outage(t *testing.T, sku string, fault func()) told {
 		t.Errorf("%d answers were 5xx other than 503", res.gateway)
 	}
 	// The shops sell again within SHOP_CLAIM_IDLE plus 5 s of the servers
-	// serving again: a buyer is answered 201 or sold out by then. Buyers
+	// serving again (SHOP_LOCK_TTL, when a test sets it longer: lockTTL):
+	// a buyer is answered 201 or sold out by then. Buyers
 	// queued behind a lock may be answered 503 for longer, at the pace at
 	// which a loaded machine drains the queue, and retry: every buyer's
 	// final answer within the burst's 90 s is checked by buy. And every
 	// acknowledged order replays within as long.
-	recovery := failoverClaimIdle + 5*time.Second
+	recovery := max(failoverClaimIdle, s.lockTTL) + 5*time.Second
 	if next, after := res.finalAfter(ok); after && next.After(ok.Add(recovery)) {
 		t.Errorf("no buyer was answered 201 or sold out for %v after the servers served again", next.Sub(ok).Round(time.Millisecond))
 	}

@@ -77,6 +77,11 @@ type faultSale struct {
 	// shape, when set, is the burst's instead of faultStock units for
 	// faultBuyers buyers.
 	shape *burstShape
+	// lockTTL is SHOP_LOCK_TTL, when a test sets it longer than the
+	// claim's idle time: a buyer who gave up waiting for the lock during
+	// an outage may leave its place in the lock's queue until its lease
+	// ends, when the call that would free it cannot reach the server.
+	lockTTL time.Duration
 }
 
 // burstShape is a burst's size, and when its fault runs.
