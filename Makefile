@@ -10,11 +10,6 @@ GO    ?= go
 FUZZ_KEY_RUNS   ?= 30000x
 FUZZ_ORDER_RUNS ?= 3000x
 
-# The longest test packages, named first so that go test starts them first
-# and the short ones fill in beside them, rather than one of them running
-# alone at the end (docs/tests.md).
-TEST_FIRST ?= ./cmd/shop/internal/e2e/fault ./internal/order ./internal/lock
-
 # Real MySQL/MariaDB, Redis, ZooKeeper and etcd on loopback (installed if
 # missing, while lint compiles), the fuzzers for a bounded time, then every
 # test with the race detector. The `shop serve` children of the
@@ -30,7 +25,7 @@ TEST_FIRST ?= ./cmd/shop/internal/e2e/fault ./internal/order ./internal/lock
 test:
 	scripts/services.sh up & up=$$!; $(MAKE) --no-print-directory lint; lint=$$?; wait $$up && exit $$lint
 	$(MAKE) --no-print-directory fuzz
-	eval "$$(scripts/services.sh env)" && $(GO) test -race -count=1 -timeout 30m $(TEST_FIRST) ./...
+	eval "$$(scripts/services.sh env)" && $(GO) test -race -count=1 -timeout 30m ./...
 
 # Each fuzzer runs its budget of inputs; a failing input lands in testdata/fuzz.
 fuzz: services-up
