@@ -43,7 +43,13 @@ func (j Job) Once(ctx context.Context, l Locker, name string, wait bool) (err er
 		lost := lease.Err() // nil while held
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
-		_ = lease.Release(rctx) // a lost lease expires on its own
+		// A lost lease expires on its own. A release that finds the lock
+		// gone, or another's, says the lease ran out before the run ended,
+		// though no renewal had told it yet: a process paused past the TTL
+		// may resume and finish its run before its renewal runs.
+		if rerr := lease.Release(rctx); lost == nil && errors.Is(rerr, ErrNotHeld) {
+			lost = rerr
+		}
 		result := "ok"
 		switch {
 		case lost != nil:

@@ -113,3 +113,36 @@ func (r *refusals) TryAcquire(ctx context.Context, name string) (*lock.Lease, er
 	}
 	return l, err
 }
+
+// TestJobRunOutlivedItsLease: a run whose lease ran out, and whose lock
+// another node took, ends before any renewal tells it so, as a process
+// paused past the TTL may when it resumes. Its release finds the lock
+// another's, and Once reports the run lost. Before, only a renewal could
+// tell it, and such a run was reported as a success.
+func TestJobRunOutlivedItsLease(t *testing.T) {
+	t.Parallel()
+	ns := testinfra.Redis(t)
+	c, _ := redisClient(t, ns.Addr)
+	a := lock.NewRedis(c, &lock.RedisOptions{TTL: hold, Prefix: ns.Prefix})
+	b := lock.NewRedis(c, &lock.RedisOptions{TTL: hold, Prefix: ns.Prefix})
+	err := lock.Job(func(ctx context.Context, _ int64) error {
+		// The lease runs out (its key is gone, as when the TTL ends), and
+		// another node takes the lock.
+		keys, err := c.Keys(ctx, ns.Prefix+"{job:expiry}").Result()
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("the job's lock key: %v, %v", keys, err)
+		}
+		if err := c.Del(ctx, keys...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		other, err := b.TryAcquire(ctx, "job:expiry")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { other.Release(context.WithoutCancel(ctx)) })
+		return nil
+	}).Once(t.Context(), a, "expiry", false)
+	if !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("a run that outlived its lease: %v, want it reported lost (lock: not held)", err)
+	}
+}
