@@ -233,21 +233,32 @@ func (c *RedisCluster) Restore() {
 	}
 }
 
-// replicaOf returns the address of master's replica.
+// replicaOf returns the address of master's replica, as the cluster's
+// configuration names it (CLUSTER NODES), not as INFO replication does: a
+// master that drops its replica's link (Lag) lists no connected replica
+// between the replica's reconnections.
 func (c *RedisCluster) replicaOf(master string) string {
 	c.t.Helper()
 	n := redis.NewClient(&redis.Options{Addr: master})
 	defer n.Close()
-	info, err := n.Info(c.t.Context(), "replication").Result()
+	nodes, err := n.ClusterNodes(c.t.Context()).Result()
 	if err != nil {
-		c.t.Fatalf("testinfra: INFO on %s: %v", master, err)
+		c.t.Fatalf("testinfra: CLUSTER NODES on %s: %v", master, err)
 	}
-	replica := field(info, "slave0:")
-	ip, port := replicaField(replica, "ip"), replicaField(replica, "port")
-	if port == "" {
-		c.t.Fatalf("testinfra: %s has no replica: %s", master, info)
+	id := ""
+	for _, line := range strings.Split(nodes, "\n") {
+		if f := strings.Fields(line); len(f) > 2 && strings.Contains(f[2], "myself") {
+			id = f[0]
+		}
 	}
-	return ip + ":" + port
+	for _, line := range strings.Split(nodes, "\n") {
+		// <id> <ip:port@bus> <flags> <master's id> …
+		if f := strings.Fields(line); len(f) > 3 && f[3] == id && strings.Contains(f[2], "slave") {
+			return strings.SplitN(f[1], "@", 2)[0]
+		}
+	}
+	c.t.Fatalf("testinfra: %s has no replica: %s", master, nodes)
+	return ""
 }
 
 // awaitMaster waits until every running node sees node as a master and
