@@ -52,10 +52,12 @@ func TestBenchRefusalsAndSurge(t *testing.T) {
 		t.Fatalf("no http-echo baseline: %+v", rep.Baselines)
 	}
 	echo := rep.Baselines[j]
-	// Echo's loop runs as long as the strategies' closed loop, not the
-	// other baselines' 200 ms.
-	if echo.Seconds < 0.6 {
-		t.Errorf("http-echo's closed loop ran %.2f s, want the closed loop's 600ms", echo.Seconds)
+	// Echo's loop runs as long as the strategies' closed loop (600 ms),
+	// not the other baselines' 200 ms. Its seconds are measured from its
+	// answers, which a loaded machine may end a little before the loop's
+	// time (0.58 s in one run): anything well past 200 ms is the loop's.
+	if echo.Seconds < 0.4 {
+		t.Errorf("http-echo's closed loop ran %.2f s, want about the closed loop's 600ms, not the baselines' 200ms", echo.Seconds)
 	}
 	r := rep.Results[0]
 	if r.Strategy != "lua" || r.Refusals == nil || r.ClosedRefusals == nil || r.Surge == nil {
