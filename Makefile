@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: test fuzz lint services-up services-down build bench
+.PHONY: test fuzz lint fmt services-up services-down build bench
 
 # Budgets are counts of inputs, not durations: go1.26's fuzz coordinator can
 # fail a run with a bare "context deadline exceeded" when a duration ends while
@@ -11,21 +11,29 @@ FUZZ_KEY_RUNS   ?= 30000x
 FUZZ_ORDER_RUNS ?= 3000x
 
 # Real MySQL/MariaDB, Redis, ZooKeeper and etcd on loopback (installed if
-# missing, while lint compiles), the fuzzers for a bounded time, then every
-# test with the race detector. The `shop serve` children of the
-# process-level tests (cmd/shop and the packages of cmd/shop/internal/e2e)
-# run one binary, built without it once for the sources as they are: the
-# first test package that needs it builds it into the user's cache
-# directory while the others wait (cmd/shop/internal/shoptest), and
-# SHOP_TEST_BIN names a prebuilt one instead. Go's default -parallel, one
-# test per CPU, is kept: the fault tests' bursts are CPU-bound, and more at
-# once on two cores starve each other's 2 s request timeouts, so their
-# sales take turns across the test processes, one per CPU. `go test
-# -short ./...` is the fast run, with no server (docs/tests.md).
+# missing, while the packages compile), then every test with the race
+# detector and every vet check, and beside them, niced, the fuzzers for a
+# fixed number of inputs each: their output is printed once the tests end.
+# The `shop serve` children of the process-level tests (cmd/shop and the
+# packages of cmd/shop/internal/e2e) run one binary, built without the race
+# detector once for the sources as they are: the first test package that
+# needs it builds it into the user's cache directory while the others wait
+# (cmd/shop/internal/shoptest), and SHOP_TEST_BIN names a prebuilt one
+# instead. Go runs TEST_P test packages at a time, one more than the CPUs
+# of a 2-core machine: the fault tests spend most of their time waiting for
+# a failover, and their CPU-bound bursts take turns across the test
+# processes, two at a time (docs/tests.md). `go test -short ./...` is the
+# fast run, with no server.
+TEST_P ?= 3
 test:
-	scripts/services.sh up & up=$$!; $(MAKE) --no-print-directory lint; lint=$$?; wait $$up && exit $$lint
-	$(MAKE) --no-print-directory fuzz
-	eval "$$(scripts/services.sh env)" && $(GO) test -race -count=1 -timeout 30m ./...
+	scripts/services.sh up & up=$$!; \
+	$(GO) build -race ./... >/dev/null 2>&1 & warm=$$!; \
+	$(MAKE) --no-print-directory fmt; fmt=$$?; wait $$up; up=$$?; kill $$warm 2>/dev/null; wait $$warm; \
+	[ $$fmt -eq 0 ] && [ $$up -eq 0 ]
+	eval "$$(scripts/services.sh env)" && log=$$(mktemp) && \
+	{ nice -n 10 $(MAKE) --no-print-directory fuzz >"$$log" 2>&1 & fuzz=$$!; } && \
+	{ $(GO) test -race -vet=all -p $(TEST_P) -count=1 -timeout 30m ./...; tests=$$?; \
+	  wait $$fuzz; fuzzed=$$?; cat "$$log"; rm -f "$$log"; [ $$tests -eq 0 ] && [ $$fuzzed -eq 0 ]; }
 
 # Each fuzzer runs its budget of inputs; a failing input lands in testdata/fuzz.
 fuzz: services-up
@@ -33,10 +41,13 @@ fuzz: services-up
 	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZ_KEY_RUNS) ./internal/idempotency && \
 	$(GO) test -run '^$$' -fuzz '^FuzzOrderRequest$$' -fuzztime $(FUZZ_ORDER_RUNS) ./internal/httpapi
 
-lint:
+# gofmt and every vet check; `make test` runs the same checks.
+lint: fmt
+	$(GO) vet ./...
+
+fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet -race ./... # as the tests build: they reuse what vet compiled
 
 services-up:
 	scripts/services.sh up

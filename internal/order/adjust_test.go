@@ -20,7 +20,7 @@ import (
 
 // operators and adjustments: two operators each make this many +1
 // restocks at once.
-const operators, adjustments = 2, 100
+const operators, adjustments = 2, 50
 
 // restock is operator op's i-th adjustment of sku: +1, with a key of its
 // own.
@@ -73,7 +73,7 @@ func restockDuringSale(t *testing.T, sku string, shops []*order.Service) (acked 
 }
 
 // TestRestocksDuringSale: under every guarded strategy, over 3 instances
-// (local over one, the only way it is correct), two operators make 100
+// (local over one, the only way it is correct), two operators make 50
 // concurrent +1 restocks each, with keys of their own, each sent twice at
 // once, while 200 buyers buy. Afterwards available + the units of live orders = the sum of the
 // movements, exactly; replaying every restock with its key changes
