@@ -52,46 +52,66 @@ func init() {
 	})
 }
 
-// waitFunc takes the lock of sale for buyer rank, waiting as it does.
-type waitFunc func(ctx context.Context, c *redis.Client, sale string, rank int) (release func() error, err error)
+// waitFunc takes the lock of sale for buyer rank, waiting as it does. It
+// reports when the lock service's store took the buyer's first request,
+// by the store's clock: the order in which the store saw the buyers is
+// the order in which they came, however late a loaded machine ran the
+// goroutine that measured it.
+type waitFunc func(ctx context.Context, c *redis.Client, sale string, rank int) (release func() error, arrived time.Time, err error)
+
+// stamped runs cmd in one transaction after TIME, and returns the store's
+// clock when it ran.
+func stamped[T redis.Cmder](ctx context.Context, c *redis.Client, cmd func(redis.Pipeliner) T) (time.Time, T, error) {
+	var (
+		now *redis.TimeCmd
+		out T
+	)
+	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		now, out = p.Time(ctx), cmd(p)
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, out, err
+	}
+	return now.Val(), out, nil
+}
 
 // retryEvery tries the lock, SET NX, and after each failure waits next().
 func retryEvery(next func() time.Duration) waitFunc {
-	return func(ctx context.Context, c *redis.Client, sale string, rank int) (func() error, error) {
-		for {
-			ok, err := c.SetNX(ctx, sale+"lock", rank, time.Minute).Result()
-			if err != nil || ok {
-				return func() error { return c.Del(context.WithoutCancel(ctx), sale+"lock").Err() }, err
-			}
+	return func(ctx context.Context, c *redis.Client, sale string, rank int) (func() error, time.Time, error) {
+		setNX := func(p redis.Cmdable) *redis.BoolCmd { return p.SetNX(ctx, sale+"lock", rank, time.Minute) }
+		arrived, first, err := stamped(ctx, c, func(p redis.Pipeliner) *redis.BoolCmd { return setNX(p) })
+		for ok := first.Val(); err == nil && !ok; ok, err = setNX(c).Result() {
 			select {
 			case <-time.After(next()):
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, arrived, ctx.Err()
 			}
 		}
+		return func() error { return c.Del(context.WithoutCancel(ctx), sale+"lock").Err() }, arrived, err
 	}
 }
 
 // ticketQueue takes a ticket on arrival (INCR) and waits until every
 // ticket before it is served: a queue in arrival order, as a lock
 // service's sequential nodes give.
-func ticketQueue(ctx context.Context, c *redis.Client, sale string, _ int) (func() error, error) {
-	ticket, err := c.Incr(ctx, sale+"tickets").Result()
+func ticketQueue(ctx context.Context, c *redis.Client, sale string, _ int) (func() error, time.Time, error) {
+	arrived, incr, err := stamped(ctx, c, func(p redis.Pipeliner) *redis.IntCmd { return p.Incr(ctx, sale+"tickets") })
 	if err != nil {
-		return nil, err
+		return nil, arrived, err
 	}
-	for {
+	for ticket := incr.Val(); ; {
 		served, err := c.Get(ctx, sale+"served").Int64()
 		if err != nil && err != redis.Nil {
-			return nil, err
+			return nil, arrived, err
 		}
 		if served == ticket-1 {
-			return func() error { return c.Incr(context.WithoutCancel(ctx), sale+"served").Err() }, nil
+			return func() error { return c.Incr(context.WithoutCancel(ctx), sale+"served").Err() }, arrived, nil
 		}
 		select {
 		case <-time.After(time.Millisecond):
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, arrived, ctx.Err()
 		}
 	}
 }
@@ -106,20 +126,26 @@ func starve(ctx context.Context, env *Env, way string, wait waitFunc) (loadtest.
 		return loadtest.Fairness{}, err
 	}
 	defer c.Del(context.WithoutCancel(ctx), sale+"stock", sale+"winners", sale+"tickets", sale+"served", sale+"lock")
+	// A buyer arrives when the store took its first request, not when it
+	// was due: on a loaded machine a goroutine may wake, or its request
+	// reach the store, later than one due after it, and the queue rightly
+	// serves the one that came first.
+	opened, err := c.Time(ctx).Result()
+	if err != nil {
+		return loadtest.Fairness{}, err
+	}
 	arrivals := make([]loadtest.Arrival, starveBuyers)
 	errs := make([]error, starveBuyers)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range arrivals {
-		sent := time.Duration(i) * starveEvery
+		due := time.Duration(i) * starveEvery
 		wg.Go(func() {
-			time.Sleep(time.Until(start.Add(sent)))
-			// Its arrival is when it asked, not when it was due: on a
-			// loaded machine a goroutine may wake later than one due after
-			// it, and the queue rightly serves the one that asked first.
-			arrived := time.Since(start)
-			errs[i] = buy(ctx, c, sale, i+1, wait)
-			arrivals[i] = loadtest.Arrival{Rank: i + 1, Sent: arrived, Answered: time.Since(start), Outcome: loadtest.SoldOut}
+			time.Sleep(time.Until(start.Add(due)))
+			asked := time.Now()
+			arrived, err := buy(ctx, c, sale, i+1, wait)
+			sent := arrived.Sub(opened)
+			errs[i], arrivals[i] = err, loadtest.Arrival{Rank: i + 1, Sent: sent, Answered: sent + time.Since(asked), Outcome: loadtest.SoldOut}
 		})
 	}
 	wg.Wait()
@@ -145,11 +171,11 @@ func starve(ctx context.Context, env *Env, way string, wait waitFunc) (loadtest.
 
 // buy takes the lock, takes a unit if one is left and records the buyer
 // as a winner, holds the lock as an order's transaction would, and
-// releases it.
-func buy(ctx context.Context, c *redis.Client, sale string, rank int, wait waitFunc) error {
-	release, err := wait(ctx, c, sale, rank)
+// releases it. It returns when the store saw the buyer arrive.
+func buy(ctx context.Context, c *redis.Client, sale string, rank int, wait waitFunc) (arrived time.Time, err error) {
+	release, arrived, err := wait(ctx, c, sale, rank)
 	if err != nil {
-		return err
+		return arrived, err
 	}
 	left, err := c.Get(ctx, sale+"stock").Int()
 	if err == nil && left > 0 {
@@ -163,7 +189,7 @@ func buy(ctx context.Context, c *redis.Client, sale string, rank int, wait waitF
 	if rerr := release(); err == nil {
 		err = rerr
 	}
-	return err
+	return arrived, err
 }
 
 // way is one way of waiting and what it came to.
