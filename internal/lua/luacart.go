@@ -129,7 +129,7 @@ func (l *Lua) reserveSaga(ctx context.Context, c redisstock.Cart, lines []rediss
 		if l.hooks.betweenLines != nil {
 			l.hooks.betweenLines(i)
 		}
-		bucket, err := l.reserveLine(ctx, c, line)
+		bucket, err := l.reserveInTurn(ctx, c, line)
 		if err == nil {
 			held = append(held, bucket)
 			continue
@@ -139,7 +139,7 @@ func (l *Lua) reserveSaga(ctx context.Context, c redisstock.Cart, lines []rediss
 		// refuses it should it run late.
 		var refused *redisstock.LineError
 		var short *stock.ShortError
-		if !errors.As(err, &refused) && !errors.As(err, &short) {
+		if bucket != "" && !errors.As(err, &refused) && !errors.As(err, &short) {
 			held = append(held, bucket)
 		}
 		l.endCart(c.Saga, held, false)
@@ -153,6 +153,29 @@ func (l *Lua) reserveSaga(ctx context.Context, c redisstock.Cart, lines []rediss
 		return nil, err
 	}
 	return held, nil
+}
+
+// reserveInTurn reserves one line of a saga, and while the line is in
+// doubt (its units held by reservations in flight, which may give them
+// back), waits and asks again, keeping the lines the saga holds. Sagas
+// take their lines in ascending SKU order, so the units a saga waits for
+// are held by sagas that wait, if at all, only for lines after this one:
+// the saga that waits for the last line waits on no other saga, and none
+// waits in a cycle. (A saga that gave back everything it held on a doubt
+// could keep two sagas each in doubt of the other's units, and a busy
+// machine kept them so until their buyers' deadlines.) When the buyer's
+// ctx ends first, nothing is held for the line: it returns no bucket,
+// and busy.
+func (l *Lua) reserveInTurn(ctx context.Context, c redisstock.Cart, line redisstock.CartLine) (string, error) {
+	for doubts := 0; ; {
+		bucket, err := l.reserveLine(ctx, c, line)
+		if !errors.Is(err, redisstock.ErrInDoubt) {
+			return bucket, err
+		}
+		if err := waitOutDoubt(ctx, &doubts); err != nil {
+			return "", err
+		}
+	}
 }
 
 // reserveLine reserves one line of a saga in the first of its SKU's
