@@ -242,7 +242,9 @@ func (s *Service) placed(ctx context.Context, r PlaceRequest, o Order, err error
 		if r.isCart() {
 			return s.checkCartRefusal(ctx, r, AsRefusal(err))
 		}
-		err = fmt.Errorf("order: place: %w", err)
+		if !isRefusal(err) {
+			err = fmt.Errorf("order: place: %w", err)
+		}
 		return s.reads.CheckRefusal(ctx, r, Order{}, false, err)
 	}
 	return o, false, nil
@@ -280,7 +282,7 @@ func (s *Service) hold(tx *gorm.DB, userID, sku string, units int) error {
 		return err
 	}
 	if held > limit {
-		return fmt.Errorf("%w: %s holds %d of %s, the limit is %d", ErrLimitReached, userID, held-units, sku, limit)
+		return LimitReached(userID, sku, held-units, limit)
 	}
 	return nil
 }
