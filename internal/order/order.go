@@ -90,8 +90,8 @@ type Service struct {
 	// (complete), by the strategy or by the service, under its one Rules.
 	strategy Placement
 	reads    *FirstReads
-	keys     *keys    // nil: the caller keeps them
-	soldOut  *soldOut // nil: every buyer asks the strategy
+	keys     *keys     // nil: the caller keeps them
+	leases   []*leases // of each kind it takes; none: every buyer asks the strategy
 }
 
 // NewService returns a Service that places orders through p, which the
@@ -107,7 +107,7 @@ func NewService(gdb *gorm.DB, p Placement, opts *Options) *Service {
 			keep = s.keys.keepFirst
 		}
 		if keep != nil {
-			s.soldOut = newSoldOut(gdb, opts.SoldOutLease, keep)
+			s.leases = append(s.leases, newLeases(soldOutKind{}, gdb, opts.SoldOutLease, keep))
 		}
 	}
 	s.strategy = s.complete(p)
