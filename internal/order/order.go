@@ -77,8 +77,9 @@ type Options struct {
 	// Keys, when set, has the service keep its buyers' Idempotency-Keys
 	// for orders (StoresKeys, keys.go).
 	Keys *KeyOptions
-	// SoldOutLease is the length of the sold-out leases the service takes
-	// to answer sold out from memory (soldout.go), on MySQL, where its
+	// SoldOutLease is the length of the leases the service takes to
+	// answer sold out (soldout.go) and, under a per-user limit,
+	// limit-reached (limitlease.go) from memory, on MySQL, where its
 	// buyers' keys are kept; 0 takes none.
 	SoldOutLease time.Duration
 }
@@ -108,6 +109,9 @@ func NewService(gdb *gorm.DB, p Placement, opts *Options) *Service {
 		}
 		if keep != nil {
 			s.leases = append(s.leases, newLeases(soldOutKind{}, gdb, opts.SoldOutLease, keep))
+		}
+		if keep != nil && p.Rules.Limit > 0 {
+			s.leases = append(s.leases, newLeases(limitKind{p.Rules.Limit}, gdb, opts.SoldOutLease, keep))
 		}
 	}
 	s.strategy = s.complete(p)

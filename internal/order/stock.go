@@ -135,8 +135,7 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 			if err := stock.Give(tx, o.SKU, o.Quantity); err != nil {
 				return err
 			}
-			err := tx.Model(&purchase{}).Where("user_id = ? AND sku = ?", o.UserID, o.SKU).Update("units", gorm.Expr("units - ?", o.Quantity)).Error
-			if err != nil {
+			if err := unhold(tx, o.UserID, o.SKU, o.Quantity); err != nil {
 				return err
 			}
 		}
@@ -152,6 +151,11 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 			return err
 		}
 		if err := tx.Where("id IN ?", append(orderIDs, 0)).Delete(&Order{}).Error; err != nil {
+			return err
+		}
+		// A buyer who held the limit of sku is under it once sku is set up
+		// again: its limit leases end first.
+		if err := limitLease.Await(tx, "sku = ?", sku); err != nil {
 			return err
 		}
 		if err := tx.Where("sku = ?", sku).Delete(&purchase{}).Error; err != nil {
