@@ -364,7 +364,8 @@ func List(s string) []string {
 	return items
 }
 
-// Lease is the length of the sold-out leases the shop takes: at most
-// SHOP_SOLD_OUT_LEASE, and at most a quarter of SHOP_REQUEST_TIMEOUT,
-// since a refund waits for the leases to end within its request.
+// Lease is the length of the sold-out and limit leases the shop takes: at
+// most SHOP_SOLD_OUT_LEASE, and at most a quarter of SHOP_REQUEST_TIMEOUT,
+// since a refund waits for the leases to end within its request, for each
+// kind in turn.
 func (c Config) Lease() time.Duration { return min(c.SoldOutLease, c.RequestTimeout/4) }

@@ -63,7 +63,7 @@ var settings = [...]setting{
 		get: func(c Config) string { return strconv.FormatBool(c.AllowReset) }},
 	dur("SHOP_LOCK_TTL", "lock-ttl", "10s", 100*time.Millisecond, "lease TTL of the distributed locks", func(c *Config) *time.Duration { return &c.LockTTL }),
 	dur("SHOP_REQUEST_TIMEOUT", "request-timeout", "10s", 10*time.Millisecond, "deadline of one API request", func(c *Config) *time.Duration { return &c.RequestTimeout }),
-	load(setting{env: "SHOP_SOLD_OUT_LEASE", flag: "sold-out-lease", def: "500ms", usage: "how long an instance that found a SKU sold out answers its buyers sold out without asking, under a lease on the SKU's row that a refund, an expiry or a restock waits for; 0 takes none; MySQL only; at most a quarter of SHOP_REQUEST_TIMEOUT is used",
+	load(setting{env: "SHOP_SOLD_OUT_LEASE", flag: "sold-out-lease", def: "500ms", usage: "how long an instance that found a SKU sold out answers its buyers sold out without asking, under a lease on the SKU's row that a refund, an expiry or a restock waits for, and, under SHOP_PER_USER_LIMIT, answers a buyer at the limit limit-reached, under a lease on the buyer's row that whatever lowers what the buyer holds waits for; 0 takes none; MySQL only; at most a quarter of SHOP_REQUEST_TIMEOUT is used",
 		set: func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || (d != 0 && d < 10*time.Millisecond) {

@@ -65,6 +65,13 @@ var (
 		Help: "Sold-out leases this instance took on SKUs' rows."}))
 	SoldOutLeaseAnswers = register(prometheus.NewCounter(prometheus.CounterOpts{Name: "shop_sold_out_lease_answers_total",
 		Help: "Buyers told sold out under a sold-out lease, without asking the strategy."}))
+	// LimitLeases counts the limit leases this instance took, and
+	// LimitLeaseAnswers the buyers it told limit-reached under one,
+	// without asking the strategy (internal/order/limitlease.go).
+	LimitLeases = register(prometheus.NewCounter(prometheus.CounterOpts{Name: "shop_limit_leases_total",
+		Help: "Limit leases this instance took on buyers' rows of user_purchases."}))
+	LimitLeaseAnswers = register(prometheus.NewCounter(prometheus.CounterOpts{Name: "shop_limit_lease_answers_total",
+		Help: "Buyers told limit-reached under a limit lease, without asking the strategy."}))
 
 	// RateFailedOpen counts requests let through the per-buyer rate limit
 	// unchecked because Redis did not answer it.

@@ -83,6 +83,12 @@ func (e *refusal) Is(target error) bool {
 	}
 }
 
+// isRefusal reports whether err is a final refusal, which names itself.
+func isRefusal(err error) bool {
+	var e *refusal
+	return errors.As(err, &e)
+}
+
 func SoldOut(sku string) error { return &refusal{kind: refusedSoldOut, sku: sku} }
 
 // Short returns the SKUs that a sold-out refusal found short: of a cart,

@@ -77,8 +77,9 @@ type Options struct {
 	// Keys, when set, has the service keep its buyers' Idempotency-Keys
 	// for orders (StoresKeys, keys.go).
 	Keys *KeyOptions
-	// SoldOutLease is the length of the sold-out leases the service takes
-	// to answer sold out from memory (soldout.go), on MySQL, where its
+	// SoldOutLease is the length of the leases the service takes to
+	// answer sold out (soldout.go) and, under a per-user limit,
+	// limit-reached (limitlease.go) from memory, on MySQL, where its
 	// buyers' keys are kept; 0 takes none.
 	SoldOutLease time.Duration
 }
@@ -90,8 +91,8 @@ type Service struct {
 	// (complete), by the strategy or by the service, under its one Rules.
 	strategy Placement
 	reads    *FirstReads
-	keys     *keys    // nil: the caller keeps them
-	soldOut  *soldOut // nil: every buyer asks the strategy
+	keys     *keys     // nil: the caller keeps them
+	leases   []*leases // of each kind it takes; none: every buyer asks the strategy
 }
 
 // NewService returns a Service that places orders through p, which the
@@ -107,7 +108,10 @@ func NewService(gdb *gorm.DB, p Placement, opts *Options) *Service {
 			keep = s.keys.keepFirst
 		}
 		if keep != nil {
-			s.soldOut = newSoldOut(gdb, opts.SoldOutLease, keep)
+			s.leases = append(s.leases, newLeases(soldOutKind{}, gdb, opts.SoldOutLease, keep))
+		}
+		if keep != nil && p.Rules.Limit > 0 {
+			s.leases = append(s.leases, newLeases(limitKind{p.Rules.Limit}, gdb, opts.SoldOutLease, keep))
 		}
 	}
 	s.strategy = s.complete(p)
@@ -242,7 +246,9 @@ func (s *Service) placed(ctx context.Context, r PlaceRequest, o Order, err error
 		if r.isCart() {
 			return s.checkCartRefusal(ctx, r, AsRefusal(err))
 		}
-		err = fmt.Errorf("order: place: %w", err)
+		if !isRefusal(err) {
+			err = fmt.Errorf("order: place: %w", err)
+		}
 		return s.reads.CheckRefusal(ctx, r, Order{}, false, err)
 	}
 	return o, false, nil
@@ -280,7 +286,7 @@ func (s *Service) hold(tx *gorm.DB, userID, sku string, units int) error {
 		return err
 	}
 	if held > limit {
-		return fmt.Errorf("%w: %s holds %d of %s, the limit is %d", ErrLimitReached, userID, held-units, sku, limit)
+		return LimitReached(userID, sku, held-units, limit)
 	}
 	return nil
 }

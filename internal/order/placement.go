@@ -96,8 +96,8 @@ func (s *Service) complete(p Placement) Placement {
 	if s.keys != nil && !p.StoresKeys {
 		p.Placer, p.Carts = s.keys.around(p.Placer.Place), s.keys.around(p.Carts.PlaceCart)
 	}
-	if s.soldOut != nil {
-		p.Placer = s.soldOut.around(p.Placer.Place)
+	for _, l := range s.leases {
+		p.Placer = l.around(p.Placer.Place)
 	}
 	if s.keys != nil || p.StoresKeys {
 		p.Placer, p.Carts = counted(p.Placer.Place), counted(p.Carts.PlaceCart)
@@ -199,8 +199,8 @@ type Reconciliation interface {
 // answered busy.
 func (s *Service) Close() {
 	s.reads.Close()
-	if s.soldOut != nil {
-		s.soldOut.close()
+	for _, l := range s.leases {
+		l.close()
 	}
 	s.strategy.Close()
 	if s.keys != nil {

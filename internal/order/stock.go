@@ -126,19 +126,8 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 		// Whole orders go: a cart with a line of sku, with its other
 		// lines, whose live units go back to their SKUs and holdings.
 		heads := tx.Model(&Order{}).Select("COALESCE(cart_id, id)").Where("sku = ?", sku)
-		var others []Order
-		err := tx.Where("(id IN (?) OR cart_id IN (?)) AND sku <> ? AND status IN ?", heads, heads, sku, live).Find(&others).Error
-		if err != nil {
+		if err := giveBackOtherLines(tx, heads, sku); err != nil {
 			return err
-		}
-		for _, o := range others {
-			if err := stock.Give(tx, o.SKU, o.Quantity); err != nil {
-				return err
-			}
-			err := tx.Model(&purchase{}).Where("user_id = ? AND sku = ?", o.UserID, o.SKU).Update("units", gorm.Expr("units - ?", o.Quantity)).Error
-			if err != nil {
-				return err
-			}
 		}
 		ids := tx.Model(&Order{}).Select("id").Where("id IN (?) OR cart_id IN (?)", heads, heads)
 		if err := tx.Where("order_id IN (?)", ids).Delete(&payment{}).Error; err != nil {
@@ -154,10 +143,10 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 		if err := tx.Where("id IN ?", append(orderIDs, 0)).Delete(&Order{}).Error; err != nil {
 			return err
 		}
-		if err := tx.Where("sku = ?", sku).Delete(&purchase{}).Error; err != nil {
+		if err := forgetHoldings(tx, sku); err != nil {
 			return err
 		}
-		_, err = stock.NextEpoch(tx, sku)
+		_, err := stock.NextEpoch(tx, sku)
 		return err
 	})
 	if err == nil {
@@ -168,4 +157,34 @@ func (s *Service) DeleteStock(ctx context.Context, sku string) error {
 		return fmt.Errorf("order: delete stock: %w", err)
 	}
 	return nil
+}
+
+// giveBackOtherLines gives the live units of the lines other than sku's,
+// of the carts that heads selects, back to their SKUs, and takes them off
+// what their buyers hold.
+func giveBackOtherLines(tx, heads *gorm.DB, sku string) error {
+	var others []Order
+	err := tx.Where("(id IN (?) OR cart_id IN (?)) AND sku <> ? AND status IN ?", heads, heads, sku, live).Find(&others).Error
+	if err != nil {
+		return err
+	}
+	for _, o := range others {
+		if err := stock.Give(tx, o.SKU, o.Quantity); err != nil {
+			return err
+		}
+		if err := unhold(tx, o.UserID, o.SKU, o.Quantity); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forgetHoldings deletes what buyers hold of sku, once the limit leases
+// on it have ended: a buyer who held the limit of sku is under it once
+// sku is set up again.
+func forgetHoldings(tx *gorm.DB, sku string) error {
+	if err := limitLease.Await(tx, "sku = ?", sku); err != nil {
+		return err
+	}
+	return tx.Where("sku = ?", sku).Delete(&purchase{}).Error
 }

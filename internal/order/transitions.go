@@ -85,15 +85,14 @@ func (s *Service) giveBack(ctx context.Context, o Order, t transition) (Order, e
 	return after, err
 }
 
-// release takes o's units off what its user holds.
+// release takes o's units off what its user holds, each line once its
+// limit leases have ended (unhold).
 func (s *Service) release(tx *gorm.DB, o Order) error {
 	if s.strategy.Rules.Limit <= 0 {
 		return nil
 	}
 	for _, l := range o.lines() {
-		err := tx.Model(&purchase{}).Where("user_id = ? AND sku = ?", o.UserID, l.SKU).
-			Update("units", gorm.Expr("units - ?", l.Quantity)).Error
-		if err != nil {
+		if err := unhold(tx, o.UserID, l.SKU, l.Quantity); err != nil {
 			return err
 		}
 	}

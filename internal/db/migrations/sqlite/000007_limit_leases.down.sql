@@ -1,0 +1,1 @@
+ALTER TABLE user_purchases DROP COLUMN limit_until;
