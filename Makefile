@@ -19,12 +19,10 @@ FUZZ_ORDER_RUNS ?= 3000x
 # detector once for the sources as they are: the first test package that
 # needs it builds it into the user's cache directory while the others wait
 # (cmd/shop/internal/shoptest), and SHOP_TEST_BIN names a prebuilt one
-# instead. Go runs TEST_P test packages at a time, one more than the CPUs
-# of a 2-core machine: the fault tests spend most of their time waiting for
-# a failover, and their CPU-bound bursts take turns across the test
-# processes, two at a time (docs/tests.md). `go test -short ./...` is the
-# fast run, with no server.
-TEST_P ?= 3
+# instead. Go's defaults are kept: a test package per CPU, and in each a
+# test per CPU; the fault tests' CPU-bound bursts take turns across the
+# test processes, one per CPU (docs/tests.md). `go test -short ./...` is
+# the fast run, with no server.
 test:
 	scripts/services.sh up & up=$$!; \
 	$(GO) build -race ./... >/dev/null 2>&1 & warm=$$!; \
@@ -32,7 +30,7 @@ test:
 	[ $$fmt -eq 0 ] && [ $$up -eq 0 ]
 	eval "$$(scripts/services.sh env)" && log=$$(mktemp) && \
 	{ nice -n 10 $(MAKE) --no-print-directory fuzz >"$$log" 2>&1 & fuzz=$$!; } && \
-	{ $(GO) test -race -vet=all -p $(TEST_P) -count=1 -timeout 30m ./...; tests=$$?; \
+	{ $(GO) test -race -vet=all -count=1 -timeout 30m ./...; tests=$$?; \
 	  wait $$fuzz; fuzzed=$$?; cat "$$log"; rm -f "$$log"; [ $$tests -eq 0 ] && [ $$fuzzed -eq 0 ]; }
 
 # Each fuzzer runs its budget of inputs; a failing input lands in testdata/fuzz.
