@@ -82,7 +82,7 @@ func TestCartWindow(t *testing.T) {
 	for _, name := range []string{"atomic", "batched", "lua", "redis", "dbtable"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			svc, gdb, _ := windowShop(t, name) // a limit of 2 per user and SKU
+			svc, gdb, _ := windowShop(t, name, window) // a limit of 2 per user and SKU
 			ctx := t.Context()
 			skus := []string{"win-a", "win-b"}
 			for _, sku := range skus {

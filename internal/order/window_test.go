@@ -24,20 +24,28 @@ import (
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
-// window is the payment window of these tests: short, so that deadlines
-// pass while they run.
-const window = 500 * time.Millisecond
+const (
+	// window is the payment window of the tests of deadlines: short, so
+	// that deadlines pass while they run. An order they pay is paid at
+	// once, a few queries after it was placed.
+	window = 500 * time.Millisecond
+	// noDeadline is the payment window of the tests of what a payment
+	// does: no deadline passes while they run, however busy the machine.
+	// (TestPayOnce's thousand callbacks once took longer than window, on
+	// a machine at a load of 10, and found the order expired.)
+	noDeadline = time.Hour
+)
 
-// windowShop is an instance of the named strategy with a payment window, on
-// a fresh database, and the shop's Redis.
-func windowShop(t *testing.T, name string) (*order.Service, *gorm.DB, redis.UniversalClient) {
+// windowShop is an instance of the named strategy with payment window w,
+// on a fresh database, and the shop's Redis.
+func windowShop(t *testing.T, name string, w time.Duration) (*order.Service, *gorm.DB, redis.UniversalClient) {
 	t.Helper()
 	s, err := strategy.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := strategytest.Config(t, s)
-	cfg.PaymentWindow, cfg.PerUserLimit = window, 2
+	cfg.PaymentWindow, cfg.PerUserLimit = w, 2
 	gdb := testinfra.ShopDB(t, cfg.MySQLDSN)
 	b, p := strategytest.Open(t, s, cfg)
 	return order.NewService(b.DB, p, nil), gdb, b.Redis
@@ -59,7 +67,7 @@ func TestPaymentWindow(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			svc, gdb, _ := windowShop(t, name)
+			svc, gdb, _ := windowShop(t, name, window)
 			const sku = "window"
 			if _, err := svc.SetStock(t.Context(), sku, 5); err != nil {
 				t.Fatal(err)
@@ -126,7 +134,7 @@ func events(t *testing.T, gdb *gorm.DB) map[int64][]string {
 // once, and the other 499 are kept as orphaned, answered already-paid.
 func TestPayOnce(t *testing.T) {
 	t.Parallel()
-	svc, gdb, _ := windowShop(t, "atomic")
+	svc, gdb, _ := windowShop(t, "atomic", noDeadline)
 	const sku = "pay-once"
 	if _, err := svc.SetStock(t.Context(), sku, 5); err != nil {
 		t.Fatal(err)
@@ -190,7 +198,7 @@ func TestPayOnce(t *testing.T) {
 // writes nothing.
 func TestExpiryFenced(t *testing.T) {
 	t.Parallel()
-	svc, gdb, _ := windowShop(t, "atomic")
+	svc, gdb, _ := windowShop(t, "atomic", window)
 	const sku = "fenced"
 	if _, err := svc.SetStock(t.Context(), sku, 5); err != nil {
 		t.Fatal(err)
@@ -219,7 +227,7 @@ func TestExpiryFenced(t *testing.T) {
 // moving its cursor publishes them again, which consumers tell apart by id.
 func TestRelay(t *testing.T) {
 	t.Parallel()
-	svc, gdb, rdb := windowShop(t, "atomic")
+	svc, gdb, rdb := windowShop(t, "atomic", noDeadline)
 	const sku = "relay"
 	if _, err := svc.SetStock(t.Context(), sku, 5); err != nil {
 		t.Fatal(err)
