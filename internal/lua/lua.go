@@ -202,6 +202,9 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest) (order.Order, boo
 				meta = reservation{entry: pending.ID, bucket: route[0], foreign: true}
 			}
 			o, replayed, err := l.send(&groupcommit.Request[reservation]{Ctx: ctx, Order: r, Epoch: epoch, Meta: meta})
+			// An order from the key's earlier reservation is the first
+			// request's: this one replays it.
+			replayed = replayed || (err == nil && pending != nil)
 			o, replayed, err = l.reads.CheckRefusal(ctx, r, o, replayed, err)
 			return o, replayed, l.storeRefusal(ctx, r, err)
 		case errors.Is(err, redisstock.ErrLookup) && !lookedUp:

@@ -211,7 +211,8 @@ func ids(acked map[string]ordered) []int64 {
 // and in progress are asked again. A second into it, back runs: the
 // database takes writes again. It returns each buyer's order and when
 // back ran, and fails t for each buyer whose order came more than
-// settledWithin after it, or not at all.
+// settledWithin after it, or not at all, or came not as a replay: it is
+// its key's first reservation's.
 func retryUntilOrdered(t *testing.T, rs []order.PlaceRequest, shops []luaShop, back func()) (map[string]ordered, time.Time) {
 	t.Helper()
 	var (
@@ -226,9 +227,12 @@ func retryUntilOrdered(t *testing.T, rs []order.PlaceRequest, shops []luaShop, b
 			for try := 1; time.Now().Before(giveUp); try++ {
 				time.Sleep(outageRetry)
 				ctx, cancel := context.WithTimeout(t.Context(), outageDeadline)
-				o, _, err := shops[(i+try)%len(shops)].Place(ctx, r)
+				o, replayed, err := shops[(i+try)%len(shops)].Place(ctx, r)
 				cancel()
 				switch {
+				case err == nil && !replayed:
+					t.Errorf("%s: its order %d answered as a new one, want a replay of its first reservation's", r.UserID, o.ID)
+					return
 				case err == nil:
 					mu.Lock()
 					acked[r.UserID] = ordered{o.ID, time.Now()}
