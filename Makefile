@@ -11,24 +11,27 @@ FUZZ_KEY_RUNS   ?= 30000x
 FUZZ_ORDER_RUNS ?= 3000x
 
 # Real MySQL/MariaDB, Redis, ZooKeeper and etcd on loopback (installed if
-# missing, while the packages compile), then scripts/test.sh: every test
-# with the race detector and every vet check, the fault tests on their own
-# beside the other packages (Go's default of one package, and in each one
-# test, per CPU), and the fuzzers beside both, niced, for a fixed number of
-# inputs each. The `shop serve` children of the process-level tests
-# (cmd/shop and the packages of cmd/shop/internal/e2e) run one binary,
-# built without the race detector once for the sources as they are: the
-# first test package that needs it builds it into the user's cache
-# directory while the others wait (cmd/shop/internal/shoptest), and
-# SHOP_TEST_BIN names a prebuilt one instead. The process-level tests'
-# CPU-bound bursts take turns across the test processes, one per CPU
-# (docs/tests.md). `go test -short ./...` is the fast run, with no server.
+# missing, while the packages compile), then every test with the race
+# detector and every vet check, and beside them, niced, the fuzzers for a
+# fixed number of inputs each: their output is printed once the tests end.
+# The `shop serve` children of the process-level tests (cmd/shop and the
+# packages of cmd/shop/internal/e2e) run one binary, built without the race
+# detector once for the sources as they are: the first test package that
+# needs it builds it into the user's cache directory while the others wait
+# (cmd/shop/internal/shoptest), and SHOP_TEST_BIN names a prebuilt one
+# instead. Go's defaults are kept: a test package per CPU, and in each a
+# test per CPU; the fault tests' CPU-bound bursts take turns across the
+# test processes, one per CPU (docs/tests.md). `go test -short ./...` is
+# the fast run, with no server.
 test:
 	scripts/services.sh up & up=$$!; \
 	$(GO) build -race ./... >/dev/null 2>&1 & warm=$$!; \
 	$(MAKE) --no-print-directory fmt; fmt=$$?; wait $$up; up=$$?; kill $$warm 2>/dev/null; wait $$warm; \
 	[ $$fmt -eq 0 ] && [ $$up -eq 0 ]
-	eval "$$(scripts/services.sh env)" && GO=$(GO) scripts/test.sh
+	eval "$$(scripts/services.sh env)" && log=$$(mktemp) && \
+	{ nice -n 10 $(MAKE) --no-print-directory fuzz >"$$log" 2>&1 & fuzz=$$!; } && \
+	{ $(GO) test -race -vet=all -count=1 -timeout 30m ./...; tests=$$?; \
+	  wait $$fuzz; fuzzed=$$?; cat "$$log"; rm -f "$$log"; [ $$tests -eq 0 ] && [ $$fuzzed -eq 0 ]; }
 
 # Each fuzzer runs its budget of inputs; a failing input lands in testdata/fuzz.
 fuzz: services-up
