@@ -10,8 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/stockguard/shop/internal/metrics"
-	"github.com/stockguard/shop/internal/strategy"
-	"github.com/stockguard/shop/internal/strategy/strategytest"
 	"github.com/stockguard/shop/internal/testinfra"
 )
 
@@ -26,38 +24,29 @@ import (
 // buyer is under the limit, are limit-reached again, replayed.
 func TestUnitBackUnderLimit(t *testing.T) {
 	testinfra.NeedsRealServers(t, "limit leases are taken on MySQL")
-	for _, name := range []string{"atomic", "batched", "lua"} {
-		t.Run(name, func(t *testing.T) {
-			s, err := strategy.Lookup(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			env := strategytest.Env(t, s)
-			env["SHOP_ADMIN_TOKEN"] = "lease"
-			env["SHOP_PER_USER_LIMIT"] = "1"
-			env["SHOP_PAYMENT_WINDOW"] = "1h" // orders are pending: the buyer may cancel
-			env["SHOP_SOLD_OUT_LEASE"] = "2s" // ample on a busy machine
-			a, b := leaseShop(t, env), leaseShop(t, env)
-			const sku = "limit"
-			mustCall(t, a, http.StatusOK, "PUT", "/api/v1/stock/"+sku, `{"quantity":5}`, "Authorization", "Bearer lease")
-			ann := orderID(t, mustCall(t, a, http.StatusCreated, "POST", "/api/v1/orders", one(sku)("ann"), "Idempotency-Key", "ann-1"))
-			limitReached(t, b, sku, "ann", "ann-2") // by the strategy
+	eachLeasing(t, func(t *testing.T, env map[string]string) {
+		env["SHOP_PER_USER_LIMIT"] = "1"
+		env["SHOP_PAYMENT_WINDOW"] = "1h" // orders are pending: the buyer may cancel
+		a, b := leaseShop(t, env), leaseShop(t, env)
+		const sku = "limit"
+		mustCall(t, a, http.StatusOK, "PUT", "/api/v1/stock/"+sku, `{"quantity":5}`, "Authorization", "Bearer lease")
+		ann := orderID(t, mustCall(t, a, http.StatusCreated, "POST", "/api/v1/orders", one(sku)("ann"), "Idempotency-Key", "ann-1"))
+		limitReached(t, b, sku, "ann", "ann-2") // by the strategy
 
-			keys := limitLeased(t, sku, "ann", a, b)
-			// ann's retry is still her order, under a lease too.
-			if code, body := call(t, b, "POST", "/api/v1/orders", one(sku)("ann"), "Idempotency-Key", "ann-1"); code != http.StatusCreated {
-				t.Fatalf("ann's retry under a lease: %d %s; want her order replayed", code, body)
-			}
-			mustCall(t, b, http.StatusOK, "POST", fmt.Sprintf("/api/v1/orders/%d/cancel", ann), `{"user_id":"ann"}`, "Idempotency-Key", "cancel-ann")
+		keys := limitLeased(t, sku, "ann", a, b)
+		// ann's retry is still her order, under a lease too.
+		if code, body := call(t, b, "POST", "/api/v1/orders", one(sku)("ann"), "Idempotency-Key", "ann-1"); code != http.StatusCreated {
+			t.Fatalf("ann's retry under a lease: %d %s; want her order replayed", code, body)
+		}
+		mustCall(t, b, http.StatusOK, "POST", fmt.Sprintf("/api/v1/orders/%d/cancel", ann), `{"user_id":"ann"}`, "Idempotency-Key", "cancel-ann")
 
-			// Under the limit now, ann's refused keys still replay their
-			// answers, and her next new key buys, at the other shop.
-			limitReached(t, a, sku, "ann", keys[0])
-			limitReached(t, b, sku, "ann", keys[1])
-			limitReached(t, a, sku, "ann", "ann-2")
-			mustCall(t, a, http.StatusCreated, "POST", "/api/v1/orders", one(sku)("ann"), "Idempotency-Key", "ann-next")
-		})
-	}
+		// Under the limit now, ann's refused keys still replay their
+		// answers, and her next new key buys, at the other shop.
+		limitReached(t, a, sku, "ann", keys[0])
+		limitReached(t, b, sku, "ann", keys[1])
+		limitReached(t, a, sku, "ann", "ann-2")
+		mustCall(t, a, http.StatusCreated, "POST", "/api/v1/orders", one(sku)("ann"), "Idempotency-Key", "ann-next")
+	})
 }
 
 // limitLeased sends user's new keys to each shop until both answer

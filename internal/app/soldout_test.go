@@ -28,35 +28,26 @@ import (
 // second shop would still answer from its lease.
 func TestUnitBackDuringSoldOut(t *testing.T) {
 	testinfra.NeedsRealServers(t, "sold-out leases are taken on MySQL")
-	for _, name := range []string{"atomic", "batched", "lua"} {
-		t.Run(name, func(t *testing.T) {
-			s, err := strategy.Lookup(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			env := strategytest.Env(t, s)
-			env["SHOP_ADMIN_TOKEN"] = "lease"
-			env["SHOP_SOLD_OUT_LEASE"] = "2s" // ample on a busy machine
-			a, b := leaseShop(t, env), leaseShop(t, env)
-			const sku = "lease"
-			mustCall(t, a, http.StatusOK, "PUT", "/api/v1/stock/"+sku, `{"quantity":2}`, "Authorization", "Bearer lease")
-			ann := orderID(t, mustCall(t, a, http.StatusCreated, "POST", "/api/v1/orders", one(sku)("ann"), "Idempotency-Key", "ann"))
-			mustCall(t, b, http.StatusCreated, "POST", "/api/v1/orders", one(sku)("bob"), "Idempotency-Key", "bob")
+	eachLeasing(t, func(t *testing.T, env map[string]string) {
+		a, b := leaseShop(t, env), leaseShop(t, env)
+		const sku = "lease"
+		mustCall(t, a, http.StatusOK, "PUT", "/api/v1/stock/"+sku, `{"quantity":2}`, "Authorization", "Bearer lease")
+		ann := orderID(t, mustCall(t, a, http.StatusCreated, "POST", "/api/v1/orders", one(sku)("ann"), "Idempotency-Key", "ann"))
+		mustCall(t, b, http.StatusCreated, "POST", "/api/v1/orders", one(sku)("bob"), "Idempotency-Key", "bob")
 
-			leased(t, sku, a, b)
-			// ann's retry is still her order, under a lease too.
-			if code, body := call(t, b, "POST", "/api/v1/orders", one(sku)("ann"), "Idempotency-Key", "ann"); code != http.StatusCreated {
-				t.Fatalf("ann's retry under a lease: %d %s; want her order replayed", code, body)
-			}
-			mustCall(t, a, http.StatusOK, "POST", fmt.Sprintf("/api/v1/orders/%d/refund", ann), `{"user_id":"ann"}`, "Idempotency-Key", "refund-ann")
-			mustCall(t, b, http.StatusCreated, "POST", "/api/v1/orders", one(sku)("carl"), "Idempotency-Key", "carl")
+		leased(t, sku, a, b)
+		// ann's retry is still her order, under a lease too.
+		if code, body := call(t, b, "POST", "/api/v1/orders", one(sku)("ann"), "Idempotency-Key", "ann"); code != http.StatusCreated {
+			t.Fatalf("ann's retry under a lease: %d %s; want her order replayed", code, body)
+		}
+		mustCall(t, a, http.StatusOK, "POST", fmt.Sprintf("/api/v1/orders/%d/refund", ann), `{"user_id":"ann"}`, "Idempotency-Key", "refund-ann")
+		mustCall(t, b, http.StatusCreated, "POST", "/api/v1/orders", one(sku)("carl"), "Idempotency-Key", "carl")
 
-			leased(t, sku, a, b)
-			mustCall(t, a, http.StatusCreated, "POST", "/api/v1/stock/"+sku+"/adjustments", `{"delta":1,"reason":"restock"}`,
-				"Authorization", "Bearer lease", "Idempotency-Key", "restock-1")
-			mustCall(t, b, http.StatusCreated, "POST", "/api/v1/orders", one(sku)("dora"), "Idempotency-Key", "dora")
-		})
-	}
+		leased(t, sku, a, b)
+		mustCall(t, a, http.StatusCreated, "POST", "/api/v1/stock/"+sku+"/adjustments", `{"delta":1,"reason":"restock"}`,
+			"Authorization", "Bearer lease", "Idempotency-Key", "restock-1")
+		mustCall(t, b, http.StatusCreated, "POST", "/api/v1/orders", one(sku)("dora"), "Idempotency-Key", "dora")
+	})
 }
 
 // leased sends refused buyers to each shop until both answer sold out
@@ -76,6 +67,23 @@ func leased(t *testing.T, sku string, shops ...http.Handler) {
 			}
 			time.Sleep(10 * time.Millisecond) // the lease is taken in the background
 		}
+	}
+}
+
+// eachLeasing runs test under atomic, batched and lua, each with the
+// environment of shops on one database that take leases.
+func eachLeasing(t *testing.T, test func(t *testing.T, env map[string]string)) {
+	for _, name := range []string{"atomic", "batched", "lua"} {
+		t.Run(name, func(t *testing.T) {
+			s, err := strategy.Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := strategytest.Env(t, s)
+			env["SHOP_ADMIN_TOKEN"] = "lease"
+			env["SHOP_SOLD_OUT_LEASE"] = "2s" // ample on a busy machine
+			test(t, env)
+		})
 	}
 }
 
