@@ -183,10 +183,9 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest) (order.Order, boo
 		id, answer, err := l.redis.Reserve(ctx, route[0], res, terms)
 		switch {
 		case (errors.Is(err, stock.ErrSoldOut) || errors.As(err, &over)) && l.count() > seen && attempt < 3:
-			// Redis failed, or moved to another server, during the call:
-			// the refusal may come from a state behind the database. It is
-			// forgotten, and the state checked (epoch) before Redis is
-			// asked again.
+			// Redis failed, or moved, during the call: the refusal may come
+			// from a state behind the database. It is forgotten, and the
+			// state checked (epoch) before Redis is asked again.
 			if err := l.redis.Unkeep(ctx, route[0], r.UserID, r.IdempotencyKey); err != nil {
 				return order.Order{}, false, fmt.Errorf("order: place: %w: %w", stock.ErrBusy, err)
 			}
@@ -194,16 +193,14 @@ func (l *Lua) Place(ctx context.Context, r order.PlaceRequest) (order.Order, boo
 			a := order.ReplayStored(answer, r)
 			return a.Order, a.Replayed, a.Err
 		case err == nil, errors.As(err, &pending):
-			// Its reservation, or its key's earlier one, which another
-			// process holds, or this one persists already: a retry
-			// commits it, or waits for it (flights.go).
+			// Its reservation, or its key's earlier one (another process
+			// holds it, or this one persists it already), committed or
+			// waited for (flights.go); the earlier one's order is replayed.
 			meta := reservation{entry: id, bucket: route[0]}
 			if pending != nil {
 				meta = reservation{entry: pending.ID, bucket: route[0], foreign: true}
 			}
 			o, replayed, err := l.send(&groupcommit.Request[reservation]{Ctx: ctx, Order: r, Epoch: epoch, Meta: meta})
-			// An order from the key's earlier reservation is the first
-			// request's: this one replays it.
 			replayed = replayed || (err == nil && pending != nil)
 			o, replayed, err = l.reads.CheckRefusal(ctx, r, o, replayed, err)
 			return o, replayed, l.storeRefusal(ctx, r, err)
