@@ -91,6 +91,15 @@ func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
 	if err == nil && echo != nil {
 		err = b.compareRefusals(ctx, rep, echo, echoes(b.Bin))
 	}
+	fractions(rep)
+	rep.Finish()
+	return rep, err
+}
+
+// fractions sets each result's throughput as a fraction of its own
+// ceiling and of echo's, and its CPU per order as a multiple of echo's,
+// where the ceilings were measured.
+func fractions(rep *loadtest.Report) {
 	ceiling := func(c strategy.Ceiling) (string, float64) {
 		j := slices.IndexFunc(rep.Baselines, func(b loadtest.BaselineResult) bool { return b.Key == string(c) })
 		if j < 0 || rep.Baselines[j].Throughput <= 0 {
@@ -117,8 +126,6 @@ func (b Bench) Run(ctx context.Context) (_ *loadtest.Report, err error) {
 			r.ClosedCPUOfEcho = loadtest.CPUPerOrder(res.Closed.CPU) / echoCPU
 		}
 	}
-	rep.Finish()
-	return rep, err
 }
 
 // forgetKeys deletes every key under cfg's Redis prefix, on every master.
