@@ -30,8 +30,13 @@ func TestDemoCartMixOnRealServers(t *testing.T) {
 	testCartMix(t, true, realServers)
 }
 
+// The burst is 50 carts for 10 units of each SKU: it sells each SKU out,
+// and keeps the queue of carts within the buyers' deadline on a loaded
+// machine. 100 carts for 20 units each queued past it at a load average
+// of 18, under redlock, on the embedded servers: 100 answered 503 at the
+// deadline, none sold.
 func testCartMix(t *testing.T, servers bool, env func(t *testing.T) map[string]string) {
-	const cart, stock = 3, 20
+	const cart, stock = 3, 10
 	for _, s := range strategy.All() {
 		unembedded := s.Embedded.Skip != "" || slices.Contains(s.Needs, backend.ZooKeeper) || slices.Contains(s.Needs, backend.Etcd)
 		if min, ok := oversells[s.Name]; ok && min <= 2 || !servers && unembedded {
@@ -41,7 +46,7 @@ func testCartMix(t *testing.T, servers bool, env func(t *testing.T) map[string]s
 			t.Parallel()
 			rep, err := sale.Demo{
 				Plan: loadtest.Plan{Strategies: []string{s.Name}, Instances: 2, Stock: stock,
-					Burst:  loadtest.Burst{Buyers: 100, Cart: cart},
+					Burst:  loadtest.Burst{Buyers: 50, Cart: cart},
 					Steady: loadtest.Steady{Rate: 100, Duration: 300 * time.Millisecond, Cart: cart},
 					Closed: loadtest.Closed{Buyers: 4, Duration: 300 * time.Millisecond, Cart: cart}},
 				Config: demoConfig(t, env(t)),
