@@ -28,18 +28,24 @@ func (l *Lua) bucketNames(sku string) []string {
 // shares deals available, the database's stock, over the buckets whose
 // logs hold pending units each: every bucket's share covers its own
 // pending reservations (a share is a bucket's available plus its pending,
-// as load.lua takes it), and what is left goes out evenly, but at least
-// gather units to a bucket, to the lowest buckets first. The shares add
-// up to available, so that the buckets together hold the database's
-// stock less what is pending; unless the pending alone pass it (Redis
-// granted what the database will refuse): then every bucket is left
-// none.
+// as load.lua takes it), as far as the stock goes, and what is left goes
+// out evenly, but at least gather units to a bucket, to the lowest
+// buckets first. The shares add up to available, so that the buckets
+// together hold the database's stock less what is pending, below zero
+// when the pending pass it (Redis granted what the database will refuse):
+// a bucket whose pending the stock does not cover is left below zero by
+// as much. Its buyers then hear sold out rather than wait on units that
+// cannot come (doubt.lua), and the refused reservations give back, as
+// they leave the log, only what they took past the stock. Left at zero,
+// the buckets would hold every buyer short of units in doubt until the
+// refusals, and then have the refused units back, which the database
+// does not have, for the next buyers to reserve and be refused in turn.
 func shares(available int, pending []int) []int {
 	s := make([]int, len(pending))
 	left := available
 	for i, p := range pending {
-		s[i] = p
-		left -= p
+		s[i] = min(p, left)
+		left -= s[i]
 	}
 	if left <= 0 {
 		return s

@@ -145,7 +145,7 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 				}
 			}
 		}
-		before := 0
+		before, had := 0, true // had: every bucket had a state
 		after := make([]int, len(names))
 		for i, share := range shares(it.Available, pending) {
 			load.Available, load.Persisted = share, done[i]
@@ -153,15 +153,13 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 			if err != nil {
 				return err
 			}
-			if ld.Before != nil && before >= 0 {
+			if had = had && ld.Before != nil; had {
 				before += *ld.Before
-			} else {
-				before = -1
 			}
 			after[i] = ld.After
 			rec.Pending += ld.Pending
 		}
-		if before >= 0 {
+		if had {
 			rec.Before = &before
 		}
 		if err := l.coverDeficits(ctx, names, load.Epoch, after); err != nil {
@@ -184,6 +182,9 @@ func (l *Lua) rebuild(ctx context.Context, sku string, token int64) (Reconciled,
 // and its load ends below zero: its share, dealt from that read, did not
 // cover them. Left so, the buckets together would grant its deficit a
 // second time, and the database refuse a buyer whom Redis had granted.
+// The buckets that shares leaves below zero, their pending past the
+// stock, are covered too, as far as any bucket has units, which only
+// reservations refused meanwhile give back.
 // The units are taken first and given after, so that no moment has more
 // to grant than the database. after is each bucket's available, as
 // loaded; it is updated.

@@ -1,6 +1,7 @@
 package lua_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -171,5 +172,83 @@ func TestLuaRebuildOutwaitsRowLockTimeout(t *testing.T) {
 	acked, soldOut, others := placeAs(t, "late", sku, 1, a)
 	if len(others) > 0 || len(acked) != 1 || soldOut != 0 {
 		t.Fatalf("acked %v, %d sold out, errors %v; want one order", acked, soldOut, others)
+	}
+}
+
+// TestLuaPendingPastTheStock: reservations in the log that the database
+// can no longer take (here the stock is cut to 0 while three of a dead
+// process's are pending, as after a failover whose settlements were lost
+// and whose replays gave their units back) leave the SKU sold out, not in
+// doubt. A rebuild sets Redis to the database's stock less what is
+// pending, below zero if need be: left at zero, the three units in the log
+// would keep every buyer short of units waiting, busy, until they settle,
+// and once they settle, refused, come back as units that the database
+// does not have. With one bucket and with three.
+func TestLuaPendingPastTheStock(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprint(n, "-buckets"), func(t *testing.T) {
+			t.Parallel()
+			f := newLuaFleet(t, func(cfg *config.Config) { cfg.SKUBuckets = n })
+			live := f.new() // its claim timeout, 30 s, leaves the dead one's reservations be
+			const sku = "cut"
+			if _, err := live.SetStock(t.Context(), sku, 3); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := live.lua.Reconcile(t.Context(), 0); err != nil { // builds the state
+				t.Fatal(err)
+			}
+			var epoch int64
+			if err := f.gdb.Raw(`SELECT epoch FROM stock_epochs WHERE sku = ?`, sku).Scan(&epoch).Error; err != nil {
+				t.Fatal(err)
+			}
+			dead := redisstock.New(f.rdb, f.prefix) // reserves and never persists
+			for i := range 3 {
+				r := redisstock.Reservation{UserID: fmt.Sprint("ghost-", i), Key: "g", Quantity: 1}
+				if _, _, err := dead.Reserve(t.Context(), redisstock.BucketOf(sku, 0), r, redisstock.Terms{Epoch: epoch}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := live.SetStock(t.Context(), sku, 0); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := live.lua.Reconcile(t.Context(), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := rep.SKUs[0]; s.Database != 0 || s.Pending != 3 || s.After != -3 || s.Before == nil {
+				t.Errorf("reconciled %v; want database 0, pending 3, redis -3, from the state it had", s)
+			}
+			ask := func(user string) error {
+				ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+				defer cancel()
+				_, _, err := live.Place(ctx, order.PlaceRequest{SKU: sku, UserID: user, Quantity: 1, IdempotencyKey: "k"})
+				return err
+			}
+			if err := ask("early"); !errors.Is(err, stock.ErrSoldOut) {
+				t.Errorf("a buyer while three reservations that the database cannot take are pending: %v, want sold out", err)
+			}
+			// Another shop claims them: the database refuses them, and
+			// their units leave the log without coming back.
+			claimer := f.newWith(func(cfg *config.Config) { cfg.ClaimIdle = 100 * time.Millisecond })
+			time.Sleep(200 * time.Millisecond)
+			if rep, err := claimer.lua.Reconcile(t.Context(), 0); err != nil || rep.Claimed != 3 || rep.Persisted != 0 {
+				t.Fatalf("the claim: %+v, %v; want 3 claimed, none persisted", rep, err)
+			}
+			available, pending := 0, 0
+			for b := range n {
+				st, err := f.stock.State(t.Context(), redisstock.BucketOf(sku, b))
+				if err != nil {
+					t.Fatal(err)
+				}
+				available, pending = available+st.Available, pending+len(st.Log)
+			}
+			if available != 0 || pending != 0 {
+				t.Errorf("once the claim settled them: redis %d, %d pending; want 0 and 0", available, pending)
+			}
+			if err := ask("late"); !errors.Is(err, stock.ErrSoldOut) {
+				t.Errorf("a buyer once they settled: %v, want sold out", err)
+			}
+		})
 	}
 }
