@@ -38,10 +38,13 @@ const checkEvery = time.Second
 // it, and never serves another statement.
 // See docs/operations.md#a-read-only-database.
 //
-// A statement whose caller gives up is ended on the server (kill.go).
+// A statement whose caller gives up is ended on the server (kill.go); a
+// connection whose caller gives up while it opens serves the next one
+// (spare.go).
 type primaryOnly struct {
 	driver.Connector
 	killer *killer
+	spares spares
 	gen    atomic.Uint64 // the connections opened before the pool last left a server have an older one
 
 	mu     sync.Mutex
@@ -50,11 +53,14 @@ type primaryOnly struct {
 }
 
 func newPrimaryOnly(c driver.Connector) *primaryOnly {
-	return &primaryOnly{Connector: c, killer: newKiller(c)}
+	return &primaryOnly{Connector: c, killer: newKiller(c), spares: newSpares()}
 }
 
 // Close is called as the pool closes.
-func (p *primaryOnly) Close() error { return p.killer.Close() }
+func (p *primaryOnly) Close() error {
+	p.spares.close()
+	return p.killer.Close()
+}
 
 // mysqlConn is what database/sql uses of the driver's connection.
 type mysqlConn interface {
@@ -77,7 +83,8 @@ type mysqlStmt interface {
 	driver.NamedValueChecker
 }
 
-func (p *primaryOnly) Connect(ctx context.Context) (driver.Conn, error) {
+// dial opens a connection of the pool, under ctx.
+func (p *primaryOnly) dial(ctx context.Context) (*conn, error) {
 	dc, err := p.Connector.Connect(ctx)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP proxy between one client and a real server, for the
@@ -19,6 +20,7 @@ type Proxy struct {
 	target  string
 	running chan struct{} // closed while traffic flows; open while paused
 	cut     bool
+	delay   time.Duration // before a connection accepted reaches target
 	conns   []net.Conn
 }
 
@@ -72,6 +74,16 @@ func (p *Proxy) Retarget(target string) {
 	p.target = target
 }
 
+// Delay holds each connection accepted from now on for d before it
+// reaches the server, as a loaded or distant endpoint does: the client's
+// dial succeeds, and the server's greeting comes d later. Traffic on
+// connections already open is not delayed.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
 // Cut closes every connection, abruptly, and refuses new ones from now on.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
@@ -122,8 +134,9 @@ func (p *Proxy) accept() {
 
 func (p *Proxy) serve(client net.Conn) {
 	p.mu.Lock()
-	target := p.target
+	target, delay := p.target, p.delay
 	p.mu.Unlock()
+	time.Sleep(delay)
 	server, err := net.Dial("tcp", target)
 	if err != nil {
 		client.Close()
