@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stockguard/shop/internal/backend"
 	"github.com/stockguard/shop/internal/stock"
@@ -53,7 +52,10 @@ func TestQueuedSoldOutDoesNotQueue(t *testing.T) {
 		wg.Go(func() { errs <- q.Adjust(t.Context(), "hot", -1, func(stock.Tx) error { return nil }) })
 	}
 	testinfra.WaitFor(t, "a buyer at the guard", func() bool { return inner.calls.Load() == 1 })
-	time.Sleep(100 * time.Millisecond) // the rest have queued behind it
+	// Every buyer read the unit the transaction has not taken yet: each
+	// queues behind the first. A buyer not yet queued when the first is
+	// told sold out would be one that came after it.
+	testinfra.WaitFor(t, "every buyer in the queue", func() bool { return q.InQueue("hot") == waiters })
 	if err := tx.Commit().Error; err != nil {
 		t.Fatal(err)
 	}
@@ -64,16 +66,17 @@ func TestQueuedSoldOutDoesNotQueue(t *testing.T) {
 			t.Errorf("a waiter got %v, want sold out", err)
 		}
 	}
-	if n := inner.calls.Load(); n != 1 {
-		t.Errorf("%d changes reached the guard; want 1: the waiters should have been told together", n)
+	told := inner.calls.Load()
+	if told != 1 {
+		t.Errorf("%d changes reached the guard; want 1: the waiters should have been told together", told)
 	}
 
 	// Now sold out: the next buyer does not reach the guard at all.
 	if err := q.Adjust(t.Context(), "hot", -1, func(stock.Tx) error { return nil }); !errors.Is(err, stock.ErrSoldOut) {
 		t.Errorf("after the sell-out: %v, want sold out", err)
 	}
-	if n := inner.calls.Load(); n != 1 {
-		t.Errorf("%d changes reached the guard after the sell-out; want none more", n-1)
+	if n := inner.calls.Load(); n != told {
+		t.Errorf("%d changes reached the guard after the sell-out; want none more", n-told)
 	}
 }
 
