@@ -570,9 +570,10 @@ const restartWrites = 300
 
 // TestFaultLockServerRestartsEmpty: the lock's server is killed mid-burst
 // and started again with nothing in it, so that it counts its tokens from
-// the start again, below the fence the database has kept. The shops go on
-// selling: a holder that the fence refuses raises its token past it, and a
-// ZooKeeper connection that the emptied ensemble refuses is replaced.
+// the start again, below the fence the database has kept; then once more
+// between two sales of the SKU. The shops go on selling: a holder that the
+// fence refuses raises its token past it, and a ZooKeeper connection that
+// the emptied ensemble refuses is replaced.
 func TestFaultLockServerRestartsEmpty(t *testing.T) {
 	t.Parallel()
 	faultsNeedServers(t)
@@ -631,15 +632,37 @@ func TestFaultLockServerRestartsEmpty(t *testing.T) {
 			}
 			s := newSale(t, tc.strategy, redisAddr, env...)
 			sku := "f-lock-" + tc.strategy
-			s.sellThrough(t, sku, func() {
+			restart := func() {
 				srv.Kill()
 				srv.Empty()
 				srv.Start()
-			})
-			// Every token before the restart was below 150 acquisitions or
-			// a few thousand writes; a raised one is 65,536 past the fence.
-			if it, err := stock.Get(t.Context(), s.GDB, sku); err != nil || it.Fence < 1<<16 {
-				t.Errorf("fence %d (%v): no holder raised its token, so the server kept its count", it.Fence, err)
+			}
+			res := s.sellThrough(t, sku, restart)
+			// The restart mid-burst comes once the client has counted a
+			// third of the units acknowledged; a loaded machine can count
+			// them so late that every unit is sold by then, and no holder
+			// needs to raise its token. So the server restarts empty once
+			// more between two sales of the SKU, and the next units must
+			// raise one: every token the emptied server counts is far below
+			// the fence, which is past 150 acquisitions or 300 writes.
+			fence := func() int64 {
+				it, err := stock.Get(t.Context(), s.GDB, sku)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return it.Fence
+			}
+			before := fence()
+			s.shape = &burstShape{units: 10, buyers: 20, arrival: faultArrival}
+			s.putStock(t, sku) // the next units, in the same history
+			restart()
+			more := s.buy(t, func(i int) history.Op { return buyerRequest(sku, faultBuyers+i) }, nil)
+			if a := s.settle(t, sku, told{acked: append(res.acked, more.acked...), soldOut: res.soldOut + more.soldOut}); a.Available != 0 {
+				t.Errorf("%d units left after the sale after the second restart", a.Available)
+			}
+			// A raised token is 65,536 past the fence it was refused by.
+			if after := fence(); after < before+1<<16 {
+				t.Errorf("fence %d, and %d before the second restart: no holder raised its token, so the server kept its count", after, before)
 			}
 			raises := 0.0
 			for _, o := range s.Shops {
